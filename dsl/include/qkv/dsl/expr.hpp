@@ -1,0 +1,258 @@
+// Mod expressions: what mask_mod and score_mod lambdas return.
+//
+// A mod is an ordinary C++ lambda. qkv calls it once, with symbolic values for the batch
+// index b, the (query) head h, the query position q, the key/value position kv and, for a
+// score_mod, the score s. Operators on those values build an expression tree; the tree is
+// stored in the graph, evaluated by the interpreter and emitted inside compiled kernels.
+//
+//   mask_mod:  [](auto b, auto h, auto q, auto kv) { return q >= kv && q - kv < 256; }
+//   score_mod: [&](auto s, auto b, auto h, auto q, auto kv) { return s + slopes[h] * (kv - q); }
+//
+// Two C++ types: Expr (a number: integer or float, known when the tree is built) and
+// BoolExpr (a condition). A mask must return a BoolExpr, a score_mod an Expr; `if`, `?:`
+// and `bool(...)` on a symbolic value are compile errors that say to use qkv::select.
+// Integer arithmetic is C++'s on int64 (division truncates toward zero); mixing an
+// integer with a float converts the integer to float; the interpreter computes floats in
+// double, compiled kernels in f32.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <qkv/dsl/dtype.hpp>
+
+namespace qkv {
+
+class Graph;
+
+enum class ExprType : std::uint8_t { Int, Float, Bool };
+
+enum class ExprOp : std::uint8_t {
+  // leaves
+  IndexB, IndexH, IndexQ, IndexKV, // the four positions a mod sees
+  LenQ, LenKV,                     // extents of the query and key/value axes
+  Score,                           // the score (score_mod only)
+  ConstInt, ConstFloat, ConstBool,
+  // unary
+  Neg, Not, Exp, Log, Tanh, Abs, Sqrt, ToFloat,
+  // binary
+  Add, Sub, Mul, Div, Mod, Min, Max, Pow,
+  Lt, Le, Gt, Ge, Eq, Ne, And, Or,
+  // select(cond, a, b)
+  Select,
+  // a load from a captured graph tensor; args are the indices, one per dim
+  Load,
+};
+
+/// The spelling of an op in printed expressions and error messages ("exp", "+", ">=").
+std::string expr_op_name(ExprOp op);
+
+struct ExprNode;
+using ExprPtr = std::shared_ptr<const ExprNode>;
+
+struct ExprNode {
+  ExprOp op;
+  ExprType type;
+  std::int64_t ival = 0; // ConstInt, ConstBool
+  double fval = 0;       // ConstFloat
+  // Load: the captured tensor, as a node of `graph`.
+  const Graph *graph = nullptr;
+  std::int32_t tensor = -1;
+  std::vector<ExprPtr> args;
+};
+
+namespace detail {
+template <class T> inline constexpr bool always_false = false;
+ExprPtr make_leaf(ExprOp op);
+ExprPtr make_int(std::int64_t v);
+ExprPtr make_float(double v);
+ExprPtr make_bool(bool v);
+ExprPtr make_unary(ExprOp op, ExprPtr a);
+ExprPtr make_binary(ExprOp op, ExprPtr a, ExprPtr b);
+ExprPtr make_select(ExprPtr c, ExprPtr a, ExprPtr b);
+ExprPtr make_load(const Graph *g, std::int32_t tensor, DType dtype, std::vector<ExprPtr> idx);
+} // namespace detail
+
+#define QKV_NO_TRUTH_VALUE                                                               \
+  template <class T = void> explicit operator bool() const {                             \
+    static_assert(detail::always_false<T>,                                               \
+                  "qkv mod: a symbolic value has no truth value while the mod is traced; " \
+                  "write qkv::select(cond, a, b) instead of if / ?:, and combine "        \
+                  "conditions with && || !");                                              \
+    return false;                                                                         \
+  }
+
+/// A symbolic number (integer or float) inside a mod.
+class Expr {
+public:
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  Expr(T v) : p_(detail::make_int(static_cast<std::int64_t>(v))) {}
+  template <std::floating_point T> Expr(T v) : p_(detail::make_float(static_cast<double>(v))) {}
+  explicit Expr(ExprPtr p);
+
+  const ExprPtr &ptr() const { return p_; }
+  ExprType type() const { return p_->type; }
+  bool is_int() const { return p_->type == ExprType::Int; }
+  std::string str() const;
+
+  QKV_NO_TRUTH_VALUE
+
+private:
+  ExprPtr p_;
+};
+
+/// A symbolic condition inside a mod.
+class BoolExpr {
+public:
+  template <class T>
+    requires std::same_as<T, bool>
+  BoolExpr(T v) : p_(detail::make_bool(v)) {}
+  explicit BoolExpr(ExprPtr p);
+
+  const ExprPtr &ptr() const { return p_; }
+  std::string str() const;
+
+  QKV_NO_TRUTH_VALUE
+
+private:
+  ExprPtr p_;
+};
+
+#undef QKV_NO_TRUTH_VALUE
+
+// Arithmetic. Int op Int stays Int (except pow); anything with a float is float.
+Expr operator+(const Expr &a, const Expr &b);
+Expr operator-(const Expr &a, const Expr &b);
+Expr operator*(const Expr &a, const Expr &b);
+Expr operator/(const Expr &a, const Expr &b);
+Expr operator%(const Expr &a, const Expr &b); // integers only
+Expr operator-(const Expr &a);
+Expr min(const Expr &a, const Expr &b);
+Expr max(const Expr &a, const Expr &b);
+Expr pow(const Expr &a, const Expr &b);
+Expr abs(const Expr &a);
+Expr exp(const Expr &a);
+Expr log(const Expr &a);
+Expr tanh(const Expr &a);
+Expr sqrt(const Expr &a);
+Expr to_float(const Expr &a);
+
+// Comparisons and logic.
+BoolExpr operator<(const Expr &a, const Expr &b);
+BoolExpr operator<=(const Expr &a, const Expr &b);
+BoolExpr operator>(const Expr &a, const Expr &b);
+BoolExpr operator>=(const Expr &a, const Expr &b);
+BoolExpr operator==(const Expr &a, const Expr &b);
+BoolExpr operator!=(const Expr &a, const Expr &b);
+BoolExpr operator&&(const BoolExpr &a, const BoolExpr &b);
+BoolExpr operator||(const BoolExpr &a, const BoolExpr &b);
+BoolExpr operator!(const BoolExpr &a);
+
+/// select(cond, a, b): a where cond holds, else b (both sides are evaluated).
+Expr select(const BoolExpr &c, const Expr &a, const Expr &b);
+BoolExpr select(const BoolExpr &c, const BoolExpr &a, const BoolExpr &b);
+
+/// The symbolic extents of the query / key-value axes, for masks that need them
+/// (e.g. causal attention aligned to the last query when L != S).
+Expr len_q();
+Expr len_kv();
+
+// ---- tracing -----------------------------------------------------------------------
+
+/// A mask_mod: (b, h, q, kv) -> condition; true keeps the score.
+struct MaskFn {
+  ExprPtr expr;
+};
+/// A score_mod: (score, b, h, q, kv) -> new score.
+struct ScoreFn {
+  ExprPtr expr;
+};
+
+namespace detail {
+Expr index_var(ExprOp which);
+
+template <class F> ExprPtr trace_mask(F &&f) {
+  static_assert(std::is_invocable_v<F &, Expr, Expr, Expr, Expr>,
+                "mask_mod must be callable as f(b, h, q, kv): four index arguments "
+                "(write [](auto b, auto h, auto q, auto kv) { ... })");
+  using R = std::invoke_result_t<F &, Expr, Expr, Expr, Expr>;
+  static_assert(std::is_same_v<std::decay_t<R>, BoolExpr> || std::is_same_v<std::decay_t<R>, bool>,
+                "mask_mod must return a condition (a comparison such as q >= kv, combined "
+                "with && || !), not a number");
+  return BoolExpr(f(index_var(ExprOp::IndexB), index_var(ExprOp::IndexH),
+                    index_var(ExprOp::IndexQ), index_var(ExprOp::IndexKV)))
+      .ptr();
+}
+
+template <class F> ExprPtr trace_score(F &&f) {
+  static_assert(std::is_invocable_v<F &, Expr, Expr, Expr, Expr, Expr>,
+                "score_mod must be callable as f(score, b, h, q, kv): the score then four "
+                "index arguments (write [](auto s, auto b, auto h, auto q, auto kv) { ... })");
+  using R = std::invoke_result_t<F &, Expr, Expr, Expr, Expr, Expr>;
+  static_assert(!std::is_same_v<std::decay_t<R>, BoolExpr>,
+                "score_mod must return a number (the new score), not a condition; to drop "
+                "scores use a mask_mod");
+  static_assert(std::is_convertible_v<R, Expr>,
+                "score_mod must return a number expression built from its arguments");
+  return Expr(f(index_var(ExprOp::Score), index_var(ExprOp::IndexB), index_var(ExprOp::IndexH),
+                index_var(ExprOp::IndexQ), index_var(ExprOp::IndexKV)))
+      .ptr();
+}
+} // namespace detail
+
+/// Wraps a mask lambda as a reusable mask value (for and_masks / or_masks).
+template <class F>
+  requires(!std::same_as<std::decay_t<F>, MaskFn>)
+MaskFn mask_fn(F &&f) {
+  return MaskFn{detail::trace_mask(f)};
+}
+inline MaskFn mask_fn(MaskFn m) { return m; }
+template <class F>
+  requires(!std::same_as<std::decay_t<F>, ScoreFn>)
+ScoreFn score_fn(F &&f) {
+  return ScoreFn{detail::trace_score(f)};
+}
+inline ScoreFn score_fn(ScoreFn s) { return s; }
+
+/// Keeps a score only where every mask keeps it.
+template <class... M> MaskFn and_masks(M &&...ms) {
+  static_assert(sizeof...(M) >= 1, "and_masks needs at least one mask");
+  MaskFn parts[] = {mask_fn(std::forward<M>(ms))...};
+  BoolExpr acc(parts[0].expr);
+  for (std::size_t i = 1; i < sizeof...(M); ++i)
+    acc = acc && BoolExpr(parts[i].expr);
+  return MaskFn{acc.ptr()};
+}
+/// Keeps a score where any mask keeps it.
+template <class... M> MaskFn or_masks(M &&...ms) {
+  static_assert(sizeof...(M) >= 1, "or_masks needs at least one mask");
+  MaskFn parts[] = {mask_fn(std::forward<M>(ms))...};
+  BoolExpr acc(parts[0].expr);
+  for (std::size_t i = 1; i < sizeof...(M); ++i)
+    acc = acc || BoolExpr(parts[i].expr);
+  return MaskFn{acc.ptr()};
+}
+
+// ---- ready-made masks ---------------------------------------------------------------
+
+/// q >= kv: a position sees itself and the past.
+MaskFn causal_mask();
+/// causal, and at most `window - 1` positions back: q >= kv && q - kv < window.
+MaskFn sliding_window_mask(std::int64_t window);
+
+// ---- inspection ----------------------------------------------------------------------
+
+/// Infix text of an expression; loads print as `%<node>[i, j]` unless `names` maps the
+/// node id to a tensor name.
+std::string to_string(const ExprPtr &e, const std::vector<std::string> *names = nullptr);
+/// The distinct graph nodes an expression loads from, in first-use order.
+std::vector<std::int32_t> loaded_tensors(const ExprPtr &e);
+/// Structural equality of two expression trees.
+bool equal(const ExprPtr &a, const ExprPtr &b);
+
+} // namespace qkv

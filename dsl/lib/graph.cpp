@@ -1,0 +1,626 @@
+// Graph: nodes, dims, printing, hashing, verification and run-time dim binding.
+#include <qkv/dsl/graph.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include <qkv/dsl/infer.hpp>
+
+namespace qkv {
+
+// ---- small things ----------------------------------------------------------------------
+
+DType parse_dtype(std::string_view s) {
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64})
+    if (dtype_name(t) == s)
+      return t;
+  user_error("unknown dtype '" + std::string(s) + "' (expected f32, f64, f16, bf16, i32, i64)");
+}
+
+std::string describe(const Dim &d) {
+  return "'" + d.name + "'(" + (d.is_static() ? std::to_string(d.extent) : "dynamic") + ")";
+}
+
+std::string describe(const std::vector<Dim> &dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + dims[i].name;
+  return s + ")";
+}
+
+std::string describe_full(const std::vector<Dim> &dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + dims[i].name + "=" +
+         (dims[i].is_static() ? std::to_string(dims[i].extent) : "?");
+  return s + ")";
+}
+
+static std::string wrap_sum(const std::string &n) {
+  return n.find('+') != std::string::npos ? "(" + n + ")" : n;
+}
+
+Dim product(const Dim &a, const Dim &b) {
+  return Dim(wrap_sum(a.name) + "*" + wrap_sum(b.name),
+             a.is_static() && b.is_static() ? a.extent * b.extent : kDynamic);
+}
+
+Dim sum(const std::vector<Dim> &parts) {
+  std::string name;
+  std::int64_t e = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    name += (i ? "+" : "") + parts[i].name;
+    e = (e == kDynamic || parts[i].is_dynamic()) ? kDynamic : e + parts[i].extent;
+  }
+  return Dim(name, e);
+}
+
+static const char *const kOpNames[] = {
+    "input", "param", "constant", "matmul", "linear", "transpose", "scale", "add", "sub",
+    "mul", "div", "softmax", "split_heads", "merge_heads", "concat", "mask", "score_mod",
+    "sinusoidal_pe", "rope", "layer_norm", "rms_norm", "gelu", "silu", "elu", "swiglu",
+    "embedding", "attention", "linformer_project", "linear_attention"};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) ==
+              static_cast<std::size_t>(OpKind::LinearAttention) + 1);
+
+std::string_view op_name(OpKind op) { return kOpNames[static_cast<int>(op)]; }
+
+std::optional<OpKind> parse_op_name(std::string_view name) {
+  for (std::size_t i = 0; i < sizeof(kOpNames) / sizeof(kOpNames[0]); ++i)
+    if (name == kOpNames[i])
+      return static_cast<OpKind>(i);
+  return std::nullopt;
+}
+
+std::string_view feature_map_name(FeatureMap f) {
+  return f == FeatureMap::EluPlusOne ? "elu_plus_one" : "relu";
+}
+
+static std::string fmt(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+// ---- Value -------------------------------------------------------------------------------
+
+Graph &Value::graph() const {
+  if (!g_)
+    user_error("use of an empty qkv::Value (not made by a graph)");
+  return *g_;
+}
+
+const Node &Value::node() const { return graph().node(id_); }
+
+std::string Value::describe() const { return "'" + name() + "' " + qkv::describe(dims()); }
+
+Value Value::named(const std::string &name) const {
+  user_check(!name.empty(), "named(): empty name");
+  Node &n = graph().mutable_node(id_);
+  if (n.op == OpKind::Input || n.op == OpKind::Param)
+    user_error("named(): '" + n.name + "' is an argument; its name is how it is bound");
+  n.name = name;
+  return *this;
+}
+
+Expr Value::load(std::vector<Expr> idx) const {
+  const Node &n = node();
+  if (static_cast<int>(idx.size()) != n.rank())
+    user_error("mod expression: " + describe() + " has " + std::to_string(n.rank()) +
+               " dims but is indexed with " + std::to_string(idx.size()));
+  std::vector<ExprPtr> ps;
+  for (const Expr &e : idx)
+    ps.push_back(e.ptr());
+  return Expr(detail::make_load(g_, id_, n.dtype, std::move(ps)));
+}
+
+// ---- Graph -------------------------------------------------------------------------------
+
+Graph::Graph(std::string name) : name_(std::move(name)) {
+  user_check(!name_.empty(), "Graph: empty name");
+}
+
+static bool is_identifier(const std::string &s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
+    return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '\'';
+  });
+}
+
+static bool is_derived_name(const std::string &s) {
+  return s.find_first_of("*+") != std::string::npos;
+}
+
+Dim Graph::dim(const std::string &name, std::int64_t extent) {
+  if (!is_identifier(name))
+    user_error("dim name '" + name +
+               "' is not an identifier (letters, digits, _ ; derived dims like H*Dh are "
+               "made by ops)");
+  if (extent != kDynamic && extent < 1)
+    user_error("dim '" + name + "': extent must be positive or dynamic, got " +
+               std::to_string(extent));
+  auto it = dims_.find(name);
+  if (it != dims_.end()) {
+    if (it->second.extent != extent)
+      user_error("dim '" + name + "' is already declared as " + describe(Dim(name, it->second.extent)) +
+                 "; it cannot also be " + describe(Dim(name, extent)));
+    return Dim(name, extent);
+  }
+  dims_[name] = DimDef{name, extent, DimDef::Kind::Atomic, {}};
+  return Dim(name, extent);
+}
+
+void Graph::use_dims(const std::vector<Dim> &dims, const std::string &context) {
+  for (const Dim &d : dims) {
+    auto it = dims_.find(d.name);
+    if (it != dims_.end()) {
+      if (it->second.extent != d.extent)
+        user_error(context + ": dim '" + d.name + "' is " + describe(Dim(d.name, it->second.extent)) +
+                   " elsewhere in graph '" + name_ + "' but " + describe(d) + " here");
+      continue;
+    }
+    if (!is_derived_name(d.name))
+      dim(d.name, d.extent);
+    else
+      dims_[d.name] = DimDef{d.name, d.extent, DimDef::Kind::Atomic, {}};
+  }
+}
+
+void Graph::define_product(const Dim &result, const Dim &a, const Dim &b) {
+  use_dims({a, b, result}, "product dim");
+  if (result.name != product(a, b).name)
+    return; // a user-named dim (merge_heads(x, D)): bound from its own extent
+  DimDef &d = dims_[result.name];
+  d.kind = DimDef::Kind::Product;
+  d.parts = {a.name, b.name};
+}
+
+void Graph::define_sum(const Dim &result, const std::vector<Dim> &parts) {
+  use_dims(parts, "sum dim");
+  use_dims({result}, "sum dim");
+  if (result.name != sum(parts).name)
+    return;
+  DimDef &d = dims_[result.name];
+  d.kind = DimDef::Kind::Sum;
+  d.parts.clear();
+  for (const Dim &p : parts)
+    d.parts.push_back(p.name);
+}
+
+Value Graph::add_argument(OpKind op, const std::string &name, DType dtype,
+                          const std::vector<Dim> &dims) {
+  const char *what = op == OpKind::Input ? "input" : op == OpKind::Param ? "param" : "constant";
+  if (name.empty())
+    user_error(std::string(what) + ": empty name");
+  for (const Node &n : nodes_)
+    if ((n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant) &&
+        n.name == name)
+      user_error(std::string(what) + " '" + name + "': graph '" + name_ +
+                 "' already has an input, param or constant with this name");
+  use_dims(dims, std::string(what) + " '" + name + "'");
+  Node n;
+  n.id = static_cast<NodeId>(nodes_.size());
+  n.op = op;
+  n.name = name;
+  n.dtype = dtype;
+  n.dims = dims;
+  nodes_.push_back(std::move(n));
+  return Value(this, nodes_.back().id);
+}
+
+Value Graph::input(const std::string &name, DType dtype, const std::vector<Dim> &dims) {
+  return add_argument(OpKind::Input, name, dtype, dims);
+}
+
+Value Graph::param(const std::string &name, DType dtype, const std::vector<Dim> &dims) {
+  return add_argument(OpKind::Param, name, dtype, dims);
+}
+
+Value Graph::constant(const std::string &name, const std::vector<Dim> &dims,
+                      std::vector<double> values, DType dtype) {
+  std::int64_t count = 1;
+  for (const Dim &d : dims) {
+    if (d.is_dynamic())
+      user_error("constant '" + name + "': dim " + describe(d) +
+                 " is dynamic; a constant's dims must be static");
+    count *= d.extent;
+  }
+  if (static_cast<std::int64_t>(values.size()) != count)
+    user_error("constant '" + name + "' " + describe_full(dims) + " needs " +
+               std::to_string(count) + " values, got " + std::to_string(values.size()));
+  Value v = add_argument(OpKind::Constant, name, dtype, dims);
+  nodes_[v.id()].attrs.data = std::make_shared<const std::vector<double>>(std::move(values));
+  return v;
+}
+
+void Graph::output(const std::string &name, Value v) {
+  user_check(!name.empty(), "output: empty name");
+  user_check(v.valid() && &v.graph() == this,
+             "output '" + name + "': the value is not from graph '" + name_ + "'");
+  for (const auto &[n, id] : outputs_)
+    if (n == name)
+      user_error("output '" + name + "': graph '" + name_ + "' already has an output named so");
+  outputs_.emplace_back(name, v.id());
+}
+
+const Node &Graph::node(NodeId id) const {
+  if (id < 0 || id >= static_cast<NodeId>(nodes_.size()))
+    internal_error("graph '" + name_ + "': no node " + std::to_string(id));
+  return nodes_[id];
+}
+
+Node &Graph::mutable_node(NodeId id) {
+  if (id < 0 || id >= static_cast<NodeId>(nodes_.size()))
+    internal_error("graph '" + name_ + "': no node " + std::to_string(id));
+  return nodes_[id];
+}
+
+std::vector<NodeId> Graph::arguments() const {
+  std::vector<NodeId> out;
+  for (const Node &n : nodes_)
+    if (n.op == OpKind::Input || n.op == OpKind::Param)
+      out.push_back(n.id);
+  return out;
+}
+
+std::optional<NodeId> Graph::find_argument(const std::string &name) const {
+  for (const Node &n : nodes_)
+    if ((n.op == OpKind::Input || n.op == OpKind::Param) && n.name == name)
+      return n.id;
+  return std::nullopt;
+}
+
+std::vector<NodeId> Graph::users(NodeId id) const {
+  std::vector<NodeId> out;
+  for (const Node &n : nodes_)
+    if (std::find(n.inputs.begin(), n.inputs.end(), id) != n.inputs.end())
+      out.push_back(n.id);
+  return out;
+}
+
+bool Graph::is_output(NodeId id) const {
+  return std::any_of(outputs_.begin(), outputs_.end(),
+                     [id](const auto &o) { return o.second == id; });
+}
+
+Value Graph::add_node(OpKind op, const std::vector<Value> &inputs, Attrs attrs, DType dtype,
+                      std::vector<Dim> dims, std::string name) {
+  Node n;
+  n.id = static_cast<NodeId>(nodes_.size());
+  n.op = op;
+  for (const Value &v : inputs) {
+    if (!v.valid() || &v.graph() != this)
+      internal_error("add_node: input from another graph");
+    n.inputs.push_back(v.id());
+  }
+  n.name = name.empty() ? std::string(op_name(op)) + "#" + std::to_string(n.id) : std::move(name);
+  n.attrs = std::move(attrs);
+  n.dtype = dtype;
+  use_dims(dims, std::string(op_name(op)));
+  n.dims = std::move(dims);
+  nodes_.push_back(std::move(n));
+  return Value(this, nodes_.back().id);
+}
+
+// ---- printing and hashing -----------------------------------------------------------------
+
+static bool default_name(const Node &n) {
+  return n.name == std::string(op_name(n.op)) + "#" + std::to_string(n.id);
+}
+
+static std::string type_str(const Node &n) {
+  return std::string(dtype_name(n.dtype)) + " " + describe_full(n.dims);
+}
+
+static std::string attr_str(const Graph &g, const Node &n, bool with_names) {
+  const Attrs &a = n.attrs;
+  std::vector<std::string> names;
+  for (const Node &m : g.nodes())
+    names.push_back(with_names || m.op == OpKind::Input || m.op == OpKind::Param ||
+                            m.op == OpKind::Constant
+                        ? m.name
+                        : "%" + std::to_string(m.id));
+  std::vector<std::string> kv;
+  auto dim_list = [](const std::vector<Dim> &ds) {
+    std::string s;
+    for (std::size_t i = 0; i < ds.size(); ++i)
+      s += (i ? ", " : "") + ds[i].name + "=" +
+           (ds[i].is_static() ? std::to_string(ds[i].extent) : "?");
+    return s;
+  };
+  switch (n.op) {
+  case OpKind::Transpose:
+    kv.push_back("axes = [" + std::to_string(a.axes.at(0)) + ", " + std::to_string(a.axes.at(1)) + "]");
+    break;
+  case OpKind::Scale: kv.push_back("scale = " + fmt(a.scale.value_or(1))); break;
+  case OpKind::Softmax: kv.push_back("axis = " + std::to_string(a.axes.at(0))); break;
+  case OpKind::Concat:
+    kv.push_back("axis = " + std::to_string(a.axes.at(0)));
+    if (!a.dims.empty())
+      kv.push_back("out = " + dim_list(a.dims));
+    break;
+  case OpKind::SplitHeads: kv.push_back("heads = " + dim_list(a.dims)); break;
+  case OpKind::MergeHeads:
+    if (!a.dims.empty())
+      kv.push_back("out = " + dim_list(a.dims));
+    break;
+  case OpKind::SinusoidalPE:
+    kv.push_back("base = " + fmt(a.base));
+    kv.push_back("offset = " + std::to_string(a.offset));
+    break;
+  case OpKind::Rope:
+    kv.push_back("base = " + fmt(a.base));
+    kv.push_back("offset = " + std::to_string(a.offset));
+    kv.push_back(std::string("interleaved = ") + (a.interleaved ? "true" : "false"));
+    break;
+  case OpKind::LayerNorm: case OpKind::RmsNorm: kv.push_back("eps = " + fmt(a.eps)); break;
+  case OpKind::Gelu:
+    kv.push_back(std::string("approximate = ") + (a.approximate ? "tanh" : "none"));
+    break;
+  case OpKind::Elu: kv.push_back("alpha = " + fmt(a.alpha)); break;
+  case OpKind::LinearAttention:
+    kv.push_back("feature_map = " + std::string(feature_map_name(a.feature_map)));
+    break;
+  case OpKind::Attention:
+    if (a.scale)
+      kv.push_back("scale = " + fmt(*a.scale));
+    if (a.mask)
+      kv.push_back("mask = {" + to_string(a.mask, &names) + "}");
+    if (a.score)
+      kv.push_back("score = {" + to_string(a.score, &names) + "}");
+    break;
+  case OpKind::Mask: kv.push_back("mask = {" + to_string(a.mask, &names) + "}"); break;
+  case OpKind::ScoreMod: kv.push_back("score = {" + to_string(a.score, &names) + "}"); break;
+  case OpKind::Constant: {
+    const auto &d = *a.data;
+    std::string s = "[";
+    for (std::size_t i = 0; i < d.size(); ++i)
+      s += (i ? ", " : "") + fmt(d[i]);
+    kv.push_back("values = " + s + "]");
+    break;
+  }
+  default: break;
+  }
+  if (kv.empty())
+    return "";
+  std::string s = " {";
+  for (std::size_t i = 0; i < kv.size(); ++i)
+    s += (i ? ", " : "") + kv[i];
+  return s + "}";
+}
+
+static std::string print_graph(const Graph &g, bool with_names) {
+  std::ostringstream os;
+  os << "graph \"" << (with_names ? g.name() : std::string("_")) << "\" {\n";
+  for (const Node &n : g.nodes()) {
+    os << "  %" << n.id;
+    bool arg = n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant;
+    if (!arg && with_names && !default_name(n))
+      os << " \"" << n.name << "\"";
+    os << " = " << op_name(n.op);
+    if (arg)
+      os << " \"" << n.name << "\"";
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      if (static_cast<int>(i) == n.num_operands())
+        os << " captures";
+      os << (i == 0 || static_cast<int>(i) == n.num_operands() ? " " : ", ") << "%" << n.inputs[i];
+    }
+    os << attr_str(g, n, with_names) << " : " << type_str(n) << "\n";
+  }
+  for (const auto &[name, id] : g.outputs())
+    os << "  output \"" << name << "\" = %" << id << "\n";
+  os << "}\n";
+  return os.str();
+}
+
+std::string Graph::str() const { return print_graph(*this, true); }
+
+std::uint64_t Graph::hash() const {
+  // FNV-1a over the canonical text (no node names, no graph name): stable across runs and
+  // machines, so it can key a kernel cache on disk.
+  std::string text = print_graph(*this, false);
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void Graph::verify() const {
+  std::set<std::string> arg_names;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Node &n = nodes_[i];
+    std::string where = "graph '" + name_ + "', node %" + std::to_string(i) + " '" + n.name + "'";
+    if (n.id != static_cast<NodeId>(i))
+      user_error(where + ": id " + std::to_string(n.id) + " out of order");
+    for (NodeId in : n.inputs)
+      if (in < 0 || in >= n.id)
+        user_error(where + ": input %" + std::to_string(in) +
+                   " does not come before it (the graph must be a DAG in creation order)");
+    for (const Dim &d : n.dims) {
+      auto it = dims_.find(d.name);
+      if (it == dims_.end())
+        user_error(where + ": dim '" + d.name + "' is not declared in the graph");
+      if (it->second.extent != d.extent)
+        user_error(where + ": dim " + describe(d) + " disagrees with the graph's " +
+                   describe(Dim(d.name, it->second.extent)));
+    }
+    switch (n.op) {
+    case OpKind::Input: case OpKind::Param: case OpKind::Constant:
+      if (!n.inputs.empty())
+        user_error(where + ": an argument has inputs");
+      if (!arg_names.insert(n.name).second)
+        user_error(where + ": argument name '" + n.name + "' is used twice");
+      if (n.op == OpKind::Constant) {
+        std::int64_t count = 1;
+        for (const Dim &d : n.dims)
+          count *= d.is_static() ? d.extent : 0;
+        if (!n.attrs.data || static_cast<std::int64_t>(n.attrs.data->size()) != count)
+          user_error(where + ": constant data does not match its dims");
+      }
+      break;
+    default: {
+      InferredType t;
+      try {
+        t = infer_type(*this, n.op, n.inputs, n.attrs);
+      } catch (const Error &e) {
+        user_error(where + ": " + e.what());
+      }
+      if (t.dtype != n.dtype || t.dims != n.dims)
+        user_error(where + ": stored type " + type_str(n) + " is not what " +
+                   std::string(op_name(n.op)) + " gives, " + std::string(dtype_name(t.dtype)) +
+                   " " + describe_full(t.dims));
+    }
+    }
+  }
+  std::set<std::string> out_names;
+  for (const auto &[name, id] : outputs_) {
+    if (id < 0 || id >= static_cast<NodeId>(nodes_.size()))
+      user_error("graph '" + name_ + "': output '" + name + "' refers to no node");
+    if (!out_names.insert(name).second)
+      user_error("graph '" + name_ + "': output name '" + name + "' is used twice");
+  }
+  if (outputs_.empty())
+    user_error("graph '" + name_ + "' has no outputs (call g.output(name, value))");
+}
+
+// ---- dim binding -----------------------------------------------------------------------------
+
+static std::string shape_str(const Shape &s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+DimBindings bind_dims(const Graph &g, const std::map<std::string, std::pair<DType, Shape>> &args) {
+  DimBindings b;
+  std::map<std::string, std::string> source; // dim -> the argument that bound it
+  for (const auto &[name, def] : g.dim_defs())
+    if (def.extent != kDynamic)
+      b[name] = def.extent;
+
+  std::vector<NodeId> arg_ids = g.arguments();
+  for (const auto &[name, ts] : args) {
+    if (!g.find_argument(name)) {
+      std::string list;
+      for (NodeId id : arg_ids)
+        list += (list.empty() ? "" : ", ") + g.node(id).name;
+      user_error("unknown input '" + name + "': graph '" + g.name() + "' takes " +
+                 (list.empty() ? std::string("no inputs") : list));
+    }
+  }
+  for (NodeId id : arg_ids) {
+    const Node &n = g.node(id);
+    const char *what = n.op == OpKind::Input ? "input" : "param";
+    auto it = args.find(n.name);
+    if (it == args.end())
+      user_error("missing " + std::string(what) + " '" + n.name + "': " +
+                 std::string(dtype_name(n.dtype)) + " " + describe_full(n.dims));
+    const auto &[dtype, shape] = it->second;
+    if (dtype != n.dtype)
+      user_error(std::string(what) + " '" + n.name + "' must be " +
+                 std::string(dtype_name(n.dtype)) + ", got " + std::string(dtype_name(dtype)));
+    if (shape.size() != n.dims.size())
+      user_error(std::string(what) + " '" + n.name + "' has dims " + describe_full(n.dims) +
+                 ", got a tensor of shape " + shape_str(shape));
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const Dim &d = n.dims[i];
+      if (shape[i] < 0)
+        user_error(std::string(what) + " '" + n.name + "': negative extent in shape " +
+                   shape_str(shape));
+      auto bit = b.find(d.name);
+      if (bit == b.end()) {
+        b[d.name] = shape[i];
+        source[d.name] = n.name;
+      } else if (bit->second != shape[i]) {
+        if (d.is_static())
+          user_error(std::string(what) + " '" + n.name + "': dim '" + d.name + "' must be " +
+                     std::to_string(d.extent) + ", got " + std::to_string(shape[i]) +
+                     " (shape " + shape_str(shape) + ")");
+        user_error("dim '" + d.name + "' is " + std::to_string(bit->second) + " in '" +
+                   source[d.name] + "' but " + std::to_string(shape[i]) + " in '" + n.name +
+                   "' (shape " + shape_str(shape) + ")");
+      }
+    }
+  }
+  // Derived dims (H*Dh, A+B): compute from their parts, or infer one missing factor.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto &[name, def] : g.dim_defs()) {
+      if (def.kind == DimDef::Kind::Atomic)
+        continue;
+      bool all = true;
+      std::int64_t v = def.kind == DimDef::Kind::Product ? 1 : 0;
+      int missing = -1, nmissing = 0;
+      for (std::size_t i = 0; i < def.parts.size(); ++i) {
+        auto it = b.find(def.parts[i]);
+        if (it == b.end()) {
+          all = false;
+          missing = static_cast<int>(i);
+          ++nmissing;
+        } else {
+          v = def.kind == DimDef::Kind::Product ? v * it->second : v + it->second;
+        }
+      }
+      auto self = b.find(name);
+      if (all) {
+        if (self == b.end()) {
+          b[name] = v;
+          changed = true;
+        } else if (self->second != v) {
+          user_error("dim '" + name + "' is " + std::to_string(self->second) + " in '" +
+                     source[name] + "' but its parts make " + std::to_string(v));
+        }
+      } else if (nmissing == 1 && self != b.end()) {
+        std::int64_t rest = self->second;
+        std::int64_t part;
+        if (def.kind == DimDef::Kind::Product) {
+          if (v == 0 || rest % v != 0)
+            user_error("dim '" + name + "' is " + std::to_string(rest) + " in '" + source[name] +
+                       "', which is not a multiple of " + std::to_string(v));
+          part = rest / v;
+        } else {
+          part = rest - v;
+          if (part < 0)
+            user_error("dim '" + name + "' is " + std::to_string(rest) + " in '" + source[name] +
+                       "', less than its known parts");
+        }
+        b[def.parts[missing]] = part;
+        source[def.parts[missing]] = source[name];
+        changed = true;
+      }
+    }
+  }
+  for (const Node &n : g.nodes())
+    for (const Dim &d : n.dims)
+      if (!b.count(d.name))
+        user_error("dim '" + d.name + "' of '" + n.name +
+                   "' is not bound: no input has it, and it is dynamic");
+  return b;
+}
+
+Shape resolve(const std::vector<Dim> &dims, const DimBindings &b) {
+  Shape s;
+  for (const Dim &d : dims) {
+    if (d.is_static()) {
+      s.push_back(d.extent);
+      continue;
+    }
+    auto it = b.find(d.name);
+    if (it == b.end())
+      user_error("dim '" + d.name + "' is not bound");
+    s.push_back(it->second);
+  }
+  return s;
+}
+
+} // namespace qkv

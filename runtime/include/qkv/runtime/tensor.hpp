@@ -1,0 +1,106 @@
+// Tensors: dense, row-major, 64-byte aligned buffers with a dtype and a shape. What users
+// pass to kernels and the interpreter, and what they get back.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <qkv/dsl/dtype.hpp>
+#include <qkv/dsl/graph.hpp>
+
+namespace qkv {
+
+class Tensor {
+public:
+  Tensor() = default;
+  /// Zero-filled.
+  Tensor(DType dtype, Shape shape);
+
+  static Tensor from_f32(Shape shape, const std::vector<float> &values);
+  static Tensor from_f64(Shape shape, const std::vector<double> &values);
+  static Tensor from_i32(Shape shape, const std::vector<std::int32_t> &values);
+  static Tensor from_i64(Shape shape, const std::vector<std::int64_t> &values);
+  /// Any dtype, from doubles (rounded to the dtype).
+  static Tensor from_values(DType dtype, Shape shape, const std::vector<double> &values);
+  /// Uniform in [lo, hi) from a fixed-seed generator (integers: lo..hi-1).
+  static Tensor random(DType dtype, Shape shape, std::uint64_t seed, double lo = -1.0,
+                       double hi = 1.0);
+
+  bool empty() const { return !storage_; }
+  DType dtype() const { return dtype_; }
+  const Shape &shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  std::int64_t numel() const;
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  /// Row-major strides, in elements.
+  Shape strides() const;
+
+  void *data() { return storage_.get(); }
+  const void *data() const { return storage_.get(); }
+  /// Typed pointer; throws qkv::Error if T does not match the dtype.
+  template <class T> T *data_as();
+  template <class T> const T *data_as() const;
+
+  /// Element `flat` (row-major index) as a double, whatever the dtype.
+  double get(std::int64_t flat) const;
+  void set(std::int64_t flat, double v);
+  /// Element at a multi-index, bounds-checked.
+  double at(std::initializer_list<std::int64_t> idx) const;
+  double at(const std::vector<std::int64_t> &idx) const;
+
+  /// A copy converted to another dtype (floats round to nearest even).
+  Tensor to(DType dtype) const;
+  /// All values as doubles, row-major.
+  std::vector<double> values() const;
+  /// A deep copy.
+  Tensor clone() const;
+
+  /// Multi-line text: the values as nested rows, `precision` digits after the point.
+  std::string str(int precision = 4) const;
+  /// "f32[4, 6]"
+  std::string type_str() const;
+
+private:
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  std::shared_ptr<std::byte[]> storage_;
+};
+
+using TensorMap = std::map<std::string, Tensor>;
+
+/// Loads a NumPy .npy file (v1/v2/v3 header, little-endian f4/f8/f2/i4/i8, C order).
+/// Throws qkv::Error naming the file on anything else.
+Tensor load_npy(const std::string &path);
+/// Saves as .npy (bf16 is saved as float32: NumPy has no bfloat16).
+void save_npy(const std::string &path, const Tensor &t);
+
+/// Result of comparing two tensors elementwise.
+struct Comparison {
+  double max_abs_err = 0;
+  double max_rel_err = 0; // |a-b| / max(|b|, tiny) at the worst element
+  std::int64_t worst = -1; // flat index of the element that fails worst (or -1)
+  std::int64_t mismatches = 0;
+  bool ok = true;
+  std::string message; // empty when ok; else names the worst element and both values
+};
+/// Elements pass when |got - want| <= atol + rtol * |want|; NaN never passes unless both
+/// are NaN; infinities must match exactly. Shapes must be equal.
+Comparison compare(const Tensor &got, const Tensor &want, double atol, double rtol);
+/// Throws qkv::Error with compare()'s message when the tensors are not close.
+void assert_close(const Tensor &got, const Tensor &want, double atol = 1e-5, double rtol = 1e-4,
+                  const std::string &what = "tensor");
+
+/// The dtypes and shapes of a set of tensors, for qkv::bind_dims.
+std::map<std::string, std::pair<DType, Shape>> signature(const TensorMap &tensors);
+
+// ---- half-precision conversions (round to nearest even) --------------------------------
+std::uint16_t float_to_f16(float f);
+float f16_to_float(std::uint16_t h);
+std::uint16_t float_to_bf16(float f);
+float bf16_to_float(std::uint16_t h);
+
+} // namespace qkv
