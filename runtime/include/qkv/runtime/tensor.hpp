@@ -1,12 +1,18 @@
 // Tensors: dense, row-major, 64-byte aligned buffers with a dtype and a shape. What users
 // pass to kernels and the interpreter, and what they get back.
+//
+// Copying a Tensor shares its buffer (like torch.Tensor or a NumPy view): writes through
+// one copy are seen by the other. clone() makes an independent copy.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <qkv/dsl/dtype.hpp>
@@ -41,9 +47,16 @@ public:
 
   void *data() { return storage_.get(); }
   const void *data() const { return storage_.get(); }
-  /// Typed pointer; throws qkv::Error if T does not match the dtype.
-  template <class T> T *data_as();
-  template <class T> const T *data_as() const;
+  /// Typed pointer; throws qkv::Error if T does not match the dtype (f16 and bf16 are
+  /// accessed as std::uint16_t bit patterns).
+  template <class T> T *data_as() {
+    check_access(accepts<T>(dtype_), sizeof(T));
+    return static_cast<T *>(data());
+  }
+  template <class T> const T *data_as() const {
+    check_access(accepts<T>(dtype_), sizeof(T));
+    return static_cast<const T *>(data());
+  }
 
   /// Element `flat` (row-major index) as a double, whatever the dtype.
   double get(std::int64_t flat) const;
@@ -65,6 +78,23 @@ public:
   std::string type_str() const;
 
 private:
+  template <class T> static constexpr bool accepts(DType d) {
+    if constexpr (std::is_same_v<T, float>)
+      return d == DType::F32;
+    else if constexpr (std::is_same_v<T, double>)
+      return d == DType::F64;
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+      return d == DType::I32;
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+      return d == DType::I64;
+    else if constexpr (std::is_same_v<T, std::uint16_t>)
+      return d == DType::F16 || d == DType::BF16;
+    else
+      return false;
+  }
+  /// Throws qkv::Error naming the dtype when `ok` is false (or the tensor is empty).
+  void check_access(bool ok, std::size_t elem_size) const;
+
   DType dtype_ = DType::F32;
   Shape shape_;
   std::shared_ptr<std::byte[]> storage_;
@@ -81,7 +111,7 @@ void save_npy(const std::string &path, const Tensor &t);
 /// Result of comparing two tensors elementwise.
 struct Comparison {
   double max_abs_err = 0;
-  double max_rel_err = 0; // |a-b| / max(|b|, tiny) at the worst element
+  double max_rel_err = 0;  // the largest |got-want| / |want| over all elements (|want| > 0)
   std::int64_t worst = -1; // flat index of the element that fails worst (or -1)
   std::int64_t mismatches = 0;
   bool ok = true;
