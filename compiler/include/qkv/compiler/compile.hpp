@@ -1,0 +1,49 @@
+// qkv::compile: Graph -> Kernel through the qkv MLIR dialect. MLIR-free header.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <qkv/dsl/graph.hpp>
+#include <qkv/runtime/kernel.hpp>
+
+namespace qkv {
+
+/// Where a kernel runs. Today: the host CPU, JIT-compiled in process.
+struct Target {
+  enum class Kind { HostCpu } kind = Kind::HostCpu;
+  static Target host() { return Target{}; }
+  std::string str() const { return "host-cpu"; }
+};
+
+/// How to compile (never what: that is the graph).
+struct CompileOptions {
+  /// Fuse attention written as matmul/softmax/matmul into one qkv.attention.
+  bool recognize_attention = true;
+  /// LLVM optimisation level for the JIT (0-3).
+  int opt_level = 3;
+  /// Stages to print to stderr as compilation passes through them, in addition to the
+  /// ones named by the QKV_DUMP environment variable (e.g. QKV_DUMP=qkv,llvm or all).
+  std::vector<std::string> dump;
+};
+
+/// A compilation failure: which stage failed and what MLIR/LLVM said.
+class CompileError : public Error {
+public:
+  CompileError(std::string stage, std::string diagnostics);
+  const std::string &stage() const { return stage_; }
+  const std::string &diagnostics() const { return diagnostics_; }
+
+private:
+  std::string stage_, diagnostics_;
+};
+
+/// Compiles g for target. Verifies the graph (qkv::Error on a bad one); a failure inside
+/// the pipeline is a CompileError naming the stage.
+Kernel compile(const Graph &g, const Target &target = Target::host(),
+               const CompileOptions &options = {});
+
+/// The pass list of a CPU pipeline stage (qkv, linalg, loops, llvm), as qkv-opt takes it.
+std::string cpu_stage_pipeline(const std::string &stage);
+
+} // namespace qkv

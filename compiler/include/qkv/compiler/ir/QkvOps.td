@@ -1,0 +1,252 @@
+//===- QkvOps.td - the qkv dialect -------------------------------------------------===//
+//
+// One op per graph op (OpKind), same name everywhere: OpKind::SplitHeads is
+// qkv.split_heads. Operands and results are ranked tensors; `?` marks a dim bound at run
+// time. Mods (mask_mod, score_mod) are regions whose block arguments are the positions
+// (b, h, q, kv), the extents of the q and kv axes, and the captured tensors; the body is
+// arith/math/tensor.extract ops ending in qkv.yield. The semantics of every op is the
+// reference interpreter's (runtime/lib/interpreter.cpp).
+//
+//===----------------------------------------------------------------------------------===//
+
+#ifndef QKV_OPS_TD
+#define QKV_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+def Qkv_Dialect : Dialect {
+  let name = "qkv";
+  let cppNamespace = "::qkv::ir";
+  let summary = "Attention pipelines: projections, heads, positions, masks, mods, attention";
+  let description = [{
+    The qkv dialect mirrors qkv's graph IR op for op. It is the stage where attention is
+    recognised (qkv-recognize-attention) and from which the CPU pipeline lowers to
+    linalg, scf and LLVM.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+class Qkv_Op<string mnemonic, list<Trait> traits = []> :
+    Op<Qkv_Dialect, mnemonic, traits>;
+
+def Qkv_FloatTensor : RankedTensorOf<[F32, F64, F16, BF16]>;
+def Qkv_IntTensor : RankedTensorOf<[I32, I64]>;
+
+// ---- unary elementwise-shaped ops: $x -> same shape ----------------------------------
+
+class Qkv_UnaryOp<string mnemonic, list<Trait> traits = []> :
+    Qkv_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let results = (outs Qkv_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Qkv_ScaleOp : Qkv_UnaryOp<"scale"> {
+  let summary = "x * factor";
+  let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$factor);
+  let assemblyFormat = "$x `by` $factor attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_SoftmaxOp : Qkv_UnaryOp<"softmax"> {
+  let summary = "softmax over one axis; max-subtracted; an all -inf row gives 0";
+  let arguments = (ins Qkv_FloatTensor:$x, I64Attr:$axis);
+  let assemblyFormat = "$x `axis` $axis attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_TransposeOp : Qkv_UnaryOp<"transpose"> {
+  let summary = "swap two axes";
+  let arguments = (ins Qkv_FloatTensor:$x, I64Attr:$axis_a, I64Attr:$axis_b);
+  let assemblyFormat =
+      "$x `axes` `(` $axis_a `,` $axis_b `)` attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_SinusoidalPEOp : Qkv_UnaryOp<"sinusoidal_pe"> {
+  let summary = "x + sinusoidal positional encoding over the last two axes";
+  let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$base, I64Attr:$offset);
+  let assemblyFormat =
+      "$x `base` $base `offset` $offset attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_RopeOp : Qkv_UnaryOp<"rope"> {
+  let summary = "rotary position embedding over the last two axes (L, Dh)";
+  let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$base, I64Attr:$offset,
+                   UnitAttr:$interleaved);
+  let assemblyFormat = "$x `base` $base `offset` $offset (`interleaved` $interleaved^)? "
+                       "attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_GeluOp : Qkv_UnaryOp<"gelu"> {
+  let summary = "GELU, exact (erf) or tanh approximation";
+  let arguments = (ins Qkv_FloatTensor:$x, UnitAttr:$approximate);
+  let assemblyFormat =
+      "$x (`approximate` $approximate^)? attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_SiluOp : Qkv_UnaryOp<"silu"> {
+  let summary = "x * sigmoid(x)";
+  let arguments = (ins Qkv_FloatTensor:$x);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_EluOp : Qkv_UnaryOp<"elu"> {
+  let summary = "x > 0 ? x : alpha (exp(x) - 1)";
+  let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$alpha);
+  let assemblyFormat = "$x `alpha` $alpha attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_SplitHeadsOp : Qkv_UnaryOp<"split_heads"> {
+  let summary = "(..., L, H*Dh) -> (..., H, L, Dh); feature h*Dh + d goes to head h";
+  let arguments = (ins Qkv_FloatTensor:$x, I64Attr:$heads);
+  let assemblyFormat = "$x `heads` $heads attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_MergeHeadsOp : Qkv_UnaryOp<"merge_heads"> {
+  let summary = "(..., H, L, Dh) -> (..., L, H*Dh), the inverse of split_heads";
+  let arguments = (ins Qkv_FloatTensor:$x);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+// ---- binary ----------------------------------------------------------------------------
+
+class Qkv_BinaryOp<string mnemonic> : Qkv_Op<mnemonic, [Pure]> {
+  let arguments = (ins Qkv_FloatTensor:$lhs, Qkv_FloatTensor:$rhs);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Qkv_AddOp : Qkv_BinaryOp<"add"> {
+  let summary = "elementwise a + b; the shorter operand's dims end the longer's";
+}
+def Qkv_SubOp : Qkv_BinaryOp<"sub"> { let summary = "elementwise a - b (broadcast as add)"; }
+def Qkv_MulOp : Qkv_BinaryOp<"mul"> { let summary = "elementwise a * b (broadcast as add)"; }
+def Qkv_DivOp : Qkv_BinaryOp<"div"> { let summary = "elementwise a / b (broadcast as add)"; }
+def Qkv_SwigluOp : Qkv_BinaryOp<"swiglu"> { let summary = "silu(gate) * up"; }
+
+def Qkv_MatMulOp : Qkv_BinaryOp<"matmul"> {
+  let summary = "(..., M, K) x (..., K, N) -> (..., M, N); a 2-D operand broadcasts";
+}
+
+def Qkv_LinformerProjectOp : Qkv_BinaryOp<"linformer_project"> {
+  let summary = "x (..., S, D), e (K', S) -> e . x (..., K', D)";
+}
+
+def Qkv_LinearOp : Qkv_Op<"linear", [Pure]> {
+  let summary = "x (..., K) . w (K, N) [+ bias (N)]";
+  let arguments = (ins Qkv_FloatTensor:$x, Qkv_FloatTensor:$weight,
+                   Optional<Qkv_FloatTensor>:$bias);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $weight (`bias` $bias^)? attr-dict `:` "
+                       "type($x) `,` type($weight) (`,` type($bias)^)? `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Qkv_LayerNormOp : Qkv_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "(x - mean) / sqrt(var + eps) over the last axis, then * gamma + beta";
+  let arguments = (ins Qkv_FloatTensor:$x, Optional<Qkv_FloatTensor>:$gamma,
+                   Optional<Qkv_FloatTensor>:$beta, F64Attr:$eps);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$x (`gamma` $gamma^ `:` type($gamma))? (`beta` $beta^ `:` type($beta))? "
+                       "`eps` $eps attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Qkv_RmsNormOp : Qkv_Op<"rms_norm", [Pure]> {
+  let summary = "x / sqrt(mean(x^2) + eps) over the last axis, then * gamma";
+  let arguments = (ins Qkv_FloatTensor:$x, Optional<Qkv_FloatTensor>:$gamma, F64Attr:$eps);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$x (`gamma` $gamma^ `:` type($gamma))? `eps` $eps attr-dict `:` "
+                       "type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Qkv_ConcatOp : Qkv_Op<"concat", [Pure]> {
+  let summary = "join along one axis";
+  let arguments = (ins Variadic<Qkv_FloatTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$inputs `axis` $axis attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
+def Qkv_EmbeddingOp : Qkv_Op<"embedding", [Pure]> {
+  let summary = "table[ids]: ids (...) integer, table (V, D) -> (..., D)";
+  let arguments = (ins Qkv_IntTensor:$ids, Qkv_FloatTensor:$table);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$table `[` $ids `]` attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+// ---- mods and attention ----------------------------------------------------------------
+
+def Qkv_YieldOp : Qkv_Op<"yield", [Pure, Terminator, ReturnLike,
+                                   ParentOneOf<["MaskOp", "ScoreModOp", "AttentionOp"]>]> {
+  let summary = "the value of a mod region: i1 for a mask, the score's type for a score mod";
+  let arguments = (ins AnyType:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def Qkv_MaskOp : Qkv_Op<"mask", [Pure, IsolatedFromAbove]> {
+  let summary = "scores where the mask region yields false become -inf";
+  let description = [{
+    Scores are (L, S), (H, L, S) or (B, H, L, S). The region's block arguments are
+    (b, h, q, kv, len_q, len_kv : index, captures...); it yields an i1.
+  }];
+  let arguments = (ins Qkv_FloatTensor:$scores, Variadic<AnyRankedTensor>:$captures);
+  let results = (outs Qkv_FloatTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$scores (`captures` `(` $captures^ `:` type($captures) `)`)? attr-dict "
+                       "`:` type($scores) `->` type($result) $body";
+  let hasRegionVerifier = 1;
+}
+
+def Qkv_ScoreModOp : Qkv_Op<"score_mod", [Pure, IsolatedFromAbove]> {
+  let summary = "scores replaced by what the region yields";
+  let description = [{
+    The region's block arguments are (score, b, h, q, kv, len_q, len_kv : index,
+    captures...); it yields the new score.
+  }];
+  let arguments = (ins Qkv_FloatTensor:$scores, Variadic<AnyRankedTensor>:$captures);
+  let results = (outs Qkv_FloatTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$scores (`captures` `(` $captures^ `:` type($captures) `)`)? attr-dict "
+                       "`:` type($scores) `->` type($result) $body";
+  let hasRegionVerifier = 1;
+}
+
+def Qkv_AttentionOp : Qkv_Op<"attention", [Pure, IsolatedFromAbove]> {
+  let summary = "softmax(mask(score_mod(scale q.k^T))) . v, with GQA/MQA and cross-attention";
+  let description = [{
+    q (..., Hq, L, Dh), k (..., Hkv, S, Dh), v (..., Hkv, S, Dv) with rank 2, 3 or 4;
+    query head h reads kv head h / (Hq / Hkv). Without `scale` it is 1/sqrt(Dh). The
+    optional `score` region maps (score, b, h, q, kv, len_q, len_kv, captures...) to a
+    new score; the optional `mask` region maps (b, h, q, kv, len_q, len_kv,
+    captures...) to an i1 (false: the score becomes -inf). A fully masked row gives 0.
+    Nothing here fixes a schedule: lowerings may tile over S (online softmax).
+  }];
+  let arguments = (ins Qkv_FloatTensor:$q, Qkv_FloatTensor:$k, Qkv_FloatTensor:$v,
+                   Variadic<AnyRankedTensor>:$captures, OptionalAttr<F64Attr>:$scale);
+  let results = (outs Qkv_FloatTensor:$result);
+  let regions = (region MaxSizedRegion<1>:$score, MaxSizedRegion<1>:$mask);
+  let assemblyFormat = "$q `,` $k `,` $v (`scale` $scale^)? "
+                       "(`captures` `(` $captures^ `:` type($captures) `)`)? attr-dict `:` "
+                       "type($q) `,` type($k) `,` type($v) `->` type($result) "
+                       "(`score` $score^)? (`mask` $mask^)?";
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Qkv_LinearAttentionOp : Qkv_Op<"linear_attention", [Pure]> {
+  let summary = "phi(q) (phi(k)^T v) / (phi(q) . sum phi(k)); phi = elu+1 or relu";
+  let arguments = (ins Qkv_FloatTensor:$q, Qkv_FloatTensor:$k, Qkv_FloatTensor:$v,
+                   StrAttr:$feature_map);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v `feature_map` $feature_map attr-dict `:` "
+                       "type($q) `,` type($k) `,` type($v) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // QKV_OPS_TD

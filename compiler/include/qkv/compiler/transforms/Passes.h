@@ -1,0 +1,41 @@
+// qkv passes and named pipelines (internal: includes MLIR headers).
+#pragma once
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "qkv/compiler/ir/QkvDialect.h"
+
+namespace qkv::ir {
+
+#define GEN_PASS_DECL
+#include "qkv/compiler/transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "qkv/compiler/transforms/Passes.h.inc"
+
+/// The CPU pipeline's stages, in order. Each stage's passes take the module from the
+/// previous stage's IR to this one's; "qkv" starts from freshly imported IR.
+///   qkv    canonicalize, recognise attention
+///   linalg qkv ops -> linalg/tensor/arith/math, attention -> scf loops
+///   loops  bufferize (one-shot), results -> out-params, deallocation, linalg -> loops
+///   llvm   everything -> the LLVM dialect
+void buildCpuStage(mlir::OpPassManager &pm, llvm::StringRef stage);
+/// The textual pass list of one stage ("" for an unknown stage).
+std::string cpuStagePipeline(llvm::StringRef stage);
+/// All stages: the `qkv-cpu` pipeline.
+void buildCpuPipeline(mlir::OpPassManager &pm);
+/// Registers the qkv passes and the named pipelines (qkv-cpu, qkv-cpu-to-linalg, ...).
+void registerQkvPassesAndPipelines();
+/// Registers the upstream passes the pipelines name (canonicalize, one-shot-bufferize,
+/// the conversions). qkv-opt registers all upstream passes itself instead.
+void registerUpstreamPassesUsedByQkv();
+/// Registers every dialect the CPU pipeline uses, plus their interfaces.
+void registerQkvDialects(mlir::DialectRegistry &registry);
+
+} // namespace qkv::ir

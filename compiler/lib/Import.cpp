@@ -1,0 +1,386 @@
+// Graph -> qkv dialect. One op per node; mod expression trees become region bodies of
+// arith/math/tensor.extract ops.
+#include "Import.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Verifier.h"
+
+#include "qkv/compiler/ir/QkvDialect.h"
+
+namespace qkv::ir {
+
+using mlir::OpBuilder;
+
+std::string function_name(const Graph &g) {
+  std::string s = g.name();
+  for (char &c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      c = '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])))
+    s = "g_" + s;
+  return s;
+}
+
+namespace {
+
+mlir::Type element_type(mlir::MLIRContext &ctx, DType t) {
+  switch (t) {
+  case DType::F32: return mlir::Float32Type::get(&ctx);
+  case DType::F64: return mlir::Float64Type::get(&ctx);
+  case DType::F16: return mlir::Float16Type::get(&ctx);
+  case DType::BF16: return mlir::BFloat16Type::get(&ctx);
+  case DType::I32: return mlir::IntegerType::get(&ctx, 32);
+  case DType::I64: return mlir::IntegerType::get(&ctx, 64);
+  }
+  internal_error("element_type");
+}
+
+mlir::RankedTensorType tensor_type(mlir::MLIRContext &ctx, const Node &n) {
+  llvm::SmallVector<int64_t> shape;
+  for (const Dim &d : n.dims)
+    shape.push_back(d.is_static() ? d.extent : mlir::ShapedType::kDynamic);
+  return mlir::RankedTensorType::get(shape, element_type(ctx, n.dtype));
+}
+
+mlir::ArrayAttr dims_attr(OpBuilder &b, const std::vector<Dim> &dims) {
+  llvm::SmallVector<mlir::Attribute> names;
+  for (const Dim &d : dims)
+    names.push_back(b.getStringAttr(d.name));
+  return b.getArrayAttr(names);
+}
+
+/// Emits a mod expression into the current block of `b`.
+class ModEmitter {
+public:
+  ModEmitter(OpBuilder &b, mlir::Location loc, mlir::Type float_type, mlir::Value score,
+             llvm::ArrayRef<mlir::Value> positions, // b, h, q, kv, len_q, len_kv
+             const std::unordered_map<NodeId, mlir::Value> &captures)
+      : b_(b), loc_(loc), ft_(float_type), score_(score), pos_(positions), caps_(captures) {}
+
+  mlir::Value emit(const ExprPtr &e) {
+    auto it = memo_.find(e.get());
+    if (it != memo_.end())
+      return it->second;
+    mlir::Value v = emit_new(*e);
+    memo_[e.get()] = v;
+    return v;
+  }
+
+private:
+  mlir::Value cst_index(int64_t v) { return mlir::arith::ConstantIndexOp::create(b_, loc_, v); }
+
+  mlir::Value to_float(mlir::Value v) {
+    if (v.getType() == ft_)
+      return v;
+    mlir::Value i = mlir::arith::IndexCastOp::create(b_, loc_, b_.getI64Type(), v);
+    return mlir::arith::SIToFPOp::create(b_, loc_, ft_, i);
+  }
+
+  mlir::Value emit_new(const ExprNode &e) {
+    using namespace mlir::arith;
+    bool is_int = e.type == ExprType::Int;
+    auto arg = [&](int i) { return emit(e.args[i]); };
+    // Binary operands of a float op were already promoted by the expression builder, but
+    // an Int-typed Load or leaf may still feed a float op through ToFloat: handled there.
+    switch (e.op) {
+    case ExprOp::IndexB: return pos_[0];
+    case ExprOp::IndexH: return pos_[1];
+    case ExprOp::IndexQ: return pos_[2];
+    case ExprOp::IndexKV: return pos_[3];
+    case ExprOp::LenQ: return pos_[4];
+    case ExprOp::LenKV: return pos_[5];
+    case ExprOp::Score:
+      if (!score_)
+        internal_error("score used outside a score_mod");
+      return score_;
+    case ExprOp::ConstInt: return cst_index(e.ival);
+    case ExprOp::ConstFloat:
+      return ConstantOp::create(b_, loc_, b_.getFloatAttr(ft_, e.fval));
+    case ExprOp::ConstBool: return ConstantOp::create(b_, loc_, b_.getBoolAttr(e.ival != 0));
+    case ExprOp::Neg:
+      if (is_int)
+        return SubIOp::create(b_, loc_, cst_index(0), arg(0));
+      return NegFOp::create(b_, loc_, arg(0));
+    case ExprOp::Not:
+      return XOrIOp::create(b_, loc_, arg(0), ConstantOp::create(b_, loc_, b_.getBoolAttr(true)));
+    case ExprOp::Exp: return mlir::math::ExpOp::create(b_, loc_, arg(0));
+    case ExprOp::Log: return mlir::math::LogOp::create(b_, loc_, arg(0));
+    case ExprOp::Tanh: return mlir::math::TanhOp::create(b_, loc_, arg(0));
+    case ExprOp::Sqrt: return mlir::math::SqrtOp::create(b_, loc_, arg(0));
+    case ExprOp::Abs:
+      if (is_int)
+        return mlir::math::AbsIOp::create(b_, loc_, arg(0));
+      return mlir::math::AbsFOp::create(b_, loc_, arg(0));
+    case ExprOp::ToFloat: return to_float(arg(0));
+    case ExprOp::Add:
+      return is_int ? mlir::Value(AddIOp::create(b_, loc_, arg(0), arg(1)))
+                    : mlir::Value(AddFOp::create(b_, loc_, arg(0), arg(1)));
+    case ExprOp::Sub:
+      return is_int ? mlir::Value(SubIOp::create(b_, loc_, arg(0), arg(1)))
+                    : mlir::Value(SubFOp::create(b_, loc_, arg(0), arg(1)));
+    case ExprOp::Mul:
+      return is_int ? mlir::Value(MulIOp::create(b_, loc_, arg(0), arg(1)))
+                    : mlir::Value(MulFOp::create(b_, loc_, arg(0), arg(1)));
+    case ExprOp::Div:
+      return is_int ? mlir::Value(DivSIOp::create(b_, loc_, arg(0), arg(1)))
+                    : mlir::Value(DivFOp::create(b_, loc_, arg(0), arg(1)));
+    case ExprOp::Mod: return RemSIOp::create(b_, loc_, arg(0), arg(1));
+    case ExprOp::Min:
+      return is_int ? mlir::Value(MinSIOp::create(b_, loc_, arg(0), arg(1)))
+                    : mlir::Value(MinimumFOp::create(b_, loc_, arg(0), arg(1)));
+    case ExprOp::Max:
+      return is_int ? mlir::Value(MaxSIOp::create(b_, loc_, arg(0), arg(1)))
+                    : mlir::Value(MaximumFOp::create(b_, loc_, arg(0), arg(1)));
+    case ExprOp::Pow: return mlir::math::PowFOp::create(b_, loc_, arg(0), arg(1));
+    case ExprOp::Lt: case ExprOp::Le: case ExprOp::Gt: case ExprOp::Ge: case ExprOp::Eq:
+    case ExprOp::Ne: {
+      bool ints = e.args[0]->type == ExprType::Int;
+      if (ints) {
+        CmpIPredicate p = e.op == ExprOp::Lt   ? CmpIPredicate::slt
+                          : e.op == ExprOp::Le ? CmpIPredicate::sle
+                          : e.op == ExprOp::Gt ? CmpIPredicate::sgt
+                          : e.op == ExprOp::Ge ? CmpIPredicate::sge
+                          : e.op == ExprOp::Eq ? CmpIPredicate::eq
+                                               : CmpIPredicate::ne;
+        return CmpIOp::create(b_, loc_, p, arg(0), arg(1));
+      }
+      // Ordered comparisons except !=, which is true for NaN (as in C++).
+      CmpFPredicate p = e.op == ExprOp::Lt   ? CmpFPredicate::OLT
+                        : e.op == ExprOp::Le ? CmpFPredicate::OLE
+                        : e.op == ExprOp::Gt ? CmpFPredicate::OGT
+                        : e.op == ExprOp::Ge ? CmpFPredicate::OGE
+                        : e.op == ExprOp::Eq ? CmpFPredicate::OEQ
+                                             : CmpFPredicate::UNE;
+      return CmpFOp::create(b_, loc_, p, arg(0), arg(1));
+    }
+    case ExprOp::And: return AndIOp::create(b_, loc_, arg(0), arg(1));
+    case ExprOp::Or: return OrIOp::create(b_, loc_, arg(0), arg(1));
+    case ExprOp::Select: return SelectOp::create(b_, loc_, arg(0), arg(1), arg(2));
+    case ExprOp::Load: {
+      auto it = caps_.find(e.tensor);
+      if (it == caps_.end())
+        internal_error("mod loads a tensor that is not captured");
+      llvm::SmallVector<mlir::Value> idx;
+      for (std::size_t i = 0; i < e.args.size(); ++i)
+        idx.push_back(arg(static_cast<int>(i)));
+      mlir::Value v = mlir::tensor::ExtractOp::create(b_, loc_, it->second, idx);
+      mlir::Type t = v.getType();
+      if (is_int)
+        return IndexCastOp::create(b_, loc_, b_.getIndexType(), v);
+      if (t != ft_) {
+        if (t.getIntOrFloatBitWidth() > ft_.getIntOrFloatBitWidth())
+          return TruncFOp::create(b_, loc_, ft_, v);
+        return ExtFOp::create(b_, loc_, ft_, v);
+      }
+      return v;
+    }
+    }
+    internal_error("ModEmitter: unhandled expression op");
+  }
+
+  OpBuilder &b_;
+  mlir::Location loc_;
+  mlir::Type ft_;
+  mlir::Value score_;
+  llvm::ArrayRef<mlir::Value> pos_;
+  const std::unordered_map<NodeId, mlir::Value> &caps_;
+  std::unordered_map<const ExprNode *, mlir::Value> memo_;
+};
+
+/// Fills `region` with one block: [score,] b, h, q, kv, len_q, len_kv, captures...,
+/// the expression, and qkv.yield.
+void build_mod_region(OpBuilder &b, mlir::Location loc, mlir::Region &region,
+                      const ExprPtr &expr, bool with_score, mlir::Type float_type,
+                      const std::vector<NodeId> &capture_ids, mlir::ValueRange capture_values) {
+  OpBuilder::InsertionGuard guard(b);
+  llvm::SmallVector<mlir::Type> types;
+  if (with_score)
+    types.push_back(float_type);
+  for (int i = 0; i < 6; ++i)
+    types.push_back(b.getIndexType());
+  for (mlir::Value c : capture_values)
+    types.push_back(c.getType());
+  llvm::SmallVector<mlir::Location> locs(types.size(), loc);
+  mlir::Block *block = b.createBlock(&region, {}, types, locs);
+  unsigned i = 0;
+  mlir::Value score = with_score ? block->getArgument(i++) : mlir::Value();
+  llvm::SmallVector<mlir::Value> pos;
+  for (int j = 0; j < 6; ++j)
+    pos.push_back(block->getArgument(i++));
+  std::unordered_map<NodeId, mlir::Value> caps;
+  for (NodeId id : capture_ids)
+    caps[id] = block->getArgument(i++);
+  ModEmitter em(b, loc, float_type, score, pos, caps);
+  mlir::Value v = em.emit(expr);
+  if (with_score && v.getType().isIndex()) // an integer-valued score_mod
+    v = mlir::arith::SIToFPOp::create(
+        b, loc, float_type, mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), v));
+  YieldOp::create(b, loc, v);
+}
+
+int64_t norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
+
+} // namespace
+
+mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g) {
+  g.verify();
+  ctx.loadDialect<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                  mlir::math::MathDialect, mlir::tensor::TensorDialect>();
+  for (const Node &n : g.nodes())
+    if (n.dtype == DType::F16 || n.dtype == DType::BF16)
+      user_error("compile: '" + n.name + "' is " + std::string(dtype_name(n.dtype)) +
+                 "; the CPU pipeline computes in f32/f64 only so far (convert the inputs)");
+
+  OpBuilder b(&ctx);
+  mlir::Location loc = mlir::NameLoc::get(b.getStringAttr(g.name()));
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  std::vector<NodeId> args = g.arguments();
+  llvm::SmallVector<mlir::Type> arg_types, result_types;
+  for (NodeId id : args)
+    arg_types.push_back(tensor_type(ctx, g.node(id)));
+  for (const auto &[name, id] : g.outputs())
+    result_types.push_back(tensor_type(ctx, g.node(id)));
+  auto fn = mlir::func::FuncOp::create(b, loc, function_name(g),
+                                       b.getFunctionType(arg_types, result_types));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  fn->setAttr("qkv.graph", b.getStringAttr(g.name()));
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const Node &n = g.node(args[i]);
+    fn.setArgAttr(i, "qkv.name", b.getStringAttr(n.name));
+    fn.setArgAttr(i, "qkv.dims", dims_attr(b, n.dims));
+    if (n.op == OpKind::Param)
+      fn.setArgAttr(i, "qkv.param", b.getUnitAttr());
+  }
+  for (std::size_t i = 0; i < g.outputs().size(); ++i) {
+    const Node &n = g.node(g.outputs()[i].second);
+    fn.setResultAttr(i, "qkv.name", b.getStringAttr(g.outputs()[i].first));
+    fn.setResultAttr(i, "qkv.dims", dims_attr(b, n.dims));
+  }
+
+  mlir::Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  std::vector<mlir::Value> vals(g.nodes().size());
+  for (std::size_t i = 0; i < args.size(); ++i)
+    vals[args[i]] = entry->getArgument(i);
+
+  for (const Node &n : g.nodes()) {
+    if (n.op == OpKind::Input || n.op == OpKind::Param)
+      continue;
+    mlir::Location nloc = mlir::NameLoc::get(b.getStringAttr(n.name));
+    mlir::RankedTensorType ty = tensor_type(ctx, n);
+    mlir::Type ft = ty.getElementType();
+    auto in = [&](int i) { return vals[n.inputs[i]]; };
+    const Attrs &a = n.attrs;
+    int r = n.rank();
+    mlir::Value out;
+    switch (n.op) {
+    case OpKind::Input: case OpKind::Param: break;
+    case OpKind::Constant: {
+      llvm::SmallVector<mlir::Attribute> elems;
+      for (double v : *a.data)
+        elems.push_back(is_int(n.dtype) ? mlir::Attribute(b.getIntegerAttr(ft, (int64_t)v))
+                                        : mlir::Attribute(b.getFloatAttr(ft, v)));
+      out = mlir::arith::ConstantOp::create(b, nloc, ty, mlir::DenseElementsAttr::get(ty, elems));
+      break;
+    }
+    case OpKind::MatMul: out = MatMulOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Linear:
+      out = LinearOp::create(b, nloc, ty, in(0), in(1),
+                             n.inputs.size() > 2 ? in(2) : mlir::Value());
+      break;
+    case OpKind::Transpose:
+      out = TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r),
+                                norm_axis(a.axes[1], r));
+      break;
+    case OpKind::Scale: out = ScaleOp::create(b, nloc, ty, in(0), llvm::APFloat(*a.scale)); break;
+    case OpKind::Add: out = AddOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Sub: out = SubOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Mul: out = MulOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Div: out = DivOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Softmax: out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r)); break;
+    case OpKind::SplitHeads: out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent); break;
+    case OpKind::MergeHeads: out = MergeHeadsOp::create(b, nloc, ty, in(0)); break;
+    case OpKind::Concat: {
+      llvm::SmallVector<mlir::Value> xs;
+      for (std::size_t i = 0; i < n.inputs.size(); ++i)
+        xs.push_back(in(static_cast<int>(i)));
+      out = ConcatOp::create(b, nloc, ty, xs, norm_axis(a.axes[0], r));
+      break;
+    }
+    case OpKind::Mask: case OpKind::ScoreMod: {
+      std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
+      llvm::SmallVector<mlir::Value> caps;
+      for (NodeId id : cap_ids)
+        caps.push_back(vals[id]);
+      bool is_mask = n.op == OpKind::Mask;
+      mlir::Operation *op;
+      if (is_mask)
+        op = MaskOp::create(b, nloc, ty, in(0), caps);
+      else
+        op = ScoreModOp::create(b, nloc, ty, in(0), caps);
+      build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft,
+                       cap_ids, caps);
+      out = op->getResult(0);
+      break;
+    }
+    case OpKind::SinusoidalPE: out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset); break;
+    case OpKind::Rope:
+      out = RopeOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset, a.interleaved);
+      break;
+    case OpKind::LayerNorm:
+      out = LayerNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
+                                a.has_beta ? in(2) : mlir::Value(), llvm::APFloat(a.eps));
+      break;
+    case OpKind::RmsNorm:
+      out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(), llvm::APFloat(a.eps));
+      break;
+    case OpKind::Gelu: out = GeluOp::create(b, nloc, ty, in(0), a.approximate); break;
+    case OpKind::Silu: out = SiluOp::create(b, nloc, ty, in(0)); break;
+    case OpKind::Elu: out = EluOp::create(b, nloc, ty, in(0), llvm::APFloat(a.alpha)); break;
+    case OpKind::Swiglu: out = SwigluOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Embedding: out = EmbeddingOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::LinformerProject: out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::LinearAttention:
+      out = LinearAttentionOp::create(b, nloc, ty, in(0), in(1), in(2),
+                                      std::string(feature_map_name(a.feature_map)));
+      break;
+    case OpKind::Attention: {
+      std::vector<NodeId> cap_ids(n.inputs.begin() + 3, n.inputs.end());
+      llvm::SmallVector<mlir::Value> caps;
+      for (NodeId id : cap_ids)
+        caps.push_back(vals[id]);
+      mlir::FloatAttr scale;
+      if (a.scale)
+        scale = b.getF64FloatAttr(*a.scale);
+      auto op = AttentionOp::create(b, nloc, ty, in(0), in(1), in(2), caps, scale);
+      if (a.score)
+        build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps);
+      if (a.mask)
+        build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps);
+      out = op.getResult();
+      break;
+    }
+    }
+    vals[n.id] = out;
+  }
+  llvm::SmallVector<mlir::Value> results;
+  for (const auto &[name, id] : g.outputs())
+    results.push_back(vals[id]);
+  mlir::func::ReturnOp::create(b, loc, results);
+
+  if (mlir::failed(mlir::verify(*module)))
+    internal_error("import of graph '" + g.name() + "' produced invalid IR");
+  return module;
+}
+
+} // namespace qkv::ir

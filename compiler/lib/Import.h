@@ -1,0 +1,23 @@
+// Graph -> qkv dialect (internal to the compiler library).
+#pragma once
+
+#include <string>
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <qkv/dsl/graph.hpp>
+
+namespace qkv::ir {
+
+/// The symbol of the function a graph becomes: its name with every character that is
+/// not a letter, digit or '_' replaced by '_'.
+std::string function_name(const Graph &g);
+
+/// One func.func per graph: inputs and params (in Graph::arguments() order) are the
+/// arguments, outputs the results; argument/result attributes keep the user's names and
+/// dims (qkv.name, qkv.dims). Throws qkv::Error for what the compiler cannot take yet.
+mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g);
+
+} // namespace qkv::ir

@@ -1,0 +1,339 @@
+// The qkv dialect: op verifiers. Import builds well-typed IR from a verified Graph; the
+// verifiers guard IR written by hand for qkv-opt and IR produced by passes.
+#include "qkv/compiler/ir/QkvDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+
+using namespace mlir;
+using namespace qkv::ir;
+
+#include "qkv/compiler/ir/QkvOpsDialect.cpp.inc"
+
+void QkvDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "qkv/compiler/ir/QkvOps.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "qkv/compiler/ir/QkvOps.cpp.inc"
+
+namespace {
+
+RankedTensorType rt(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+LogicalResult sameShape(Operation *op, RankedTensorType a, RankedTensorType b,
+                        StringRef what) {
+  if (a.getRank() != b.getRank())
+    return op->emitOpError() << what << ": rank " << a.getRank() << " vs " << b.getRank();
+  for (int64_t i = 0; i < a.getRank(); ++i)
+    if (!compatible(a.getDimSize(i), b.getDimSize(i)))
+      return op->emitOpError() << what << ": dim " << i << " is " << a.getDimSize(i) << " vs "
+                               << b.getDimSize(i);
+  if (a.getElementType() != b.getElementType())
+    return op->emitOpError() << what << ": element types differ";
+  return success();
+}
+
+LogicalResult checkAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return op->emitOpError() << "axis " << axis << " out of range for rank " << rank;
+  return success();
+}
+
+/// Mod region block arguments: [score,] b, h, q, kv, len_q, len_kv, captures...
+LogicalResult verifyModRegion(Operation *op, Region &region, bool withScore, Type scoreType,
+                              ValueRange captures, StringRef name) {
+  if (region.empty())
+    return success();
+  Block &block = region.front();
+  unsigned lead = withScore ? 7 : 6;
+  if (block.getNumArguments() != lead + captures.size())
+    return op->emitOpError() << name << " region needs " << lead + captures.size()
+                             << " block arguments (" << (withScore ? "score, " : "")
+                             << "b, h, q, kv, len_q, len_kv, then one per capture), got "
+                             << block.getNumArguments();
+  unsigned i = 0;
+  if (withScore && block.getArgument(i++).getType() != scoreType)
+    return op->emitOpError() << name << " region's first argument must be the score ("
+                             << scoreType << ")";
+  for (unsigned j = 0; j < 6; ++j, ++i)
+    if (!block.getArgument(i).getType().isIndex())
+      return op->emitOpError() << name << " region's position arguments must be index";
+  for (Value c : captures)
+    if (block.getArgument(i++).getType() != c.getType())
+      return op->emitOpError() << name << " region's capture argument types must match the "
+                               << "captured operands";
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op->emitOpError() << name << " region must end in qkv.yield";
+  Type want = withScore ? scoreType : IntegerType::get(op->getContext(), 1);
+  if (yield.getValue().getType() != want)
+    return op->emitOpError() << name << " region must yield " << want << ", yields "
+                             << yield.getValue().getType();
+  return success();
+}
+
+} // namespace
+
+// ---- unary -------------------------------------------------------------------------------
+
+#define SAME_SHAPE_VERIFIER(OP)                                                          \
+  LogicalResult OP::verify() { return sameShape(*this, rt(getX()), rt(getResult()), "result"); }
+SAME_SHAPE_VERIFIER(ScaleOp)
+SAME_SHAPE_VERIFIER(GeluOp)
+SAME_SHAPE_VERIFIER(SiluOp)
+SAME_SHAPE_VERIFIER(EluOp)
+#undef SAME_SHAPE_VERIFIER
+
+LogicalResult SoftmaxOp::verify() {
+  if (failed(checkAxis(*this, getAxis(), rt(getX()).getRank())))
+    return failure();
+  return sameShape(*this, rt(getX()), rt(getResult()), "result");
+}
+
+LogicalResult SinusoidalPEOp::verify() {
+  if (rt(getX()).getRank() < 2)
+    return emitOpError("needs at least 2 dims (position, feature)");
+  return sameShape(*this, rt(getX()), rt(getResult()), "result");
+}
+
+LogicalResult RopeOp::verify() {
+  auto t = rt(getX());
+  if (t.getRank() < 2)
+    return emitOpError("needs at least 2 dims (L, Dh)");
+  int64_t d = t.getDimSize(t.getRank() - 1);
+  if (ShapedType::isDynamic(d) || d % 2)
+    return emitOpError("needs a static, even last dim");
+  return sameShape(*this, t, rt(getResult()), "result");
+}
+
+LogicalResult TransposeOp::verify() {
+  auto in = rt(getX()), out = rt(getResult());
+  int64_t r = in.getRank();
+  if (failed(checkAxis(*this, getAxisA(), r)) || failed(checkAxis(*this, getAxisB(), r)))
+    return failure();
+  if (out.getRank() != r)
+    return emitOpError("result rank differs");
+  int64_t a = (getAxisA() + r) % r, b = (getAxisB() + r) % r;
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t src = i == a ? b : i == b ? a : i;
+    if (!compatible(in.getDimSize(src), out.getDimSize(i)))
+      return emitOpError() << "result dim " << i << " must be input dim " << src;
+  }
+  return success();
+}
+
+LogicalResult SplitHeadsOp::verify() {
+  auto in = rt(getX()), out = rt(getResult());
+  int64_t r = in.getRank();
+  if (r < 2 || out.getRank() != r + 1)
+    return emitOpError("(..., L, H*Dh) -> (..., H, L, Dh)");
+  int64_t h = getHeads();
+  if (h < 1 || !compatible(out.getDimSize(r - 2), h))
+    return emitOpError() << "result heads dim must be " << h;
+  if (!compatible(out.getDimSize(r - 1), in.getDimSize(r - 2)))
+    return emitOpError("result L must be the input's L");
+  int64_t f = in.getDimSize(r - 1), dh = out.getDimSize(r);
+  if (ShapedType::isDynamic(dh))
+    return emitOpError("head dim must be static");
+  if (!ShapedType::isDynamic(f) && f != h * dh)
+    return emitOpError() << "input features " << f << " != heads " << h << " * head dim " << dh;
+  return success();
+}
+
+LogicalResult MergeHeadsOp::verify() {
+  auto in = rt(getX()), out = rt(getResult());
+  int64_t r = in.getRank();
+  if (r < 3 || out.getRank() != r - 1)
+    return emitOpError("(..., H, L, Dh) -> (..., L, H*Dh)");
+  int64_t h = in.getDimSize(r - 3), dh = in.getDimSize(r - 1);
+  if (ShapedType::isDynamic(h) || ShapedType::isDynamic(dh))
+    return emitOpError("heads and head dim must be static");
+  if (!compatible(out.getDimSize(r - 2), h * dh))
+    return emitOpError() << "result features must be " << h * dh;
+  return success();
+}
+
+// ---- binary -------------------------------------------------------------------------------
+
+static LogicalResult verifyBroadcast(Operation *op, Value lhs, Value rhs, Value result) {
+  auto a = rt(lhs), b = rt(rhs), o = rt(result);
+  auto &lng = a.getRank() >= b.getRank() ? a : b;
+  auto &sht = a.getRank() >= b.getRank() ? b : a;
+  int64_t off = lng.getRank() - sht.getRank();
+  for (int64_t i = 0; i < sht.getRank(); ++i)
+    if (!compatible(lng.getDimSize(off + i), sht.getDimSize(i)))
+      return op->emitOpError("the shorter operand's dims must end the longer's");
+  return sameShape(op, lng, o, "result");
+}
+
+LogicalResult AddOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
+LogicalResult SubOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
+LogicalResult MulOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
+LogicalResult DivOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
+
+LogicalResult SwigluOp::verify() {
+  if (failed(sameShape(*this, rt(getLhs()), rt(getRhs()), "gate and up")))
+    return failure();
+  return sameShape(*this, rt(getLhs()), rt(getResult()), "result");
+}
+
+LogicalResult MatMulOp::verify() {
+  auto a = rt(getLhs()), b = rt(getRhs()), o = rt(getResult());
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return emitOpError("operands need at least 2 dims");
+  if (!compatible(a.getDimSize(a.getRank() - 1), b.getDimSize(b.getRank() - 2)))
+    return emitOpError("contraction dims differ");
+  int64_t r = std::max(a.getRank(), b.getRank());
+  if (a.getRank() != b.getRank() && a.getRank() != 2 && b.getRank() != 2)
+    return emitOpError("batch dims must match, or one operand must be 2-D");
+  if (o.getRank() != r)
+    return emitOpError() << "result must have rank " << r;
+  if (!compatible(o.getDimSize(r - 2), a.getDimSize(a.getRank() - 2)) ||
+      !compatible(o.getDimSize(r - 1), b.getDimSize(b.getRank() - 1)))
+    return emitOpError("result must be (..., M, N)");
+  return success();
+}
+
+LogicalResult LinformerProjectOp::verify() {
+  auto x = rt(getLhs()), e = rt(getRhs()), o = rt(getResult());
+  if (x.getRank() < 2 || e.getRank() != 2 || o.getRank() != x.getRank())
+    return emitOpError("x (..., S, D), e (K', S) -> (..., K', D)");
+  if (!compatible(e.getDimSize(1), x.getDimSize(x.getRank() - 2)))
+    return emitOpError("e's last dim must be x's sequence dim");
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  auto x = rt(getX()), w = rt(getWeight()), o = rt(getResult());
+  if (w.getRank() != 2)
+    return emitOpError("weight must be (in, out)");
+  if (!compatible(x.getDimSize(x.getRank() - 1), w.getDimSize(0)))
+    return emitOpError("x's last dim must be the weight's first");
+  if (getBias() && (rt(getBias()).getRank() != 1 ||
+                    !compatible(rt(getBias()).getDimSize(0), w.getDimSize(1))))
+    return emitOpError("bias must be (out)");
+  if (o.getRank() != x.getRank() || !compatible(o.getDimSize(o.getRank() - 1), w.getDimSize(1)))
+    return emitOpError("result must be (..., out)");
+  return success();
+}
+
+static LogicalResult verifyNormParam(Operation *op, Value p, RankedTensorType x, StringRef n) {
+  if (!p)
+    return success();
+  auto t = rt(p);
+  if (t.getRank() != 1 || !compatible(t.getDimSize(0), x.getDimSize(x.getRank() - 1)))
+    return op->emitOpError() << n << " must be (features)";
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto x = rt(getX());
+  if (failed(verifyNormParam(*this, getGamma(), x, "gamma")) ||
+      failed(verifyNormParam(*this, getBeta(), x, "beta")))
+    return failure();
+  return sameShape(*this, x, rt(getResult()), "result");
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto x = rt(getX());
+  if (failed(verifyNormParam(*this, getGamma(), x, "gamma")))
+    return failure();
+  return sameShape(*this, x, rt(getResult()), "result");
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  auto first = rt(getInputs().front());
+  if (failed(checkAxis(*this, getAxis(), first.getRank())))
+    return failure();
+  int64_t ax = (getAxis() + first.getRank()) % first.getRank();
+  for (Value v : getInputs()) {
+    auto t = rt(v);
+    if (t.getRank() != first.getRank())
+      return emitOpError("inputs must have the same rank");
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      if (i != ax && !compatible(t.getDimSize(i), first.getDimSize(i)))
+        return emitOpError() << "inputs differ in dim " << i;
+  }
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  auto ids = rt(getIds()), table = rt(getTable()), o = rt(getResult());
+  if (table.getRank() != 2)
+    return emitOpError("table must be (vocab, features)");
+  if (o.getRank() != ids.getRank() + 1)
+    return emitOpError("result must be (ids..., features)");
+  return success();
+}
+
+// ---- mods and attention ------------------------------------------------------------------
+
+static Type elementType(Value v) { return rt(v).getElementType(); }
+
+LogicalResult MaskOp::verifyRegions() {
+  int64_t r = rt(getScores()).getRank();
+  if (r < 2 || r > 4)
+    return emitOpError("scores must have 2, 3 or 4 dims");
+  return verifyModRegion(*this, getBody(), false, {}, getCaptures(), "mask");
+}
+
+LogicalResult ScoreModOp::verifyRegions() {
+  int64_t r = rt(getScores()).getRank();
+  if (r < 2 || r > 4)
+    return emitOpError("scores must have 2, 3 or 4 dims");
+  return verifyModRegion(*this, getBody(), true, elementType(getScores()), getCaptures(),
+                         "score_mod");
+}
+
+static LogicalResult verifyAttentionShapes(Operation *op, Value qv, Value kv, Value vv,
+                                           Value out) {
+  auto q = rt(qv), k = rt(kv), v = rt(vv), o = rt(out);
+  int64_t r = q.getRank();
+  if (r < 2 || r > 4 || k.getRank() != r || v.getRank() != r || o.getRank() != r)
+    return op->emitOpError("q, k, v and the result must all have rank 2, 3 or 4");
+  if (!compatible(q.getDimSize(r - 1), k.getDimSize(r - 1)))
+    return op->emitOpError("q and k must share the head dim");
+  if (!compatible(k.getDimSize(r - 2), v.getDimSize(r - 2)))
+    return op->emitOpError("k and v must share the sequence dim");
+  if (r == 4 && (!compatible(q.getDimSize(0), k.getDimSize(0)) ||
+                 !compatible(q.getDimSize(0), v.getDimSize(0))))
+    return op->emitOpError("q, k and v must share the batch dim");
+  if (r >= 3) {
+    int64_t hq = q.getDimSize(r - 3), hk = k.getDimSize(r - 3);
+    if (!compatible(hk, v.getDimSize(r - 3)))
+      return op->emitOpError("k and v must have the same heads");
+    if (hq != hk && (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hk) || hq % hk))
+      return op->emitOpError("query heads must be a static multiple of kv heads");
+  }
+  if (!compatible(o.getDimSize(r - 2), q.getDimSize(r - 2)) ||
+      !compatible(o.getDimSize(r - 1), v.getDimSize(r - 1)))
+    return op->emitOpError("result must be (..., L, Dv)");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionShapes(*this, getQ(), getK(), getV(), getResult());
+}
+
+LogicalResult AttentionOp::verifyRegions() {
+  if (failed(verifyModRegion(*this, getScore(), true, elementType(getQ()), getCaptures(),
+                             "score")))
+    return failure();
+  return verifyModRegion(*this, getMask(), false, {}, getCaptures(), "mask");
+}
+
+LogicalResult LinearAttentionOp::verify() {
+  if (getFeatureMap() != "elu_plus_one" && getFeatureMap() != "relu")
+    return emitOpError("feature_map must be \"elu_plus_one\" or \"relu\"");
+  return verifyAttentionShapes(*this, getQ(), getK(), getV(), getResult());
+}

@@ -1,0 +1,882 @@
+// qkv-lower-to-linalg: every qkv op except attention becomes linalg.generic / named linalg
+// ops / tensor reshapes on tensors, computing exactly what the interpreter computes.
+// Positions (for masks, PE, RoPE) come from linalg.index; dynamic sizes from tensor.dim.
+#include "LoweringUtils.h"
+
+#include <cmath>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include "qkv/compiler/transforms/Passes.h"
+
+namespace qkv::ir {
+#define GEN_PASS_DEF_LOWERTOLINALG
+#include "qkv/compiler/transforms/Passes.h.inc"
+} // namespace qkv::ir
+
+using namespace mlir;
+using namespace qkv::ir;
+
+namespace {
+
+using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+AffineMap dimsMap(MLIRContext *ctx, unsigned numLoops, ArrayRef<unsigned> dims) {
+  SmallVector<AffineExpr> exprs;
+  for (unsigned d : dims)
+    exprs.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(numLoops, 0, exprs, ctx);
+}
+
+/// The loops [from, to) as a list.
+SmallVector<unsigned> range(unsigned from, unsigned to) {
+  SmallVector<unsigned> r;
+  for (unsigned i = from; i < to; ++i)
+    r.push_back(i);
+  return r;
+}
+
+SmallVector<utils::IteratorType> iterators(unsigned parallel, unsigned reduction = 0,
+                                           int reductionAt = -1) {
+  SmallVector<utils::IteratorType> it(parallel + reduction, utils::IteratorType::parallel);
+  if (reduction) {
+    unsigned at = reductionAt < 0 ? parallel : static_cast<unsigned>(reductionAt);
+    for (unsigned i = 0; i < reduction; ++i)
+      it[at + i] = utils::IteratorType::reduction;
+  }
+  return it;
+}
+
+Value emptyOf(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes, Type elem) {
+  return tensor::EmptyOp::create(b, loc, sizes, elem);
+}
+
+Value filled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes, Type elem, double v) {
+  Value init = emptyOf(b, loc, sizes, elem);
+  return linalg::FillOp::create(b, loc, ValueRange{floatConst(b, loc, elem, v)}, ValueRange{init})
+      .getResult(0);
+}
+
+Value generic(OpBuilder &b, Location loc, Value init, ValueRange inputs, ArrayRef<AffineMap> inMaps,
+              AffineMap outMap, ArrayRef<utils::IteratorType> iters, BodyFn body) {
+  SmallVector<AffineMap> maps(inMaps.begin(), inMaps.end());
+  maps.push_back(outMap);
+  auto op = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps, iters,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        linalg::YieldOp::create(nb, nl, body(nb, nl, args));
+      });
+  return op.getResult(0);
+}
+
+SmallVector<OpFoldResult> sizesOf(OpBuilder &b, Location loc, Value t) {
+  return tensor::getMixedSizes(b, loc, t);
+}
+
+/// An elementwise op over `out`'s shape (taken from `shapeFrom`); each input is the full
+/// shape or broadcast along leading dims (its dims end the output's).
+Value elementwise(OpBuilder &b, Location loc, Value shapeFrom, Type elem, ValueRange inputs,
+                  BodyFn body) {
+  unsigned r = tensorType(shapeFrom).getRank();
+  SmallVector<AffineMap> maps;
+  for (Value in : inputs) {
+    unsigned ri = tensorType(in).getRank();
+    maps.push_back(dimsMap(b.getContext(), r, range(r - ri, r)));
+  }
+  Value init = emptyOf(b, loc, sizesOf(b, loc, shapeFrom), elem);
+  return generic(b, loc, init, inputs, maps, dimsMap(b.getContext(), r, range(0, r)),
+                 iterators(r), body);
+}
+
+Value sigmoidTimes(OpBuilder &b, Location loc, Value x, Value y) {
+  // x * sigmoid(x) * ... : silu(x) = x / (1 + exp(-x)).
+  Type t = x.getType();
+  Value one = floatConst(b, loc, t, 1.0);
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+  Value s = arith::DivFOp::create(b, loc, x, arith::AddFOp::create(b, loc, one, e));
+  return y ? Value(arith::MulFOp::create(b, loc, s, y)) : s;
+}
+
+// ---- ops -----------------------------------------------------------------------------------
+
+struct MatMulLowering : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value a = op.getLhs(), bb = op.getRhs();
+    unsigned ra = tensorType(a).getRank(), rb = tensorType(bb).getRank();
+    unsigned r = std::max(ra, rb), nb = r - 2;
+    unsigned m = nb, n = nb + 1, k = nb + 2, loops = r + 1;
+    auto batch = range(0, nb);
+    SmallVector<unsigned> am = ra == r ? batch : SmallVector<unsigned>{};
+    am.append({m, k});
+    SmallVector<unsigned> bm = rb == r ? batch : SmallVector<unsigned>{};
+    bm.append({k, n});
+    SmallVector<unsigned> om = batch;
+    om.append({m, n});
+    Value full = ra == r ? a : bb;
+    SmallVector<OpFoldResult> sizes;
+    for (unsigned i = 0; i < nb; ++i)
+      sizes.push_back(sizeOf(rw, loc, full, i));
+    sizes.push_back(sizeOf(rw, loc, a, ra - 2));
+    sizes.push_back(sizeOf(rw, loc, bb, rb - 1));
+    Type elem = tensorType(op.getResult()).getElementType();
+    Value init = filled(rw, loc, sizes, elem, 0.0);
+    MLIRContext *ctx = rw.getContext();
+    Value res = generic(rw, loc, init, {a, bb}, {dimsMap(ctx, loops, am), dimsMap(ctx, loops, bm)},
+                        dimsMap(ctx, loops, om), iterators(r, 1),
+                        [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                          Value p = arith::MulFOp::create(b, l, args[0], args[1]);
+                          return arith::AddFOp::create(b, l, args[2], p);
+                        });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct LinearLowering : OpRewritePattern<LinearOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LinearOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rw.getContext();
+    Value x = op.getX(), w = op.getWeight();
+    unsigned rx = tensorType(x).getRank();
+    unsigned p = rx - 1, n = p, k = p + 1, loops = rx + 1;
+    SmallVector<OpFoldResult> sizes;
+    for (unsigned i = 0; i < p; ++i)
+      sizes.push_back(sizeOf(rw, loc, x, i));
+    sizes.push_back(sizeOf(rw, loc, w, 1));
+    Type elem = tensorType(op.getResult()).getElementType();
+    Value init;
+    if (Value bias = op.getBias()) {
+      init = elementwise(rw, loc, emptyOf(rw, loc, sizes, elem), elem, {bias},
+                         [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+    } else {
+      init = filled(rw, loc, sizes, elem, 0.0);
+    }
+    auto xm = range(0, p);
+    xm.push_back(k);
+    auto om = range(0, p);
+    om.push_back(n);
+    Value res = generic(rw, loc, init, {x, w}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {k, n})},
+                        dimsMap(ctx, loops, om), iterators(rx, 1),
+                        [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                          Value pr = arith::MulFOp::create(b, l, args[0], args[1]);
+                          return arith::AddFOp::create(b, l, args[2], pr);
+                        });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+Value transposeAxes(OpBuilder &b, Location loc, Value x, int64_t axA, int64_t axB) {
+  int64_t r = tensorType(x).getRank();
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i)
+    perm.push_back(i == axA ? axB : i == axB ? axA : i);
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t i = 0; i < r; ++i)
+    sizes.push_back(sizeOf(b, loc, x, perm[i]));
+  Value init = emptyOf(b, loc, sizes, tensorType(x).getElementType());
+  return linalg::TransposeOp::create(b, loc, x, init, perm).getResult()[0];
+}
+
+struct TransposeLowering : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rw) const override {
+    rw.replaceOp(op, transposeAxes(rw, op.getLoc(), op.getX(), op.getAxisA(), op.getAxisB()));
+    return success();
+  }
+};
+
+template <class OpT> struct BinaryLowering : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value a = op.getLhs(), b = op.getRhs();
+    Value longer = tensorType(a).getRank() >= tensorType(b).getRank() ? a : b;
+    Type elem = tensorType(op.getResult()).getElementType();
+    Value res = elementwise(rw, loc, longer, elem, {a, b},
+                            [](OpBuilder &bb, Location l, ValueRange args) -> Value {
+                              if constexpr (std::is_same_v<OpT, AddOp>)
+                                return arith::AddFOp::create(bb, l, args[0], args[1]);
+                              else if constexpr (std::is_same_v<OpT, SubOp>)
+                                return arith::SubFOp::create(bb, l, args[0], args[1]);
+                              else if constexpr (std::is_same_v<OpT, MulOp>)
+                                return arith::MulFOp::create(bb, l, args[0], args[1]);
+                              else if constexpr (std::is_same_v<OpT, DivOp>)
+                                return arith::DivFOp::create(bb, l, args[0], args[1]);
+                              else
+                                return sigmoidTimes(bb, l, args[0], args[1]); // swiglu
+                            });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct ScaleLowering : OpRewritePattern<ScaleOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ScaleOp op, PatternRewriter &rw) const override {
+    double f = op.getFactor().convertToDouble();
+    Type elem = tensorType(op.getResult()).getElementType();
+    rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
+                                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                                   return arith::MulFOp::create(b, l, args[0],
+                                                                floatConst(b, l, elem, f));
+                                 }));
+    return success();
+  }
+};
+
+struct GeluLowering : OpRewritePattern<GeluOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GeluOp op, PatternRewriter &rw) const override {
+    bool approx = op.getApproximate();
+    Type elem = tensorType(op.getResult()).getElementType();
+    rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
+                                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                                   Value x = args[0];
+                                   Value half = floatConst(b, l, elem, 0.5);
+                                   Value one = floatConst(b, l, elem, 1.0);
+                                   Value inner;
+                                   if (approx) {
+                                     // tanh(sqrt(2/pi) (x + 0.044715 x^3))
+                                     Value x3 = arith::MulFOp::create(
+                                         b, l, x, arith::MulFOp::create(b, l, x, x));
+                                     Value t = arith::AddFOp::create(
+                                         b, l, x,
+                                         arith::MulFOp::create(
+                                             b, l, floatConst(b, l, elem, 0.044715), x3));
+                                     inner = math::TanhOp::create(
+                                         b, l,
+                                         arith::MulFOp::create(
+                                             b, l,
+                                             floatConst(b, l, elem, std::sqrt(2.0 / M_PI)), t));
+                                   } else {
+                                     inner = math::ErfOp::create(
+                                         b, l,
+                                         arith::MulFOp::create(
+                                             b, l, x, floatConst(b, l, elem, M_SQRT1_2)));
+                                   }
+                                   Value s = arith::AddFOp::create(b, l, one, inner);
+                                   return arith::MulFOp::create(
+                                       b, l, half, arith::MulFOp::create(b, l, x, s));
+                                 }));
+    return success();
+  }
+};
+
+struct SiluLowering : OpRewritePattern<SiluOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SiluOp op, PatternRewriter &rw) const override {
+    Type elem = tensorType(op.getResult()).getElementType();
+    rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
+                                 [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                                   return sigmoidTimes(b, l, args[0], Value());
+                                 }));
+    return success();
+  }
+};
+
+Value eluValue(OpBuilder &b, Location l, Value x, double alpha) {
+  Type t = x.getType();
+  Value zero = floatConst(b, l, t, 0.0);
+  Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x, zero);
+  Value em1 = arith::SubFOp::create(b, l, math::ExpOp::create(b, l, x), floatConst(b, l, t, 1.0));
+  Value neg = arith::MulFOp::create(b, l, floatConst(b, l, t, alpha), em1);
+  return arith::SelectOp::create(b, l, pos, x, neg);
+}
+
+struct EluLowering : OpRewritePattern<EluOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(EluOp op, PatternRewriter &rw) const override {
+    double alpha = op.getAlpha().convertToDouble();
+    Type elem = tensorType(op.getResult()).getElementType();
+    rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
+                                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                                   return eluValue(b, l, args[0], alpha);
+                                 }));
+    return success();
+  }
+};
+
+/// Reduces `x` over `axis` into a tensor without that axis: acc = combine(acc, x...).
+Value reduceAxis(OpBuilder &b, Location loc, Value x, int64_t axis, ValueRange extraInputs,
+                 ArrayRef<bool> extraReduced, double init, BodyFn body) {
+  MLIRContext *ctx = b.getContext();
+  auto xt = tensorType(x);
+  unsigned r = xt.getRank();
+  SmallVector<unsigned> kept;
+  SmallVector<OpFoldResult> sizes;
+  for (unsigned i = 0; i < r; ++i)
+    if (i != axis) {
+      kept.push_back(i);
+      sizes.push_back(sizeOf(b, loc, x, i));
+    }
+  Value acc = filled(b, loc, sizes, xt.getElementType(), init);
+  SmallVector<Value> inputs{x};
+  SmallVector<AffineMap> maps{dimsMap(ctx, r, range(0, r))};
+  for (auto [v, red] : llvm::zip(extraInputs, extraReduced)) {
+    inputs.push_back(v);
+    maps.push_back(red ? dimsMap(ctx, r, kept) : dimsMap(ctx, r, range(0, r)));
+  }
+  auto it = iterators(r);
+  it[axis] = utils::IteratorType::reduction;
+  return generic(b, loc, acc, inputs, maps, dimsMap(ctx, r, kept), it, body);
+}
+
+struct SoftmaxLowering : OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SoftmaxOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rw.getContext();
+    Value x = op.getX();
+    auto xt = tensorType(x);
+    Type elem = xt.getElementType();
+    unsigned r = xt.getRank();
+    int64_t axis = op.getAxis();
+    double ninf = -std::numeric_limits<double>::infinity();
+    // m = max over the axis; m' = m == -inf ? 0 : m, so a fully masked row gives
+    // exp(-inf - 0) = 0 everywhere and a zero sum instead of NaN.
+    auto safeMax = [&](OpBuilder &b, Location l, Value m) -> Value {
+      Value isInf = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, m,
+                                          floatConst(b, l, elem, ninf));
+      return arith::SelectOp::create(b, l, isInf, floatConst(b, l, elem, 0.0), m);
+    };
+    Value mx = reduceAxis(rw, loc, x, axis, {}, {}, ninf,
+                          [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                            return arith::MaximumFOp::create(b, l, a[0], a[1]);
+                          });
+    Value sum = reduceAxis(rw, loc, x, axis, {mx}, {true}, 0.0,
+                           [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                             Value e = math::ExpOp::create(
+                                 b, l, arith::SubFOp::create(b, l, a[0], safeMax(b, l, a[1])));
+                             return arith::AddFOp::create(b, l, a[2], e);
+                           });
+    SmallVector<unsigned> kept;
+    for (unsigned i = 0; i < r; ++i)
+      if (i != axis)
+        kept.push_back(i);
+    Value init = emptyOf(rw, loc, sizesOf(rw, loc, x), elem);
+    Value res = generic(
+        rw, loc, init, {x, mx, sum},
+        {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, kept), dimsMap(ctx, r, kept)},
+        dimsMap(ctx, r, range(0, r)), iterators(r),
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, a[0], safeMax(b, l, a[1])));
+          Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[2],
+                                            floatConst(b, l, elem, 0.0));
+          Value q = arith::DivFOp::create(b, l, e, a[2]);
+          return arith::SelectOp::create(b, l, pos, q, floatConst(b, l, elem, 0.0));
+        });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct SplitHeadsLowering : OpRewritePattern<SplitHeadsOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SplitHeadsOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value x = op.getX();
+    auto xt = tensorType(x);
+    int64_t r = xt.getRank();
+    auto outT = tensorType(op.getResult());
+    int64_t heads = op.getHeads(), dh = outT.getDimSize(r);
+    // (..., L, H*Dh) -> (..., L, H, Dh) -> (..., H, L, Dh)
+    SmallVector<ReassociationIndices> re;
+    for (int64_t i = 0; i < r - 1; ++i)
+      re.push_back({i});
+    re.push_back({r - 1, r});
+    SmallVector<OpFoldResult> shape;
+    SmallVector<int64_t> staticShape;
+    for (int64_t i = 0; i < r - 1; ++i) {
+      shape.push_back(sizeOf(rw, loc, x, i));
+      staticShape.push_back(xt.getDimSize(i));
+    }
+    shape.push_back(rw.getIndexAttr(heads));
+    shape.push_back(rw.getIndexAttr(dh));
+    staticShape.append({heads, dh});
+    auto expT = RankedTensorType::get(staticShape, xt.getElementType());
+    Value e = tensor::ExpandShapeOp::create(rw, loc, expT, x, re, shape);
+    rw.replaceOp(op, transposeAxes(rw, loc, e, r - 2, r - 1));
+    return success();
+  }
+};
+
+struct MergeHeadsLowering : OpRewritePattern<MergeHeadsOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MergeHeadsOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value x = op.getX();
+    int64_t r = tensorType(x).getRank();
+    // (..., H, L, Dh) -> (..., L, H, Dh) -> (..., L, H*Dh)
+    Value t = transposeAxes(rw, loc, x, r - 3, r - 2);
+    SmallVector<ReassociationIndices> re;
+    for (int64_t i = 0; i < r - 2; ++i)
+      re.push_back({i});
+    re.push_back({r - 2, r - 1});
+    Value c = tensor::CollapseShapeOp::create(rw, loc, t, re);
+    if (c.getType() != op.getType())
+      c = tensor::CastOp::create(rw, loc, op.getType(), c);
+    rw.replaceOp(op, c);
+    return success();
+  }
+};
+
+struct ConcatLowering : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConcatOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    int64_t ax = op.getAxis();
+    Value first = op.getInputs().front();
+    int64_t r = tensorType(first).getRank();
+    // Output size along the axis: the sum of the inputs'.
+    Value total = indexConst(rw, loc, 0);
+    for (Value in : op.getInputs())
+      total = arith::AddIOp::create(rw, loc, total, sizeValue(rw, loc, in, ax));
+    SmallVector<OpFoldResult> sizes = sizesOf(rw, loc, first);
+    auto outT = tensorType(op.getResult());
+    sizes[ax] = outT.isDynamicDim(ax) ? OpFoldResult(total) : rw.getIndexAttr(outT.getDimSize(ax));
+    Value acc = emptyOf(rw, loc, sizes, outT.getElementType());
+    Value off = indexConst(rw, loc, 0);
+    for (Value in : op.getInputs()) {
+      SmallVector<OpFoldResult> offs(r, rw.getIndexAttr(0)), strides(r, rw.getIndexAttr(1));
+      offs[ax] = off;
+      acc = tensor::InsertSliceOp::create(rw, loc, in, acc, offs, sizesOf(rw, loc, in), strides);
+      off = arith::AddIOp::create(rw, loc, off, sizeValue(rw, loc, in, ax));
+    }
+    rw.replaceOp(op, acc);
+    return success();
+  }
+};
+
+/// b, h, q, kv (from linalg.index inside a generic over scores of rank r) and len_q,
+/// len_kv (computed outside).
+SmallVector<Value> modPositions(OpBuilder &b, Location l, unsigned r, Value lenQ, Value lenKV) {
+  Value zero = indexConst(b, l, 0);
+  Value bi = r == 4 ? Value(linalg::IndexOp::create(b, l, 0)) : zero;
+  Value hi = r >= 3 ? Value(linalg::IndexOp::create(b, l, r - 3)) : zero;
+  Value qi = linalg::IndexOp::create(b, l, r - 2);
+  Value ki = linalg::IndexOp::create(b, l, r - 1);
+  return {bi, hi, qi, ki, lenQ, lenKV};
+}
+
+struct MaskLowering : OpRewritePattern<MaskOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MaskOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value s = op.getScores();
+    unsigned r = tensorType(s).getRank();
+    Type elem = tensorType(s).getElementType();
+    Value lq = sizeValue(rw, loc, s, r - 2), lk = sizeValue(rw, loc, s, r - 1);
+    double ninf = -std::numeric_limits<double>::infinity();
+    Value res = elementwise(rw, loc, s, elem, {s}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      SmallVector<Value> pos = modPositions(b, l, r, lq, lk);
+      Value keep = inlineModRegion(b, op.getBody(), pos, op.getCaptures());
+      return arith::SelectOp::create(b, l, keep, a[0], floatConst(b, l, elem, ninf));
+    });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct ScoreModLowering : OpRewritePattern<ScoreModOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ScoreModOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value s = op.getScores();
+    unsigned r = tensorType(s).getRank();
+    Type elem = tensorType(s).getElementType();
+    Value lq = sizeValue(rw, loc, s, r - 2), lk = sizeValue(rw, loc, s, r - 1);
+    Value res = elementwise(rw, loc, s, elem, {s}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      SmallVector<Value> lead{a[0]};
+      lead.append(modPositions(b, l, r, lq, lk));
+      return inlineModRegion(b, op.getBody(), lead, op.getCaptures());
+    });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+/// angle = p * base^(-2i/D), in f64 so long positions keep their precision.
+Value angleF64(OpBuilder &b, Location l, Value pos, Value i, Value dimF64, double base) {
+  Type f64 = b.getF64Type();
+  Value two_i = indexToFloat(b, l, arith::MulIOp::create(b, l, i, indexConst(b, l, 2)), f64);
+  Value expo = arith::DivFOp::create(b, l, two_i, dimF64);
+  // base^(-expo) = exp(-expo * ln(base))
+  Value inv = math::ExpOp::create(
+      b, l, arith::MulFOp::create(b, l, arith::NegFOp::create(b, l, expo),
+                                  floatConst(b, l, f64, std::log(base))));
+  return arith::MulFOp::create(b, l, indexToFloat(b, l, pos, f64), inv);
+}
+
+Value toElem(OpBuilder &b, Location l, Value f64, Type elem) {
+  if (elem.isF64())
+    return f64;
+  return arith::TruncFOp::create(b, l, elem, f64);
+}
+
+struct SinusoidalPELowering : OpRewritePattern<SinusoidalPEOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SinusoidalPEOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value x = op.getX();
+    unsigned r = tensorType(x).getRank();
+    Type elem = tensorType(x).getElementType();
+    Value dimF = indexToFloat(rw, loc, sizeValue(rw, loc, x, r - 1), rw.getF64Type());
+    double base = op.getBase().convertToDouble();
+    int64_t offset = op.getOffset();
+    Value res = elementwise(rw, loc, x, elem, {x}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      Value p = arith::AddIOp::create(b, l, linalg::IndexOp::create(b, l, r - 2),
+                                      indexConst(b, l, offset));
+      Value d = linalg::IndexOp::create(b, l, r - 1);
+      Value two = indexConst(b, l, 2);
+      Value i = arith::DivUIOp::create(b, l, d, two);
+      Value ang = angleF64(b, l, p, i, dimF, base);
+      Value even = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                         arith::RemUIOp::create(b, l, d, two), indexConst(b, l, 0));
+      Value pe = arith::SelectOp::create(b, l, even, math::SinOp::create(b, l, ang),
+                                         math::CosOp::create(b, l, ang));
+      return arith::AddFOp::create(b, l, a[0], toElem(b, l, pe, elem));
+    });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct RopeLowering : OpRewritePattern<RopeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RopeOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value x = op.getX();
+    auto xt = tensorType(x);
+    unsigned r = xt.getRank();
+    Type elem = xt.getElementType();
+    int64_t dh = xt.getDimSize(r - 1), half = dh / 2;
+    Value dimF = floatConst(rw, loc, rw.getF64Type(), static_cast<double>(dh));
+    double base = op.getBase().convertToDouble();
+    int64_t offset = op.getOffset();
+    bool inter = op.getInterleaved();
+    Value res = elementwise(rw, loc, x, elem, {x}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      SmallVector<Value> idx;
+      for (unsigned j = 0; j < r; ++j)
+        idx.push_back(linalg::IndexOp::create(b, l, j));
+      Value d = idx.back();
+      Value p = arith::AddIOp::create(b, l, idx[r - 2], indexConst(b, l, offset));
+      Value i, partner, first;
+      if (inter) {
+        // pairs (2i, 2i+1): the first of a pair is even
+        Value two = indexConst(b, l, 2);
+        i = arith::DivUIOp::create(b, l, d, two);
+        first = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                      arith::RemUIOp::create(b, l, d, two), indexConst(b, l, 0));
+        partner = arith::SelectOp::create(b, l, first,
+                                          arith::AddIOp::create(b, l, d, indexConst(b, l, 1)),
+                                          arith::SubIOp::create(b, l, d, indexConst(b, l, 1)));
+      } else {
+        // pairs (i, i + Dh/2)
+        Value h = indexConst(b, l, half);
+        first = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, d, h);
+        i = arith::SelectOp::create(b, l, first, d, arith::SubIOp::create(b, l, d, h));
+        partner = arith::SelectOp::create(b, l, first, arith::AddIOp::create(b, l, d, h),
+                                          arith::SubIOp::create(b, l, d, h));
+      }
+      Value ang = angleF64(b, l, p, i, dimF, base);
+      Value c = toElem(b, l, math::CosOp::create(b, l, ang), elem);
+      Value s = toElem(b, l, math::SinOp::create(b, l, ang), elem);
+      idx.back() = partner;
+      Value other = tensor::ExtractOp::create(b, l, x, idx);
+      // first: a cos - b sin; second: b cos + a sin (a = the first of the pair)
+      Value xc = arith::MulFOp::create(b, l, a[0], c);
+      Value os = arith::MulFOp::create(b, l, other, s);
+      return arith::SelectOp::create(b, l, first, arith::SubFOp::create(b, l, xc, os),
+                                     arith::AddFOp::create(b, l, xc, os));
+    });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+/// Normalisation over the last axis: layer_norm (mean and variance) or rms_norm.
+Value normalize(PatternRewriter &rw, Location loc, Value x, Value gamma, Value beta, double eps,
+                bool rms) {
+  MLIRContext *ctx = rw.getContext();
+  auto xt = tensorType(x);
+  unsigned r = xt.getRank();
+  Type elem = xt.getElementType();
+  Value n = indexToFloat(rw, loc, sizeValue(rw, loc, x, r - 1), elem);
+  auto add = [](OpBuilder &b, Location l, ValueRange a) -> Value {
+    return arith::AddFOp::create(b, l, a[0], a[1]);
+  };
+  Value mean;
+  if (!rms) {
+    Value sum = reduceAxis(rw, loc, x, r - 1, {}, {}, 0.0, add);
+    SmallVector<OpFoldResult> sizes = sizesOf(rw, loc, sum);
+    mean = elementwise(rw, loc, sum, elem, {sum}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+      return arith::DivFOp::create(b, l, a[0], n);
+    });
+  }
+  // sum of squares of (x - mean) (layer_norm) or of x (rms_norm)
+  Value sq = reduceAxis(rw, loc, x, r - 1, rms ? ValueRange{} : ValueRange{mean},
+                        rms ? ArrayRef<bool>{} : ArrayRef<bool>{true}, 0.0,
+                        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                          Value c = rms ? a[0] : Value(arith::SubFOp::create(b, l, a[0], a[1]));
+                          Value s = arith::MulFOp::create(b, l, c, c);
+                          return arith::AddFOp::create(b, l, a.back(), s);
+                        });
+  SmallVector<Value> inputs{x, sq};
+  SmallVector<unsigned> kept = range(0, r - 1);
+  SmallVector<AffineMap> maps{dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, kept)};
+  if (!rms) {
+    inputs.push_back(mean);
+    maps.push_back(dimsMap(ctx, r, kept));
+  }
+  int gi = -1, bi = -1;
+  if (gamma) {
+    gi = inputs.size();
+    inputs.push_back(gamma);
+    maps.push_back(dimsMap(ctx, r, {r - 1}));
+  }
+  if (beta) {
+    bi = inputs.size();
+    inputs.push_back(beta);
+    maps.push_back(dimsMap(ctx, r, {r - 1}));
+  }
+  Value init = emptyOf(rw, loc, sizesOf(rw, loc, x), elem);
+  return generic(rw, loc, init, inputs, maps, dimsMap(ctx, r, range(0, r)), iterators(r),
+                 [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                   Value var = arith::DivFOp::create(b, l, a[1], n);
+                   Value denom = math::SqrtOp::create(
+                       b, l, arith::AddFOp::create(b, l, var, floatConst(b, l, elem, eps)));
+                   Value c = rms ? a[0] : Value(arith::SubFOp::create(b, l, a[0], a[2]));
+                   Value y = arith::DivFOp::create(b, l, c, denom);
+                   if (gi >= 0)
+                     y = arith::MulFOp::create(b, l, y, a[gi]);
+                   if (bi >= 0)
+                     y = arith::AddFOp::create(b, l, y, a[bi]);
+                   return y;
+                 });
+}
+
+struct LayerNormLowering : OpRewritePattern<LayerNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LayerNormOp op, PatternRewriter &rw) const override {
+    rw.replaceOp(op, normalize(rw, op.getLoc(), op.getX(), op.getGamma(), op.getBeta(),
+                               op.getEps().convertToDouble(), false));
+    return success();
+  }
+};
+
+struct RmsNormLowering : OpRewritePattern<RmsNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RmsNormOp op, PatternRewriter &rw) const override {
+    rw.replaceOp(op, normalize(rw, op.getLoc(), op.getX(), op.getGamma(), Value(),
+                               op.getEps().convertToDouble(), true));
+    return success();
+  }
+};
+
+struct EmbeddingLowering : OpRewritePattern<EmbeddingOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(EmbeddingOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rw.getContext();
+    Value ids = op.getIds(), table = op.getTable();
+    unsigned ri = tensorType(ids).getRank(), r = ri + 1;
+    SmallVector<OpFoldResult> sizes = sizesOf(rw, loc, ids);
+    sizes.push_back(sizeOf(rw, loc, table, 1));
+    Type elem = tensorType(op.getResult()).getElementType();
+    Value init = emptyOf(rw, loc, sizes, elem);
+    Value res = generic(rw, loc, init, {ids}, {dimsMap(ctx, r, range(0, ri))},
+                        dimsMap(ctx, r, range(0, r)), iterators(r),
+                        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                          Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+                          Value col = linalg::IndexOp::create(b, l, r - 1);
+                          return tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
+                        });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct LinformerProjectLowering : OpRewritePattern<LinformerProjectOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LinformerProjectOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rw.getContext();
+    Value x = op.getLhs(), e = op.getRhs();
+    unsigned r = tensorType(x).getRank(), p = r - 2;
+    // loops: (p..., k', d, s)
+    unsigned kk = p, d = p + 1, s = p + 2, loops = r + 1;
+    SmallVector<OpFoldResult> sizes;
+    for (unsigned i = 0; i < p; ++i)
+      sizes.push_back(sizeOf(rw, loc, x, i));
+    sizes.push_back(sizeOf(rw, loc, e, 0));
+    sizes.push_back(sizeOf(rw, loc, x, r - 1));
+    Type elem = tensorType(op.getResult()).getElementType();
+    Value init = filled(rw, loc, sizes, elem, 0.0);
+    auto xm = range(0, p);
+    xm.append({s, d});
+    auto om = range(0, p);
+    om.append({kk, d});
+    Value res = generic(rw, loc, init, {x, e}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {kk, s})},
+                        dimsMap(ctx, loops, om), iterators(r, 1),
+                        [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                          return arith::AddFOp::create(b, l, a[2],
+                                                       arith::MulFOp::create(b, l, a[0], a[1]));
+                        });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LinearAttentionOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rw.getContext();
+    Value q = op.getQ(), k = op.getK(), v = op.getV();
+    auto qt = tensorType(q), kt = tensorType(k);
+    unsigned r = qt.getRank();
+    Type elem = qt.getElementType();
+    bool relu = op.getFeatureMap() == "relu";
+    auto phi = [&](Value t) {
+      return elementwise(rw, loc, t, elem, {t}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        if (relu)
+          return arith::MaximumFOp::create(b, l, a[0], floatConst(b, l, elem, 0.0));
+        return arith::AddFOp::create(b, l, eluValue(b, l, a[0], 1.0), floatConst(b, l, elem, 1.0));
+      });
+    };
+    Value pq = phi(q), pk = phi(k);
+    // Leading dims: (B?, H?) = r - 2 of them; with heads, query head h reads kv head
+    // h floordiv (Hq / Hkv).
+    unsigned lead = r - 2;
+    int64_t group = 1;
+    if (r >= 3) {
+      int64_t hq = qt.getDimSize(r - 3), hk = kt.getDimSize(r - 3);
+      group = hq == hk || ShapedType::isDynamic(hq) ? 1 : hq / hk;
+    }
+    auto add = [](OpBuilder &b, Location l, ValueRange a) -> Value {
+      return arith::AddFOp::create(b, l, a[2], arith::MulFOp::create(b, l, a[0], a[1]));
+    };
+    // kv[lead..., dh, dv] = sum_s phi(k)[lead..., s, dh] * v[lead..., s, dv]
+    unsigned dh = lead, dv = lead + 1, s = lead + 2, loops = lead + 3;
+    SmallVector<OpFoldResult> kvSizes;
+    for (unsigned i = 0; i < lead; ++i)
+      kvSizes.push_back(sizeOf(rw, loc, k, i));
+    kvSizes.push_back(sizeOf(rw, loc, k, r - 1));
+    kvSizes.push_back(sizeOf(rw, loc, v, r - 1));
+    auto km = range(0, lead);
+    km.append({s, dh});
+    auto vm = range(0, lead);
+    vm.append({s, dv});
+    auto kvm = range(0, lead);
+    kvm.append({dh, dv});
+    Value kv = generic(rw, loc, filled(rw, loc, kvSizes, elem, 0.0), {pk, v},
+                       {dimsMap(ctx, loops, km), dimsMap(ctx, loops, vm)},
+                       dimsMap(ctx, loops, kvm), iterators(lead + 2, 1), add);
+    // ksum[lead..., dh] = sum_s phi(k)[lead..., s, dh]
+    SmallVector<OpFoldResult> ksSizes(kvSizes.begin(), kvSizes.end() - 1);
+    unsigned loops2 = lead + 2, dh2 = lead, s2 = lead + 1;
+    auto km2 = range(0, lead);
+    km2.append({s2, dh2});
+    auto ksm = range(0, lead);
+    ksm.push_back(dh2);
+    Value ksum = generic(rw, loc, filled(rw, loc, ksSizes, elem, 0.0), {pk},
+                         {dimsMap(ctx, loops2, km2)}, dimsMap(ctx, loops2, ksm),
+                         iterators(lead + 1, 1),
+                         [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                           return arith::AddFOp::create(b, l, a[0], a[1]);
+                         });
+    // Maps from query loops (lead..., l, ...) to kv-side leading dims, with the head
+    // divided by the group size.
+    auto kvLead = [&](unsigned nloops) {
+      SmallVector<AffineExpr> ex;
+      for (unsigned i = 0; i < lead; ++i) {
+        AffineExpr e = getAffineDimExpr(i, ctx);
+        if (i == lead - 1 && r >= 3 && group > 1)
+          e = e.floorDiv(group);
+        ex.push_back(e);
+      }
+      (void)nloops;
+      return ex;
+    };
+    // num[lead..., l, dv] = sum_dh phi(q)[lead..., l, dh] * kv[lead'..., dh, dv]
+    unsigned L = lead, DV = lead + 1, DH = lead + 2, loops3 = lead + 3;
+    SmallVector<OpFoldResult> outSizes;
+    for (unsigned i = 0; i < lead + 1; ++i)
+      outSizes.push_back(sizeOf(rw, loc, q, i));
+    outSizes.push_back(sizeOf(rw, loc, v, r - 1));
+    auto qm = range(0, lead);
+    qm.append({L, DH});
+    SmallVector<AffineExpr> kvEx = kvLead(loops3);
+    kvEx.push_back(getAffineDimExpr(DH, ctx));
+    kvEx.push_back(getAffineDimExpr(DV, ctx));
+    auto om = range(0, lead);
+    om.append({L, DV});
+    Value num = generic(rw, loc, filled(rw, loc, outSizes, elem, 0.0), {pq, kv},
+                        {dimsMap(ctx, loops3, qm), AffineMap::get(loops3, 0, kvEx, ctx)},
+                        dimsMap(ctx, loops3, om), iterators(lead + 2, 1), add);
+    // den[lead..., l] = sum_dh phi(q)[lead..., l, dh] * ksum[lead'..., dh]
+    unsigned L4 = lead, DH4 = lead + 1, loops4 = lead + 2;
+    SmallVector<OpFoldResult> denSizes(outSizes.begin(), outSizes.end() - 1);
+    auto qm4 = range(0, lead);
+    qm4.append({L4, DH4});
+    SmallVector<AffineExpr> ksEx = kvLead(loops4);
+    ksEx.push_back(getAffineDimExpr(DH4, ctx));
+    auto dm = range(0, lead);
+    dm.push_back(L4);
+    Value den = generic(rw, loc, filled(rw, loc, denSizes, elem, 0.0), {pq, ksum},
+                        {dimsMap(ctx, loops4, qm4), AffineMap::get(loops4, 0, ksEx, ctx)},
+                        dimsMap(ctx, loops4, dm), iterators(lead + 1, 1), add);
+    // out = den != 0 ? num / den : 0
+    Value init = emptyOf(rw, loc, outSizes, elem);
+    Value res = generic(rw, loc, init, {num, den},
+                        {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, range(0, r - 1))},
+                        dimsMap(ctx, r, range(0, r)), iterators(r),
+                        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                          Value nz = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, a[1],
+                                                           floatConst(b, l, elem, 0.0));
+                          return arith::SelectOp::create(b, l, nz,
+                                                         arith::DivFOp::create(b, l, a[0], a[1]),
+                                                         floatConst(b, l, elem, 0.0));
+                        });
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<MatMulLowering, LinearLowering, TransposeLowering, BinaryLowering<AddOp>,
+                 BinaryLowering<SubOp>, BinaryLowering<MulOp>, BinaryLowering<DivOp>,
+                 BinaryLowering<SwigluOp>, ScaleLowering, GeluLowering, SiluLowering,
+                 EluLowering, SoftmaxLowering, SplitHeadsLowering, MergeHeadsLowering,
+                 ConcatLowering, MaskLowering, ScoreModLowering, SinusoidalPELowering,
+                 RopeLowering, LayerNormLowering, RmsNormLowering, EmbeddingLowering,
+                 LinformerProjectLowering, LinearAttentionLowering>(&getContext());
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+      return signalPassFailure();
+    // Anything left of the qkv dialect (except attention, which has its own pass) is a
+    // missing lowering: fail loudly rather than let a later stage choke on it.
+    WalkResult wr = getOperation().walk([&](Operation *op) {
+      if (isa<QkvDialect>(op->getDialect()) && !isa<AttentionOp>(op) &&
+          !op->getParentOfType<AttentionOp>() && !isa<YieldOp>(op)) {
+        op->emitError("qkv-lower-to-linalg: no lowering for this op");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (wr.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

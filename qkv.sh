@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# qkv.sh: the one entry point. Installs what is missing, configures, builds (with ninja's
+# [n/N] progress) and runs. Safe to run again: each step is skipped when already done.
+#
+#   ./qkv.sh demo     install, build, run the seed walkthrough example end to end
+#   ./qkv.sh test     install, build, run the whole ctest suite
+#   ./qkv.sh build    install and build everything
+#   ./qkv.sh bench    build and run the benchmarks under bench/
+#   ./qkv.sh clean    remove the build directory
+#
+# Environment: QKV_BUILD_DIR (default build), QKV_JOBS (default: all cores).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+BUILD=${QKV_BUILD_DIR:-build}
+JOBS=${QKV_JOBS:-$(nproc)}
+LLVM=/usr/lib/llvm-22
+
+say() { echo "[qkv] $*"; }
+elapsed() { echo $(( $(date +%s) - $1 ))s; }
+
+deps() {
+  local t=$(date +%s)
+  say "checking dependencies (scripts/install-deps.sh)"
+  scripts/install-deps.sh
+  say "dependencies ready in $(elapsed "$t")"
+}
+
+configure() {
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    say "configuring $BUILD (CMake + Ninja, clang 22, Release)"
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_C_COMPILER="$LLVM/bin/clang" -DCMAKE_CXX_COMPILER="$LLVM/bin/clang++"
+  fi
+}
+
+build() {
+  local t=$(date +%s)
+  configure
+  say "building $* with $JOBS jobs"
+  ninja -C "$BUILD" -j "$JOBS" "$@"
+  say "built in $(elapsed "$t")"
+}
+
+cmd=${1:-help}
+shift || true
+case "$cmd" in
+  demo)
+    deps
+    build qkv-toolchain-demo
+    say "running the demo"
+    "$BUILD/bin/qkv-toolchain-demo" "$@"
+    ;;
+  test)
+    deps
+    build
+    t=$(date +%s)
+    say "running the test suite (ctest)"
+    ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" "$@"
+    say "tests passed in $(elapsed "$t")"
+    ;;
+  build)
+    deps
+    build "$@"
+    ;;
+  bench)
+    deps
+    build
+    for b in "$BUILD"/bin/bench_*; do
+      [ -x "$b" ] || continue
+      say "running $b"
+      "$b" "$@"
+    done
+    ;;
+  clean)
+    rm -rf "$BUILD"
+    ;;
+  *)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    [ "$cmd" = help ] || exit 2
+    ;;
+esac

@@ -1,0 +1,67 @@
+// A compiled kernel: what qkv::compile returns. It runs the graph on tensors, binding
+// run-time dims and checking every input before anything is written, and it keeps the IR
+// of every compilation stage for inspection.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <qkv/dsl/graph.hpp>
+#include <qkv/runtime/tensor.hpp>
+
+namespace qkv {
+
+/// How long each stage of compilation took.
+struct CompileStats {
+  std::vector<std::pair<std::string, double>> stage_ms; // in pipeline order
+  double total_ms = 0;
+};
+
+/// What a backend hands a Kernel: an entry point taking MLIR's packed arguments (one
+/// pointer per argument, each pointing at a pointer to a memref descriptor), and an
+/// owner that keeps the code alive.
+struct KernelEntry {
+  std::shared_ptr<void> owner;
+  void (*packed)(void **) = nullptr;
+  std::string symbol;
+};
+
+class Kernel {
+public:
+  /// The stage names, in pipeline order: graph, qkv, linalg, loops, llvm, llvm-ir, asm.
+  static const std::vector<std::string> &stage_names();
+
+  Kernel(Graph graph, KernelEntry entry, std::vector<std::pair<std::string, std::string>> stages,
+         std::function<std::string(const std::string &)> lazy_stage, CompileStats stats);
+
+  /// Runs the kernel. Inputs and params by name; returns the outputs by name. Run-time
+  /// dims are bound from the inputs (qkv::bind_dims): a missing, unknown, mistyped or
+  /// misshapen input is a qkv::Error naming it, raised before any output is written.
+  TensorMap run(const TensorMap &inputs) const;
+
+  /// The IR at a named stage (see stage_names()); throws qkv::Error for an unknown name.
+  std::string ir(std::string_view stage) const;
+
+  const Graph &graph() const { return *graph_; }
+  const CompileStats &stats() const { return stats_; }
+  const std::string &symbol() const { return entry_.symbol; }
+
+private:
+  std::shared_ptr<const Graph> graph_;
+  KernelEntry entry_;
+  std::vector<std::pair<std::string, std::string>> stages_;
+  std::function<std::string(const std::string &)> lazy_stage_;
+  mutable std::shared_ptr<std::map<std::string, std::string>> lazy_cache_;
+  CompileStats stats_;
+};
+
+/// Random tensors for every input and param of g (a fixed-seed generator). `dims` gives
+/// the extent of each dynamic dim; a dynamic dim it does not name is a qkv::Error.
+/// Integer inputs get values valid for their use: embedding ids in [0, vocab), other
+/// integer tables in [0, 4).
+TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed);
+
+} // namespace qkv

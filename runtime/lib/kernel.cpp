@@ -1,0 +1,166 @@
+// Kernel: argument checking, memref descriptors, the call, and stage IR.
+#include <qkv/runtime/kernel.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace qkv {
+
+const std::vector<std::string> &Kernel::stage_names() {
+  static const std::vector<std::string> names = {"graph", "qkv",     "linalg", "loops",
+                                                 "llvm",  "llvm-ir", "asm"};
+  return names;
+}
+
+Kernel::Kernel(Graph graph, KernelEntry entry,
+               std::vector<std::pair<std::string, std::string>> stages,
+               std::function<std::string(const std::string &)> lazy_stage, CompileStats stats)
+    : graph_(std::make_shared<const Graph>(std::move(graph))), entry_(std::move(entry)),
+      stages_(std::move(stages)), lazy_stage_(std::move(lazy_stage)),
+      lazy_cache_(std::make_shared<std::map<std::string, std::string>>()),
+      stats_(std::move(stats)) {
+  if (!entry_.packed)
+    internal_error("Kernel without an entry point");
+}
+
+std::string Kernel::ir(std::string_view stage) const {
+  const auto &names = stage_names();
+  if (std::find(names.begin(), names.end(), stage) == names.end()) {
+    std::string list;
+    for (const auto &n : names)
+      list += (list.empty() ? "" : ", ") + n;
+    user_error("unknown IR stage '" + std::string(stage) + "'; stages are " + list);
+  }
+  for (const auto &[name, text] : stages_)
+    if (name == stage)
+      return text;
+  auto it = lazy_cache_->find(std::string(stage));
+  if (it != lazy_cache_->end())
+    return it->second;
+  if (!lazy_stage_)
+    user_error("IR stage '" + std::string(stage) + "' was not kept for this kernel");
+  std::string text = lazy_stage_(std::string(stage));
+  (*lazy_cache_)[std::string(stage)] = text;
+  return text;
+}
+
+namespace {
+
+/// A ranked memref descriptor as MLIR lays it out: {allocated, aligned, offset,
+/// sizes[rank], strides[rank]}, all 64-bit.
+std::vector<std::int64_t> descriptor(const Tensor &t) {
+  std::vector<std::int64_t> d;
+  auto p = reinterpret_cast<std::int64_t>(t.data());
+  d.push_back(p);
+  d.push_back(p);
+  d.push_back(0);
+  for (std::int64_t s : t.shape())
+    d.push_back(s);
+  for (std::int64_t s : t.strides())
+    d.push_back(s);
+  return d;
+}
+
+} // namespace
+
+TensorMap Kernel::run(const TensorMap &inputs) const {
+  const Graph &g = *graph_;
+  DimBindings b = bind_dims(g, signature(inputs));
+
+  // Embedding ids that come straight from an input are range-checked here: compiled code
+  // reads table rows without bounds checks.
+  for (const Node &n : g.nodes()) {
+    if (n.op != OpKind::Embedding)
+      continue;
+    const Node &ids = g.node(n.inputs[0]);
+    if (ids.op != OpKind::Input && ids.op != OpKind::Param)
+      continue;
+    const Tensor &t = inputs.at(ids.name);
+    std::int64_t vocab = resolve(g.node(n.inputs[1]).dims, b)[0];
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      double v = t.get(i);
+      if (v < 0 || v >= static_cast<double>(vocab))
+        user_error("embedding '" + n.name + "': id " + std::to_string(static_cast<long long>(v)) +
+                   " at flat position " + std::to_string(i) + " of '" + ids.name +
+                   "' is outside the table's " + std::to_string(vocab) + " rows");
+    }
+  }
+
+  TensorMap outputs;
+  std::vector<const Tensor *> out_order;
+  for (const auto &[name, id] : g.outputs()) {
+    const Node &n = g.node(id);
+    auto [it, fresh] = outputs.emplace(name, Tensor(n.dtype, resolve(n.dims, b)));
+    out_order.push_back(&it->second);
+  }
+
+  std::vector<std::vector<std::int64_t>> descs;
+  for (NodeId id : g.arguments())
+    descs.push_back(descriptor(inputs.at(g.node(id).name)));
+  for (const Tensor *t : out_order)
+    descs.push_back(descriptor(*t));
+  std::vector<void *> ptrs(descs.size());
+  std::vector<void *> packed(descs.size());
+  for (std::size_t i = 0; i < descs.size(); ++i) {
+    ptrs[i] = descs[i].data();
+    packed[i] = &ptrs[i];
+  }
+  entry_.packed(packed.data());
+  return outputs;
+}
+
+TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed) {
+  DimBindings b = dims;
+  for (const auto &[name, def] : g.dim_defs())
+    if (def.extent != kDynamic)
+      b[name] = def.extent;
+  // Derived dims (H*Dh) from their parts.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto &[name, def] : g.dim_defs()) {
+      if (def.kind == DimDef::Kind::Atomic || b.count(name))
+        continue;
+      std::int64_t v = def.kind == DimDef::Kind::Product ? 1 : 0;
+      bool all = true;
+      for (const auto &p : def.parts) {
+        auto it = b.find(p);
+        if (it == b.end()) {
+          all = false;
+          break;
+        }
+        v = def.kind == DimDef::Kind::Product ? v * it->second : v + it->second;
+      }
+      if (all) {
+        b[name] = v;
+        changed = true;
+      }
+    }
+  }
+  TensorMap out;
+  std::uint64_t k = 0;
+  for (NodeId id : g.arguments()) {
+    const Node &n = g.node(id);
+    Shape shape;
+    for (const Dim &d : n.dims) {
+      auto it = b.find(d.name);
+      if (it == b.end())
+        user_error("random_inputs: dim '" + d.name + "' of '" + n.name +
+                   "' is dynamic; give its extent");
+      shape.push_back(it->second);
+    }
+    double lo = -1, hi = 1;
+    if (is_int(n.dtype)) {
+      lo = 0;
+      hi = 4;
+      for (NodeId u : g.users(id)) {
+        const Node &user = g.node(u);
+        if (user.op == OpKind::Embedding && user.inputs[0] == id)
+          hi = static_cast<double>(resolve(g.node(user.inputs[1]).dims, b)[0]);
+      }
+    }
+    out.emplace(n.name, Tensor::random(n.dtype, shape, seed * 1000003 + (k++), lo, hi));
+  }
+  return out;
+}
+
+} // namespace qkv
