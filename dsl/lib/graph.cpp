@@ -138,7 +138,8 @@ static bool is_derived_name(const std::string &s) {
   return s.find_first_of("*+") != std::string::npos;
 }
 
-Dim Graph::dim(const std::string &name, std::int64_t extent) {
+/// The checks of a new atomic dim's name and extent.
+static void check_new_dim(const std::string &name, std::int64_t extent) {
   if (!is_identifier(name))
     user_error("dim name '" + name +
                "' is not an identifier (letters, digits, _ ; derived dims like H*Dh are "
@@ -146,6 +147,10 @@ Dim Graph::dim(const std::string &name, std::int64_t extent) {
   if (extent != kDynamic && extent < 1)
     user_error("dim '" + name + "': extent must be positive or dynamic, got " +
                std::to_string(extent));
+}
+
+Dim Graph::dim(const std::string &name, std::int64_t extent) {
+  check_new_dim(name, extent);
   auto it = dims_.find(name);
   if (it != dims_.end()) {
     if (it->second.extent != extent)
@@ -158,19 +163,26 @@ Dim Graph::dim(const std::string &name, std::int64_t extent) {
 }
 
 void Graph::use_dims(const std::vector<Dim> &dims, const std::string &context) {
+  // Check every dim before registering any, so that an input or op that fails leaves the
+  // graph's dims as they were (a stale extent would blame later, valid uses).
+  std::map<std::string, std::int64_t> known;
+  for (const auto &[name, def] : dims_)
+    known[name] = def.extent;
   for (const Dim &d : dims) {
-    auto it = dims_.find(d.name);
-    if (it != dims_.end()) {
-      if (it->second.extent != d.extent)
-        user_error(context + ": dim '" + d.name + "' is " + describe(Dim(d.name, it->second.extent)) +
+    auto it = known.find(d.name);
+    if (it != known.end()) {
+      if (it->second != d.extent)
+        user_error(context + ": dim '" + d.name + "' is " + describe(Dim(d.name, it->second)) +
                    " elsewhere in graph '" + name_ + "' but " + describe(d) + " here");
       continue;
     }
     if (!is_derived_name(d.name))
-      dim(d.name, d.extent);
-    else
-      dims_[d.name] = DimDef{d.name, d.extent, DimDef::Kind::Atomic, {}};
+      check_new_dim(d.name, d.extent);
+    known[d.name] = d.extent;
   }
+  for (const Dim &d : dims)
+    if (!dims_.count(d.name))
+      dims_[d.name] = DimDef{d.name, d.extent, DimDef::Kind::Atomic, {}};
 }
 
 void Graph::define_product(const Dim &result, const Dim &a, const Dim &b) {

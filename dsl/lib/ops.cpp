@@ -587,7 +587,8 @@ Value split_heads(Value x, const Dim &heads, const Dim &head_dim) {
   Graph &g = graph_of("split_heads", {x});
   user_check(heads.is_static() && heads.extent >= 1,
              "split_heads: the heads dim " + describe(heads) + " must be static and positive");
-  g.use_dims({heads, head_dim}, "split_heads");
+  // No g.use_dims({heads, head_dim}) here: add_node registers the result's dims (which
+  // hold both) only once the shape rule passed, so a failed split leaves no stale dims.
   Attrs a;
   a.dims = {heads, head_dim};
   Value out = build(OpKind::SplitHeads, {x}, a);
@@ -605,8 +606,7 @@ Value merge_heads(Value x) {
 }
 
 Value merge_heads(Value x, const Dim &out_dim) {
-  Graph &g = graph_of("merge_heads", {x});
-  g.use_dims({out_dim}, "merge_heads");
+  graph_of("merge_heads", {x});
   Attrs a;
   a.dims = {out_dim};
   return build(OpKind::MergeHeads, {x}, a);
@@ -632,7 +632,6 @@ Value concat(const std::vector<Value> &xs, std::int64_t axis, const Dim &out_dim
   user_check(!xs.empty(), "concat: needs at least one tensor");
   for (const Value &v : xs)
     graph_of("concat", {xs.front(), v});
-  xs.front().graph().use_dims({out_dim}, "concat");
   Attrs a;
   a.axes = {axis};
   a.dims = {out_dim};

@@ -1,0 +1,530 @@
+// Every shape rule of the untyped Graph (infer_type and the builders), broken once, and
+// what the user reads: the op, the tensors and the dims in the 'Dh'(64) form.
+#include <qkv/dsl/graph.hpp>
+#include <qkv/dsl/infer.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+namespace {
+
+using namespace qkv;
+
+/// Passes when f throws a qkv::Error whose message contains every part.
+template <class F>
+testing::AssertionResult ErrorSays(F &&f, std::initializer_list<std::string_view> parts) {
+  try {
+    f();
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    for (std::string_view p : parts)
+      if (msg.find(p) == std::string::npos)
+        return testing::AssertionFailure() << "the message\n  " << msg << "\nlacks\n  " << p;
+    return testing::AssertionSuccess();
+  } catch (const std::exception &e) {
+    return testing::AssertionFailure() << "threw something other than qkv::Error: " << e.what();
+  }
+  return testing::AssertionFailure() << "threw nothing";
+}
+
+/// The message of the qkv::Error f throws ("" and a test failure if none).
+template <class F> std::string error_of(F &&f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no qkv::Error";
+  return "";
+}
+
+class ShapeRules : public testing::Test {
+protected:
+  Graph g{"g"};
+  Dim B{"B"}, C{"C"}, L{"L"}, S{"S"}, E{"E"};
+  Dim K{"K", 16}, N{"N", 32}, D{"D", 512}, H{"H", 8}, Hkv{"Hkv", 2}, Dh{"Dh", 64};
+
+  Value in(const std::string &name, std::vector<Dim> dims, DType t = DType::F32) {
+    return g.input(name, t, dims);
+  }
+};
+
+// ---- matmul ------------------------------------------------------------------------------
+
+TEST_F(ShapeRules, MatmulContractionDimsDiffer) {
+  Value q = in("q", {L, Dh}), k = in("k", {D, S});
+  EXPECT_EQ(error_of([&] { matmul(q, k); }),
+            "matmul: contraction dims differ: 'q' (L, Dh) has 'Dh'(64) last, 'k' (D, S) has "
+            "'D'(512) second to last");
+}
+
+TEST_F(ShapeRules, MatmulBatchDimsDiffer) {
+  Value a = in("a", {B, L, K}), b = in("b", {C, K, N});
+  EXPECT_TRUE(
+      ErrorSays([&] { matmul(a, b); }, {"matmul: batch dims differ", "'a' (B, L, K) has (B)",
+                                        "'b' (C, K, N) has (C)", "or one side must be 2-D"}));
+}
+
+TEST_F(ShapeRules, MatmulTwoDimSideBroadcasts) {
+  Value a = in("a", {B, L, K}), w = in("w", {K, N}), w2 = in("w2", {S, L});
+  EXPECT_EQ(matmul(a, w).dims(), (std::vector<Dim>{B, L, N}));
+  EXPECT_EQ(matmul(w2, a).dims(), (std::vector<Dim>{B, S, K}));
+}
+
+TEST_F(ShapeRules, MatmulNeedsTwoDims) {
+  Value a = in("a", {K}), b = in("b", {K, N});
+  EXPECT_EQ(error_of([&] { matmul(a, b); }),
+            "matmul: 'a' (K) has 1 dims; matmul needs at least 2 (rows, cols)");
+  EXPECT_TRUE(ErrorSays([&] { matmul(b, a); }, {"'a' (K) has 1 dims"}));
+}
+
+TEST_F(ShapeRules, MatmulNeedsFloatAndOneDtype) {
+  Value ids = in("ids", {L, K}, DType::I32), a = in("a", {L, K}), b = in("b", {K, N}, DType::F64);
+  EXPECT_EQ(error_of([&] { matmul(ids, b); }),
+            "matmul: 'ids' (L, K) is i32; it needs a float tensor");
+  EXPECT_EQ(error_of([&] { matmul(a, b); }),
+            "matmul: dtypes differ: 'a' (L, K) is f32, 'b' (K, N) is f64");
+}
+
+// ---- linear ------------------------------------------------------------------------------
+
+TEST_F(ShapeRules, LinearInputDimIsNotTheWeightsFirst) {
+  // The example of ARCHITECTURE.md: q ends in Dh, wk starts with D.
+  Value q = in("q", {L, Dh}), wk = in("wk", {D, Dh});
+  EXPECT_EQ(error_of([&] { linear(q, wk); }),
+            "linear: 'q' (L, Dh) ends in 'Dh'(64) but weight 'wk' (D, Dh) starts with 'D'(512) "
+            "(the input dim must be the weight's first dim)");
+}
+
+TEST_F(ShapeRules, LinearWeightHasTwoDims) {
+  Value x = in("x", {L, K}), w = in("w", {C, K, N});
+  EXPECT_EQ(error_of([&] { linear(x, w); }),
+            "linear: weight 'w' (C, K, N) must have 2 dims (in, out)");
+}
+
+TEST_F(ShapeRules, LinearInputNeedsADim) {
+  Value s = in("s", {}), w = in("w", {K, N});
+  EXPECT_TRUE(ErrorSays([&] { linear(s, w); }, {"linear: 's' () has 0 dims"}));
+}
+
+TEST_F(ShapeRules, LinearBiasIsTheWeightsOutDim) {
+  Value x = in("x", {L, K}), w = in("w", {K, N}), b = in("b", {K}), b2 = in("b2", {L, N});
+  EXPECT_EQ(error_of([&] { linear(x, w, b); }),
+            "linear: bias 'b' (K) must be (N), the weight's output dim");
+  EXPECT_TRUE(ErrorSays([&] { linear(x, w, b2); }, {"bias 'b2' (L, N) must be (N)"}));
+  Value b64 = in("b64", {N}, DType::F64);
+  EXPECT_TRUE(ErrorSays([&] { linear(x, w, b64); }, {"linear: dtypes differ", "'b64' (N) is f64"}));
+}
+
+TEST_F(ShapeRules, LinearNeedsFloatAndOneDtype) {
+  Value ids = in("ids", {L, K}, DType::I64), w = in("w", {K, N}),
+        w64 = in("w64", {K, N}, DType::F64);
+  Value x = in("x", {L, K});
+  EXPECT_TRUE(ErrorSays([&] { linear(ids, w); }, {"linear: 'ids' (L, K) is i64"}));
+  EXPECT_TRUE(ErrorSays([&] { linear(x, w64); }, {"linear: dtypes differ", "'w64' (K, N) is f64"}));
+}
+
+// ---- transpose, softmax ------------------------------------------------------------------
+
+TEST_F(ShapeRules, TransposeAxisOutOfRange) {
+  Value x = in("x", {B, L, D});
+  EXPECT_EQ(error_of([&] { transpose(x, 0, 3); }),
+            "transpose of 'x': axis 3 is out of range for 3 dims");
+  EXPECT_TRUE(ErrorSays([&] { transpose(x, -4, 0); }, {"axis -4 is out of range for 3 dims"}));
+  EXPECT_EQ(transpose(x, -3, -1).dims(), (std::vector<Dim>{D, L, B}));
+}
+
+TEST_F(ShapeRules, TransposeByNameUnknownOrRepeated) {
+  Value x = in("x", {B, L, D}), s = in("s", {L, L});
+  EXPECT_EQ(error_of([&] { transpose(x, "L", "Q"); }), "transpose: 'x' (B, L, D) has no dim 'Q'");
+  EXPECT_EQ(error_of([&] { transpose(s, "L", "L"); }),
+            "transpose: dim 'L' appears twice in 's' (L, L); pass an axis number instead");
+  EXPECT_EQ(transpose(x, "B", "D").dims(), (std::vector<Dim>{D, L, B}));
+}
+
+TEST_F(ShapeRules, SoftmaxAxisAndName) {
+  Value x = in("x", {L, S}), sq = in("sq", {L, L}), ids = in("ids", {L}, DType::I32);
+  EXPECT_EQ(error_of([&] { softmax(x, 2); }), "softmax of 'x': axis 2 is out of range for 2 dims");
+  EXPECT_EQ(error_of([&] { softmax(x, "D"); }), "softmax: 'x' (L, S) has no dim 'D'");
+  EXPECT_TRUE(
+      ErrorSays([&] { softmax(sq, "L"); }, {"softmax: dim 'L' appears twice in 'sq' (L, L)"}));
+  EXPECT_EQ(error_of([&] { softmax(ids); }), "softmax: 'ids' (L) is i32; it needs a float tensor");
+  EXPECT_EQ(softmax(x, "L").node().attrs.axes, (std::vector<std::int64_t>{0}));
+}
+
+// ---- unary float ops ---------------------------------------------------------------------
+
+TEST_F(ShapeRules, UnaryOpsNeedFloat) {
+  Value ids = in("ids", {L}, DType::I32);
+  EXPECT_EQ(error_of([&] { scale(ids, 2.0); }), "scale: 'ids' (L) is i32; it needs a float tensor");
+  EXPECT_TRUE(ErrorSays([&] { gelu(ids); }, {"gelu: 'ids' (L) is i32"}));
+  EXPECT_TRUE(ErrorSays([&] { silu(ids); }, {"silu: 'ids' (L) is i32"}));
+  EXPECT_TRUE(ErrorSays([&] { elu(ids); }, {"elu: 'ids' (L) is i32"}));
+  EXPECT_TRUE(ErrorSays([&] { sinusoidal_pe(ids); }, {"sinusoidal_pe: 'ids' (L) is i32"}));
+}
+
+TEST_F(ShapeRules, SinusoidalPENeedsTwoDimsAndSaneOptions) {
+  Value v = in("v", {D}), x = in("x", {L, D});
+  EXPECT_EQ(error_of([&] { sinusoidal_pe(v); }),
+            "sinusoidal_pe: 'v' (D) has 1 dims; it adds positions over the last two (position, "
+            "feature)");
+  EXPECT_TRUE(ErrorSays([&] { sinusoidal_pe(x, 0.0); }, {"sinusoidal_pe: base must be positive"}));
+  EXPECT_TRUE(ErrorSays([&] { sinusoidal_pe(x, 10000, -1); }, {"offset must not be negative"}));
+}
+
+// ---- elementwise -------------------------------------------------------------------------
+
+TEST_F(ShapeRules, ElementwiseShorterMustEndTheLonger) {
+  Value a = in("a", {B, L, K}), c = in("c", {L, N}), bias = in("bias", {K}), kl = in("kl", {K, L});
+  EXPECT_EQ(error_of([&] { add(a, c); }),
+            "add: shapes do not match: 'a' (B, L, K) and 'c' (L, N) (they must be equal, or the "
+            "shorter must end the longer)");
+  EXPECT_TRUE(
+      ErrorSays([&] { sub(c, a); }, {"sub: shapes do not match", "'c' (L, N)", "'a' (B, L, K)"}));
+  EXPECT_TRUE(ErrorSays([&] { mul(a, kl); }, {"mul: shapes do not match"}));
+  EXPECT_TRUE(ErrorSays([&] { div(kl, a); }, {"div: shapes do not match"}));
+  EXPECT_EQ((bias + a).dims(), (std::vector<Dim>{B, L, K}));
+  EXPECT_EQ((a * bias).dims(), (std::vector<Dim>{B, L, K}));
+}
+
+TEST_F(ShapeRules, ElementwiseNeedsFloatAndOneDtype) {
+  Value a = in("a", {L}), ids = in("ids", {L}, DType::I32), d = in("d", {L}, DType::F64);
+  EXPECT_TRUE(ErrorSays([&] { add(ids, a); }, {"add: 'ids' (L) is i32"}));
+  EXPECT_EQ(error_of([&] { a *d; }), "mul: dtypes differ: 'a' (L) is f32, 'd' (L) is f64");
+}
+
+TEST_F(ShapeRules, ResidualNeedsTheSameDims) {
+  Value x = in("x", {L, D}), bias = in("bias", {D});
+  EXPECT_EQ(error_of([&] { residual(x, bias); }),
+            "residual: 'x' (L, D) and 'bias' (D) must have exactly the same dims");
+}
+
+// ---- heads -------------------------------------------------------------------------------
+
+TEST_F(ShapeRules, SplitHeadsLastDimMustBeHeadsTimesHeadDim) {
+  Value x = in("x", {L, D});
+  EXPECT_EQ(error_of([&] { split_heads(x, H, Dim("Dh", 32)); }),
+            "split_heads: 'x' (L, D) ends in 'D'(512), which cannot split into 'H'(8) heads of "
+            "'Dh'(32) (256 != 512)");
+  EXPECT_EQ(split_heads(x, H, Dh).dims(), (std::vector<Dim>{H, L, Dh}));
+}
+
+TEST_F(ShapeRules, SplitHeadsDynamicLastDimNeedsTheProductName) {
+  Value x = in("x", {L, E});
+  EXPECT_EQ(error_of([&] { split_heads(x, H, Dim("F")); }),
+            "split_heads: 'x' (L, E) ends in 'E'(dynamic), which is dynamic; split_heads needs a "
+            "static last dim (or one named H*F)");
+  Value y = in("y", {L, product(H, Dim("F"))});
+  EXPECT_EQ(split_heads(y, H, Dim("F")).dims(), (std::vector<Dim>{H, L, Dim("F")}));
+}
+
+TEST_F(ShapeRules, SplitHeadsHeadsStaticAndRank) {
+  Value x = in("x", {L, D}), v = in("v", {D});
+  EXPECT_EQ(error_of([&] { split_heads(x, Dim("G"), Dh); }),
+            "split_heads: the heads dim 'G'(dynamic) must be static and positive");
+  EXPECT_EQ(error_of([&] { split_heads(v, H, Dh); }),
+            "split_heads: 'v' (D) has 1 dims; split_heads needs (..., L, H*Dh)");
+}
+
+// A failed op must leave the graph's dims as they were: the failed split above once left
+// 'Dh'(32) registered, and a later, valid input with 'Dh'(64) was refused because of it.
+TEST_F(ShapeRules, AFailedOpLeavesNoDimsBehind) {
+  Value x = in("x", {L, D});
+  EXPECT_THROW(split_heads(x, H, Dim("Dh", 32)), Error);
+  EXPECT_EQ(g.dim_defs().count("Dh"), 0u);
+  EXPECT_NO_THROW(in("y", {Dim("Dh", 64)}));
+
+  Value o = in("o", {H, L, Dh});
+  EXPECT_THROW(merge_heads(o, Dim("M", 100)), Error);
+  EXPECT_EQ(g.dim_defs().count("M"), 0u);
+  EXPECT_THROW(concat({x, x}, 0, Dim("LL", 7)), Error);
+  EXPECT_EQ(g.dim_defs().count("LL"), 0u);
+}
+
+TEST_F(ShapeRules, AFailedInputLeavesNoDimsBehind) {
+  in("x", {D});
+  EXPECT_TRUE(ErrorSays(
+      [&] {
+        in("y", {Dim("A", 3), Dim("D", 256)});
+      },
+      {"input 'y': dim 'D' is 'D'(512) elsewhere in graph 'g' but 'D'(256) here"}));
+  EXPECT_EQ(g.dim_defs().count("A"), 0u);
+  EXPECT_TRUE(ErrorSays(
+      [&] {
+        in("z", {Dim("P", 3), Dim("P", 4)});
+      },
+      {"dim 'P' is 'P'(3) elsewhere", "'P'(4) here"}));
+  EXPECT_EQ(g.dim_defs().count("P"), 0u);
+  EXPECT_NO_THROW(in("w", {Dim("A", 5), Dim("P", 4)}));
+}
+
+TEST_F(ShapeRules, MergeHeadsRankAndOut) {
+  Value x = in("x", {L, D}), o = in("o", {H, L, Dh});
+  EXPECT_EQ(error_of([&] { merge_heads(x); }),
+            "merge_heads: 'x' (L, D) has 2 dims; merge_heads needs (..., H, L, Dh)");
+  EXPECT_EQ(error_of([&] { merge_heads(o, Dim("M", 256)); }),
+            "merge_heads: 'o' (H, L, Dh) merges 'H'(8) heads of 'Dh'(64) into 512 features, which "
+            "is not 'M'(256)");
+  EXPECT_EQ(merge_heads(o).dims(), (std::vector<Dim>{L, product(H, Dh)}));
+  EXPECT_EQ(merge_heads(o, D).dims(), (std::vector<Dim>{L, D}));
+}
+
+TEST_F(ShapeRules, MergeHeadsOutByNameWhenDynamic) {
+  Value o = in("o", {H, L, E});
+  EXPECT_TRUE(ErrorSays([&] { merge_heads(o, Dim("M")); },
+                        {"merges 'H'(8) heads of 'E'(dynamic) into H*E features, which is not "
+                         "'M'(dynamic)"}));
+  EXPECT_EQ(merge_heads(o, product(H, E)).dims(), (std::vector<Dim>{L, product(H, E)}));
+}
+
+// ---- concat ------------------------------------------------------------------------------
+
+TEST_F(ShapeRules, ConcatRules) {
+  Value a = in("a", {L, K}), b = in("b", {S, N}), c = in("c", {K}), d = in("d", {L, N});
+  Value a64 = in("a64", {L, N}, DType::F64);
+  EXPECT_EQ(error_of([&] { concat({}); }), "concat: needs at least one tensor");
+  EXPECT_EQ(error_of([&] {
+              concat({a, c});
+            }),
+            "concat: 'a' (L, K) and 'c' (K) have different numbers of dims");
+  EXPECT_EQ(error_of([&] {
+              concat({a, b}, 1);
+            }),
+            "concat: along axis 1, the other dims must match: 'a' (L, K) has 'L'(dynamic), 'b' "
+            "(S, N) has 'S'(dynamic)");
+  EXPECT_EQ(error_of([&] {
+              concat({a, d}, 1, Dim("X", 40));
+            }),
+            "concat: the parts add up to 'K+N'(48), which is not 'X'(40)");
+  EXPECT_TRUE(ErrorSays(
+      [&] {
+        concat({a, a64});
+      },
+      {"concat: dtypes differ", "'a64' (L, N) is f64"}));
+  EXPECT_TRUE(ErrorSays([&] { concat({a, d}, 2); }, {"concat of 'a': axis 2 is out of range"}));
+  EXPECT_EQ(concat({a, d}).dims(), (std::vector<Dim>{L, Dim("K+N", 48)}));
+  EXPECT_EQ(concat({a, d}, -1, Dim("X", 48)).dims(), (std::vector<Dim>{L, Dim("X", 48)}));
+}
+
+// ---- mask and score_mod ------------------------------------------------------------------
+
+TEST_F(ShapeRules, MaskScoresRankAndDtype) {
+  Value v = in("v", {S}), ids = in("ids", {L, S}, DType::I32);
+  EXPECT_EQ(error_of([&] { mask(v, causal_mask()); }),
+            "mask: scores 'v' (S) must have 2 (L, S), 3 (H, L, S) or 4 (B, H, L, S) dims");
+  EXPECT_TRUE(ErrorSays([&] { score_mod(v, [](Expr s, Expr, Expr, Expr, Expr) { return s; }); },
+                        {"score_mod: scores 'v' (S) must have 2"}));
+  EXPECT_TRUE(ErrorSays([&] { mask(ids, causal_mask()); }, {"mask: 'ids' (L, S) is i32"}));
+}
+
+TEST_F(ShapeRules, ModTypesAreChecked) {
+  Value s = in("s", {L, S});
+  Expr qi = detail::index_var(ExprOp::IndexQ), ki = detail::index_var(ExprOp::IndexKV);
+  // The C++ types stop these in lambdas; a MaskFn/ScoreFn built by hand reaches infer_type.
+  EXPECT_EQ(error_of([&] { mask(s, MaskFn{(qi + 1).ptr()}); }),
+            "mask: mask_mod must be a condition, got q + 1");
+  EXPECT_EQ(error_of([&] { score_mod(s, ScoreFn{(qi >= ki).ptr()}); }),
+            "score_mod: score_mod must be a number, got the condition q >= kv");
+  Expr score = detail::index_var(ExprOp::Score);
+  EXPECT_EQ(error_of([&] { mask(s, MaskFn{(score > 0.0).ptr()}); }),
+            "mask: mask_mod cannot use the score (use a score_mod)");
+  EXPECT_EQ(error_of([&] { mask(s, MaskFn{}); }), "mask: empty mask_mod");
+  EXPECT_EQ(error_of([&] { score_mod(s, ScoreFn{}); }), "score_mod: empty score_mod");
+}
+
+TEST_F(ShapeRules, ModLoadsAreChecked) {
+  Value s = in("s", {H, L, S}), slopes = in("slopes", {H});
+  Expr h = detail::index_var(ExprOp::IndexH);
+  EXPECT_EQ(error_of([&] { slopes(h, h); }),
+            "mod expression: 'slopes' (H) has 1 dims but is indexed with 2");
+  // A load built below Value::load (as a deserialiser might) is checked again by the op.
+  Expr bad(detail::make_load(&g, slopes.id(), DType::F32, {h.ptr(), h.ptr()}));
+  EXPECT_EQ(
+      error_of([&] { score_mod(s, ScoreFn{(detail::index_var(ExprOp::Score) + bad).ptr()}); }),
+      "score_mod: score_mod indexes 'slopes' (H) with 2 indices; it has 1 dims");
+  Graph other("other");
+  Value t = other.input("t", DType::F32, {H});
+  EXPECT_EQ(error_of([&] { mask(s, [&](Expr, Expr hh, Expr, Expr) { return t[hh] > 0.0; }); }),
+            "mask: a mod loads from a tensor of another graph");
+  // A mask load of a float tensor is fine; the value is captured as an input.
+  Value m = mask(s, [&](Expr, Expr hh, Expr, Expr) { return slopes[hh] > 0.0; });
+  EXPECT_EQ(m.node().inputs, (std::vector<NodeId>{s.id(), slopes.id()}));
+}
+
+// ---- rope, norms, swiglu, embedding -----------------------------------------------------
+
+TEST_F(ShapeRules, RopeNeedsAStaticEvenLastDim) {
+  Value odd = in("odd", {L, Dim("R", 63)}), dyn = in("dyn", {L, E}), v = in("v", {Dh});
+  EXPECT_EQ(error_of([&] { rope(odd); }),
+            "rope: 'odd' (L, R) ends in 'R'(63); rope rotates pairs of features and needs a "
+            "static, even last dim");
+  EXPECT_TRUE(ErrorSays([&] { rope(dyn); }, {"rope: 'dyn' (L, E) ends in 'E'(dynamic)"}));
+  EXPECT_TRUE(ErrorSays([&] { rope(v); }, {"rope: 'v' (Dh) has 1 dims; rope needs (..., L, Dh)"}));
+  Value x = in("x", {L, Dh});
+  EXPECT_TRUE(ErrorSays([&] { rope(x, {.base = -1}); }, {"rope: base must be positive"}));
+  EXPECT_TRUE(ErrorSays([&] { rope(x, {.offset = -2}); }, {"rope: offset must not be negative"}));
+}
+
+TEST_F(ShapeRules, NormParamsAreTheLastDim) {
+  Value x = in("x", {L, D}), gk = in("gk", {K}), gd = in("gd", {D}), g2 = in("g2", {L, D});
+  Value g64 = in("g64", {D}, DType::F64), s = in("s", {});
+  EXPECT_EQ(error_of([&] { layer_norm(x, gk, gd); }),
+            "layer_norm: gamma 'gk' (K) must be (D), the last dim of 'x' (L, D)");
+  EXPECT_EQ(error_of([&] { layer_norm(x, gd, g2); }),
+            "layer_norm: beta 'g2' (L, D) must be (D), the last dim of 'x' (L, D)");
+  EXPECT_EQ(error_of([&] { rms_norm(x, gk); }),
+            "rms_norm: gamma 'gk' (K) must be (D), the last dim of 'x' (L, D)");
+  EXPECT_TRUE(ErrorSays([&] { rms_norm(x, g64); }, {"rms_norm: dtypes differ"}));
+  EXPECT_TRUE(ErrorSays([&] { layer_norm(s); }, {"layer_norm: 's' () has 0 dims"}));
+  EXPECT_TRUE(ErrorSays([&] { layer_norm(x, -1.0); }, {"layer_norm: eps must not be negative"}));
+  EXPECT_TRUE(ErrorSays([&] { rms_norm(x, -1.0); }, {"rms_norm: eps must not be negative"}));
+}
+
+TEST_F(ShapeRules, SwigluNeedsEqualDims) {
+  Value a = in("a", {L, D}), b = in("b", {L, Dim("F", 2048)});
+  EXPECT_EQ(error_of([&] { swiglu(a, b); }),
+            "swiglu: gate 'a' (L, D) and up 'b' (L, F) must have the same dims");
+}
+
+TEST_F(ShapeRules, EmbeddingIdsTableRules) {
+  Value x = in("x", {L}), ids = in("ids", {B, L}, DType::I32);
+  Value t1 = in("t1", {Dim("V", 100)}), ti = in("ti", {Dim("V", 100), D}, DType::I64);
+  Value t = in("t", {Dim("V", 100), D});
+  EXPECT_EQ(error_of([&] { embedding(x, t); }),
+            "embedding: ids 'x' (L) must be i32 or i64, got f32");
+  EXPECT_EQ(error_of([&] { embedding(ids, t1); }),
+            "embedding: table 't1' (V) must have 2 dims (vocab, features)");
+  EXPECT_TRUE(ErrorSays([&] { embedding(ids, ti); }, {"embedding: 'ti' (V, D) is i64"}));
+  Value e = embedding(ids, t);
+  EXPECT_EQ(e.dims(), (std::vector<Dim>{B, L, D}));
+  EXPECT_EQ(e.dtype(), DType::F32);
+}
+
+// ---- attention ---------------------------------------------------------------------------
+
+TEST_F(ShapeRules, AttentionHeadDim) {
+  Value q = in("q", {H, L, Dh}), k = in("k", {H, S, D}), v = in("v", {H, S, Dh});
+  EXPECT_EQ(error_of([&] { attention(q, k, v); }),
+            "attention: q and k must share the head dim: 'q' ends in 'Dh'(64), 'k' in 'D'(512)");
+}
+
+TEST_F(ShapeRules, AttentionSeqDim) {
+  Value q = in("q", {H, L, Dh}), k = in("k", {H, S, Dh}), v = in("v", {H, L, Dh});
+  EXPECT_EQ(error_of([&] { attention(q, k, v); }),
+            "attention: k and v must share the sequence dim: 'k' has 'S'(dynamic), 'v' has "
+            "'L'(dynamic)");
+}
+
+TEST_F(ShapeRules, AttentionBatchDim) {
+  Value q = in("q", {B, H, L, Dh}), k = in("k", {C, H, S, Dh}), v = in("v", {B, H, S, Dh});
+  EXPECT_EQ(error_of([&] { attention(q, k, v); }),
+            "attention: q, k and v must share the batch dim: 'q' (B, H, L, Dh), 'k' (C, H, S, "
+            "Dh), 'v' (B, H, S, Dh)");
+}
+
+TEST_F(ShapeRules, AttentionKvHeads) {
+  Value q = in("q", {H, L, Dh}), k = in("k", {Hkv, S, Dh}), v = in("v", {H, S, Dh});
+  EXPECT_EQ(error_of([&] { attention(q, k, v); }),
+            "attention: k and v must have the same heads: 'k' has 'Hkv'(2), 'v' has 'H'(8)");
+}
+
+TEST_F(ShapeRules, AttentionGroupedQueryHeads) {
+  Value q = in("q", {H, L, Dh});
+  Value k3 = in("k3", {Dim("G", 3), S, Dh}), kd = in("kd", {Dim("Gd"), S, Dh});
+  EXPECT_EQ(error_of([&] { attention(q, k3, k3); }),
+            "attention: 8 query heads 'H'(8) cannot share 3 kv heads 'G'(3) (grouped-query "
+            "attention needs a whole number of query heads per kv head)");
+  EXPECT_EQ(error_of([&] { attention(q, kd, kd); }),
+            "attention: q has heads 'H'(8) and k has heads 'Gd'(dynamic); grouped-query attention "
+            "needs both head counts static");
+  Value k = in("k", {Hkv, S, Dh});
+  EXPECT_EQ(attention(q, k, k).value().dims(), (std::vector<Dim>{H, L, Dh}));
+}
+
+TEST_F(ShapeRules, AttentionRanksAndDtypes) {
+  Value q = in("q", {H, L, Dh}), k2 = in("k2", {S, Dh}), v1 = in("v1", {Dh});
+  Value k5 = in("k5", {B, C, H, S, Dh}), q64 = in("q64", {S, Dh}, DType::F64);
+  Value ids = in("ids", {S, Dh}, DType::I32);
+  EXPECT_EQ(error_of([&] { attention(q, k2, k2); }),
+            "attention: q, k and v must have the same number of dims: 'q' (H, L, Dh), 'k2' (S, "
+            "Dh), 'k2' (S, Dh)");
+  EXPECT_EQ(error_of([&] { attention(v1, v1, v1); }),
+            "attention: 'v1' (Dh) must have 2 (L, Dh), 3 (H, L, Dh) or 4 (B, H, L, Dh) dims");
+  EXPECT_TRUE(ErrorSays([&] { attention(k5, k5, k5); }, {"'k5' (B, C, H, S, Dh) must have 2"}));
+  EXPECT_TRUE(ErrorSays([&] { attention(k2, q64, q64); }, {"attention: dtypes differ"}));
+  EXPECT_TRUE(ErrorSays([&] { attention(ids, ids, ids); }, {"attention: 'ids' (S, Dh) is i32"}));
+}
+
+TEST_F(ShapeRules, AttentionBuilderRules) {
+  Value q = in("q", {H, L, Dh}), k = in("k", {H, S, Dh});
+  Attention a = attention(q, k, k);
+  EXPECT_EQ(error_of([&] { a.scale(std::nan("")); }), "attention: scale is NaN");
+  a.score_mod([](Expr s, Expr, Expr, Expr, Expr) { return s * 2.0; });
+  EXPECT_TRUE(ErrorSays([&] { a.score_mod([](Expr s, Expr, Expr, Expr, Expr) { return s; }); },
+                        {"score_mod is already set; compose both in one lambda"}));
+  Value late = in("late", {H});
+  EXPECT_TRUE(ErrorSays([&] { a.mask([&](Expr, Expr h, Expr, Expr) { return late[h] > 0.0; }); },
+                        {"a mod loads 'late' (H), which was made after the op"}));
+  EXPECT_TRUE(ErrorSays([&] { a.mask(MaskFn{}); }, {"attention: empty mask_mod"}));
+  Value used = scale(a, 2.0);
+  EXPECT_EQ(error_of([&] { a.mask(causal_mask()); }),
+            "attention 'attention#2': .mask() must come before the result is used");
+  (void)used;
+  // Two masks combine with &&.
+  Attention b = attention(q, k, k);
+  b.mask(causal_mask()).mask(sliding_window_mask(4));
+  EXPECT_EQ(to_string(b.value().node().attrs.mask), "q >= kv && (q >= kv && q - kv < 4)");
+}
+
+TEST_F(ShapeRules, LinearAttentionSharesTheRules) {
+  Value q = in("q", {H, L, Dh}), k = in("k", {H, S, D}), v = in("v", {H, S, Dh});
+  EXPECT_TRUE(
+      ErrorSays([&] { linear_attention(q, k, v); },
+                {"linear_attention: q and k must share the head dim", "'Dh'(64)", "'D'(512)"}));
+  Value k2 = in("k2", {H, S, Dh}), v2 = in("v2", {H, L, Dh});
+  EXPECT_TRUE(ErrorSays([&] { linear_attention(q, k2, v2); },
+                        {"linear_attention: k and v must share the sequence dim"}));
+}
+
+// ---- linformer ---------------------------------------------------------------------------
+
+TEST_F(ShapeRules, LinformerProjectRules) {
+  Value x = in("x", {L, D}), e = in("e", {Dim("Kp", 4), S}), e3 = in("e3", {B, Dim("Kp", 4), L});
+  Value v = in("v", {D});
+  EXPECT_EQ(error_of([&] { linformer_project(x, e); }),
+            "linformer_project: projection 'e' (Kp, S) must end in the sequence dim of 'x' (L, D), "
+            "'L'(dynamic); it ends in 'S'(dynamic)");
+  EXPECT_EQ(error_of([&] { linformer_project(x, e3); }),
+            "linformer_project: projection 'e3' (B, Kp, L) must have 2 dims (K', S)");
+  EXPECT_TRUE(
+      ErrorSays([&] { linformer_project(v, e); }, {"linformer_project: 'v' (D) has 1 dims"}));
+}
+
+// ---- values from elsewhere ---------------------------------------------------------------
+
+TEST_F(ShapeRules, ArgumentsFromAnotherGraphOrNowhere) {
+  Graph other("other");
+  Value a = in("a", {L, K}), b = other.input("b", DType::F32, {K, N});
+  EXPECT_EQ(error_of([&] { matmul(a, b); }),
+            "matmul: arguments come from different graphs ('b' is from graph 'other', not 'g')");
+  EXPECT_EQ(error_of([&] { matmul(a, Value()); }),
+            "matmul: an argument is an empty Value (not made by a graph)");
+}
+
+// verify() runs the same rules on every node; a node edited into a broken state is named.
+TEST_F(ShapeRules, VerifyNamesTheBrokenNode) {
+  Value q = in("q", {L, Dh}), k = in("k", {Dh, S});
+  Value s = matmul(q, k).named("scores");
+  g.output("s", s);
+  g.verify();
+  g.mutable_node(s.id()).inputs = {q.id(), q.id()};
+  EXPECT_EQ(error_of([&] { g.verify(); }),
+            "graph 'g', node %2 'scores': matmul: contraction dims differ: 'q' (L, Dh) has "
+            "'Dh'(64) last, 'q' (L, Dh) has 'L'(dynamic) second to last");
+}
+
+} // namespace
