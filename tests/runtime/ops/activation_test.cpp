@@ -1,0 +1,58 @@
+// gelu, silu, elu and swiglu.
+#include "test_util.hpp"
+
+namespace qkv {
+namespace {
+
+using test::expect_values;
+using test::run1;
+
+Tensor unary(Value (*build)(Value), const std::vector<double> &xs) {
+  Graph g("activation");
+  Value x = g.input("x", DType::F64, {g.dim("N")});
+  g.output("y", build(x));
+  return run1(g, {{"x", Tensor::from_f64({static_cast<std::int64_t>(xs.size())}, xs)}});
+}
+
+TEST(Gelu, ExactUsesErf) {
+  // 0.5 x (1 + erf(x / sqrt 2)); erf(1/sqrt 2) = 0.6826894921370859 (the 1-sigma mass)
+  Tensor y = unary([](Value x) { return gelu(x); }, {0, 1, -1});
+  expect_values(y, {3}, {0, 0.5 * 1.6826894921370859, -0.5 * (1 - 0.6826894921370859)}, 1e-15);
+}
+
+TEST(Gelu, TanhApproximation) {
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) at x = 1: sqrt(2/pi) * 1.044715 =
+  // 0.8335565596, tanh of it 0.6823839812 -> 0.8411919906. At -1 it is -(1 - that) =
+  // -0.1588080094.
+  Tensor y = unary([](Value x) { return gelu(x, true); }, {0, 1, -1});
+  expect_values(y, {3}, {0, 0.8411919906, -0.1588080094}, 1e-10);
+}
+
+TEST(Silu, TimesSigmoid) {
+  // sigmoid(1) = 1 / (1 + e^-1) = 0.7310585786300049; silu(-1) = -(1 - sigmoid(1)).
+  // Very negative x gives -0, not NaN (e^1000 is inf).
+  Tensor y = unary(silu, {0, 1, -1, -1000});
+  expect_values(y, {4}, {0, 0.7310585786300049, -0.2689414213699951, 0}, 1e-15);
+}
+
+TEST(Elu, AlphaScalesTheNegativeSide) {
+  // x > 0: x; else alpha (e^x - 1); e^-1 - 1 = -0.6321205588285577
+  expect_values(unary([](Value x) { return elu(x); }, {2, 0, -1}), {3}, {2, 0, -0.6321205588285577},
+                1e-15);
+  expect_values(unary([](Value x) { return elu(x, 2.0); }, {-1}), {1}, {-1.2642411176571153},
+                1e-15);
+}
+
+TEST(Swiglu, SiluOfGateTimesUp) {
+  Graph g("swiglu");
+  Dim N = g.dim("N");
+  Value gate = g.input("gate", DType::F64, {N}), up = g.input("up", DType::F64, {N});
+  g.output("y", swiglu(gate, up));
+  // silu(1) * 2, silu(0) * 5, silu(-1) * -1
+  Tensor y = run1(
+      g, {{"gate", Tensor::from_f64({3}, {1, 0, -1})}, {"up", Tensor::from_f64({3}, {2, 5, -1})}});
+  expect_values(y, {3}, {2 * 0.7310585786300049, 0, 0.2689414213699951}, 1e-15);
+}
+
+} // namespace
+} // namespace qkv
