@@ -1,0 +1,371 @@
+// The Graph itself: its printer (golden text), structural hash, verify(), dims, leaves and
+// outputs, and run-time dim binding.
+#include <qkv/dsl/graph.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+using namespace qkv;
+
+template <class F> std::string error_of(F &&f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no qkv::Error";
+  return "";
+}
+
+const Dim L("L"), S("S"), D("D", 8), H("H", 2), Dh("Dh", 4);
+
+/// A small attention block with every printed feature: arguments, a constant, attrs,
+/// a user name, a captured tensor, a mod and an output.
+Graph small_block(const std::string &graph_name = "small", const std::string &y_name = "y") {
+  Graph g(graph_name);
+  Value x = g.input("x", DType::F32, {L, D});
+  Value w = g.param("w", DType::F32, {D, product(H, Dh)});
+  Value slopes = g.constant("slopes", {H}, {0.5, 0.25});
+  Value q = split_heads(linear(x, w), H, Dh);
+  Value o = attention(q, q, q)
+                .scale(0.5)
+                .mask(causal_mask())
+                .score_mod([&](Expr s, Expr, Expr h, Expr qi, Expr ki) {
+                  return s + slopes[h] * to_float(ki - qi);
+                });
+  Value y = merge_heads(o).named(y_name);
+  g.output("y", y);
+  return g;
+}
+
+TEST(GraphPrinter, GoldenText) {
+  EXPECT_EQ(small_block().str(),
+            R"(graph "small" {
+  %0 = input "x" : f32 (L=?, D=8)
+  %1 = param "w" : f32 (D=8, H*Dh=8)
+  %2 = constant "slopes" {values = [0.5, 0.25]} : f32 (H=2)
+  %3 = linear %0, %1 : f32 (L=?, H*Dh=8)
+  %4 = split_heads %3 {heads = H=2, Dh=4} : f32 (H=2, L=?, Dh=4)
+  %5 = attention %4, %4, %4 captures %2 {scale = 0.5, mask = {q >= kv}, score = {score + slopes[h] * float(kv - q)}} : f32 (H=2, L=?, Dh=4)
+  %6 "y" = merge_heads %5 : f32 (L=?, H*Dh=8)
+  output "y" = %6
+}
+)");
+}
+
+TEST(GraphPrinter, AttrsOfOtherOps) {
+  Graph g("attrs");
+  Value x = g.input("x", DType::F32, {L, D});
+  Value e = g.param("e", DType::F32, {Dim("Kp", 2), L});
+  g.output("a", softmax(transpose(x), 0));
+  g.output("b", concat({x, x}, -1, Dim("D2", 16)));
+  g.output("c", rope(sinusoidal_pe(x, 100.0, 1), {.base = 500, .interleaved = true, .offset = 3}));
+  g.output("d", gelu(elu(layer_norm(rms_norm(x, 1e-6), 0.001), 0.5), true));
+  g.output("f", linear_attention(x, x, x, FeatureMap::Relu));
+  g.output("h", linformer_project(x, e));
+  g.output("m", mask(matmul(x, transpose(x)), sliding_window_mask(3)));
+  EXPECT_EQ(g.str(),
+            R"(graph "attrs" {
+  %0 = input "x" : f32 (L=?, D=8)
+  %1 = param "e" : f32 (Kp=2, L=?)
+  %2 = transpose %0 {axes = [-2, -1]} : f32 (D=8, L=?)
+  %3 = softmax %2 {axis = 0} : f32 (D=8, L=?)
+  %4 = concat %0, %0 {axis = -1, out = D2=16} : f32 (L=?, D2=16)
+  %5 = sinusoidal_pe %0 {base = 100.0, offset = 1} : f32 (L=?, D=8)
+  %6 = rope %5 {base = 500.0, offset = 3, interleaved = true} : f32 (L=?, D=8)
+  %7 = rms_norm %0 {eps = 1e-06} : f32 (L=?, D=8)
+  %8 = layer_norm %7 {eps = 0.001} : f32 (L=?, D=8)
+  %9 = elu %8 {alpha = 0.5} : f32 (L=?, D=8)
+  %10 = gelu %9 {approximate = tanh} : f32 (L=?, D=8)
+  %11 = linear_attention %0, %0, %0 {feature_map = relu} : f32 (L=?, D=8)
+  %12 = linformer_project %0, %1 : f32 (Kp=2, D=8)
+  %13 = transpose %0 {axes = [-2, -1]} : f32 (D=8, L=?)
+  %14 = matmul %0, %13 : f32 (L=?, L=?)
+  %15 = mask %14 {mask = {q >= kv && q - kv < 3}} : f32 (L=?, L=?)
+  output "a" = %3
+  output "b" = %4
+  output "c" = %6
+  output "d" = %10
+  output "f" = %11
+  output "h" = %12
+  output "m" = %15
+}
+)");
+}
+
+TEST(GraphPrinter, OpNamesRoundTrip) {
+  for (int i = 0; i <= static_cast<int>(OpKind::LinearAttention); ++i) {
+    auto op = static_cast<OpKind>(i);
+    EXPECT_EQ(parse_op_name(op_name(op)), op) << op_name(op);
+  }
+  EXPECT_EQ(parse_op_name("flash"), std::nullopt);
+  EXPECT_EQ(op_name(OpKind::SplitHeads), "split_heads");
+}
+
+// ---- hash --------------------------------------------------------------------------------
+
+TEST(GraphHash, NodeNamesAndTheGraphNameDoNotCount) {
+  Graph a = small_block("one", "y"), b = small_block("two", "merged");
+  EXPECT_NE(a.str(), b.str());
+  EXPECT_EQ(a.hash(), b.hash());
+}
+
+TEST(GraphHash, AttrsCount) {
+  auto build = [](double scale, std::int64_t axis, bool interleaved, std::int64_t window) {
+    Graph g("g");
+    Value x = rope(g.input("x", DType::F32, {L, Dh}), {.interleaved = interleaved});
+    Value s = mask(matmul(x, transpose(x)), sliding_window_mask(window));
+    g.output("y", softmax(scale * s, axis));
+    return g.hash();
+  };
+  std::uint64_t base = build(0.5, -1, false, 4);
+  EXPECT_EQ(base, build(0.5, -1, false, 4));
+  EXPECT_NE(base, build(0.25, -1, false, 4));
+  EXPECT_NE(base, build(0.5, 0, false, 4));
+  EXPECT_NE(base, build(0.5, -1, true, 4));
+  EXPECT_NE(base, build(0.5, -1, false, 5));
+}
+
+TEST(GraphHash, ArgumentAndOutputNamesCount) {
+  auto build = [](const char *in, const char *out, DType t) {
+    Graph g("g");
+    g.output(out, silu(g.input(in, t, {L})));
+    return g.hash();
+  };
+  std::uint64_t base = build("x", "y", DType::F32);
+  EXPECT_NE(base, build("z", "y", DType::F32));
+  EXPECT_NE(base, build("x", "z", DType::F32));
+  EXPECT_NE(base, build("x", "y", DType::F64));
+}
+
+TEST(GraphHash, ModsCountButCapturedNodeNamesDoNot) {
+  auto build = [](const char *slopes_node, double c) {
+    Graph g("g");
+    Value x = g.input("x", DType::F32, {H, L, Dh});
+    Value s = scale(g.param("s", DType::F32, {H}), 1.0).named(slopes_node);
+    g.output("y", attention(x, x, x).score_mod(
+                      [&](Expr sc, Expr, Expr h, Expr, Expr) { return sc + s[h] * c; }));
+    return g.hash();
+  };
+  EXPECT_EQ(build("a", 2.0), build("b", 2.0));
+  EXPECT_NE(build("a", 2.0), build("a", 3.0));
+}
+
+// ---- verify ------------------------------------------------------------------------------
+
+TEST(GraphVerify, AValidGraphPasses) { EXPECT_NO_THROW(small_block().verify()); }
+
+TEST(GraphVerify, NeedsAnOutput) {
+  Graph g("g");
+  silu(g.input("x", DType::F32, {L}));
+  EXPECT_EQ(error_of([&] { g.verify(); }), "graph 'g' has no outputs (call g.output(name, value))");
+}
+
+TEST(GraphVerify, StoredTypeMustBeTheRulesType) {
+  Graph g = small_block();
+  g.mutable_node(6).dims = {L, D};
+  EXPECT_EQ(error_of([&] { g.verify(); }),
+            "graph 'small', node %6 'y': stored type f32 (L=?, D=8) is not what merge_heads "
+            "gives, f32 (L=?, H*Dh=8)");
+  Graph g2 = small_block();
+  g2.mutable_node(3).dtype = DType::F64;
+  EXPECT_TRUE(error_of([&] { g2.verify(); }).find("node %3 'linear#3': stored type f64") !=
+              std::string::npos);
+}
+
+TEST(GraphVerify, InputsComeFirst) {
+  Graph g = small_block();
+  g.mutable_node(3).inputs = {0, 4};
+  EXPECT_EQ(error_of([&] { g.verify(); }),
+            "graph 'small', node %3 'linear#3': input %4 does not come before it (the graph must "
+            "be a DAG in creation order)");
+}
+
+TEST(GraphVerify, DimsAreTheGraphs) {
+  Graph g = small_block();
+  g.mutable_node(0).dims = {L, Dim("Z")};
+  EXPECT_EQ(error_of([&] { g.verify(); }),
+            "graph 'small', node %0 'x': dim 'Z' is not declared in the graph");
+  Graph g2 = small_block();
+  g2.mutable_node(0).dims = {L, Dim("D", 9)};
+  EXPECT_EQ(error_of([&] { g2.verify(); }),
+            "graph 'small', node %0 'x': dim 'D'(9) disagrees with the graph's 'D'(8)");
+}
+
+TEST(GraphVerify, Arguments) {
+  Graph g = small_block();
+  g.mutable_node(1).name = "x";
+  EXPECT_EQ(error_of([&] { g.verify(); }),
+            "graph 'small', node %1 'x': argument name 'x' is used twice");
+  Graph g2 = small_block();
+  g2.mutable_node(1).inputs = {0};
+  EXPECT_EQ(error_of([&] { g2.verify(); }), "graph 'small', node %1 'w': an argument has inputs");
+  Graph g3 = small_block();
+  g3.mutable_node(2).attrs.data = std::make_shared<const std::vector<double>>(3, 0.0);
+  EXPECT_EQ(error_of([&] { g3.verify(); }),
+            "graph 'small', node %2 'slopes': constant data does not match its dims");
+}
+
+TEST(GraphVerify, ModsLoadOnlyCapturedTensors) {
+  Graph g = small_block();
+  g.mutable_node(5).inputs = {4, 4, 4}; // drop the captured slopes
+  EXPECT_EQ(error_of([&] { g.verify(); }),
+            "graph 'small', node %5 'attention#5': attention: score_mod loads %2, which is not "
+            "captured by this op");
+}
+
+// ---- dims, leaves, outputs ---------------------------------------------------------------
+
+TEST(GraphDims, Declarations) {
+  Graph g("g");
+  EXPECT_EQ(g.dim("L"), Dim("L"));
+  EXPECT_EQ(g.dim("D", 8), Dim("D", 8));
+  EXPECT_EQ(g.dim("D", 8), Dim("D", 8)); // again, same extent: fine
+  EXPECT_EQ(error_of([&] { g.dim("D", 16); }),
+            "dim 'D' is already declared as 'D'(8); it cannot also be 'D'(16)");
+  EXPECT_EQ(error_of([&] { g.dim("H*Dh"); }),
+            "dim name 'H*Dh' is not an identifier (letters, digits, _ ; derived dims like H*Dh "
+            "are made by ops)");
+  EXPECT_EQ(error_of([&] { g.dim("X", 0); }), "dim 'X': extent must be positive or dynamic, got 0");
+  EXPECT_TRUE(error_of([&] { g.input("x", DType::F32, {Dim("2x")}); }).find("not an identifier") !=
+              std::string::npos);
+}
+
+TEST(GraphDims, DescribeAndDerivedNames) {
+  EXPECT_EQ(describe(Dim("Dh", 64)), "'Dh'(64)");
+  EXPECT_EQ(describe(Dim("L")), "'L'(dynamic)");
+  EXPECT_EQ(describe(std::vector<Dim>{L, D}), "(L, D)");
+  EXPECT_EQ(describe_full(std::vector<Dim>{L, D}), "(L=?, D=8)");
+  EXPECT_EQ(product(H, Dh), Dim("H*Dh", 8));
+  EXPECT_EQ(product(sum({H, Dh}), L), Dim("(H+Dh)*L"));
+  EXPECT_EQ(sum({H, Dh, D}), Dim("H+Dh+D", 14));
+}
+
+TEST(GraphLeaves, Errors) {
+  EXPECT_EQ(error_of([] { Graph g(""); }), "Graph: empty name");
+  Graph g("g");
+  Value x = g.input("x", DType::F32, {L});
+  EXPECT_EQ(error_of([&] { g.param("x", DType::F32, {L}); }),
+            "param 'x': graph 'g' already has an input, param or constant with this name");
+  EXPECT_EQ(error_of([&] { g.input("", DType::F32, {L}); }), "input: empty name");
+  EXPECT_EQ(error_of([&] { g.constant("c", {L}, {1.0}); }),
+            "constant 'c': dim 'L'(dynamic) is dynamic; a constant's dims must be static");
+  EXPECT_EQ(error_of([&] {
+              g.constant("c", {H, Dh}, {1.0, 2.0});
+            }),
+            "constant 'c' (H=2, Dh=4) needs 8 values, got 2");
+  EXPECT_EQ(error_of([&] { x.named("y"); }),
+            "named(): 'x' is an argument; its name is how it is bound");
+  EXPECT_EQ(error_of([&] { silu(x).named(""); }), "named(): empty name");
+  EXPECT_EQ(error_of([] { Value().graph(); }), "use of an empty qkv::Value (not made by a graph)");
+}
+
+TEST(GraphOutputs, Errors) {
+  Graph g("g"), other("other");
+  Value x = g.input("x", DType::F32, {L});
+  Value y = other.input("y", DType::F32, {L});
+  g.output("out", silu(x));
+  EXPECT_EQ(error_of([&] { g.output("out", x); }),
+            "output 'out': graph 'g' already has an output named so");
+  EXPECT_EQ(error_of([&] { g.output("", x); }), "output: empty name");
+  EXPECT_EQ(error_of([&] { g.output("o2", y); }), "output 'o2': the value is not from graph 'g'");
+}
+
+TEST(GraphInspection, ArgumentsUsersOutputs) {
+  Graph g = small_block();
+  EXPECT_EQ(g.arguments(), (std::vector<NodeId>{0, 1})); // constants are not arguments
+  EXPECT_EQ(g.find_argument("w"), 1);
+  EXPECT_EQ(g.find_argument("slopes"), std::nullopt);
+  EXPECT_EQ(g.users(4), (std::vector<NodeId>{5}));
+  EXPECT_EQ(g.users(2), (std::vector<NodeId>{5})); // captured by the mod
+  EXPECT_TRUE(g.is_output(6));
+  EXPECT_FALSE(g.is_output(5));
+  EXPECT_EQ(g.node(5).num_operands(), 3);
+  EXPECT_EQ(g.value(5).describe(), "'attention#5' (H, L, Dh)");
+}
+
+// ---- binding -----------------------------------------------------------------------------
+
+using Args = std::map<std::string, std::pair<DType, Shape>>;
+
+TEST(BindDims, BindsDynamicAndDerivedDims) {
+  Graph g = small_block();
+  DimBindings b = bind_dims(g, Args{{"x", {DType::F32, {5, 8}}}, {"w", {DType::F32, {8, 8}}}});
+  EXPECT_EQ(b.at("L"), 5);
+  EXPECT_EQ(b.at("H*Dh"), 8);
+  EXPECT_EQ(resolve(g.node(4).dims, b), (Shape{2, 5, 4}));
+}
+
+TEST(BindDims, InfersAMissingFactorOfAProduct) {
+  Graph g("g");
+  Dim E("E");
+  Value x = g.input("x", DType::F32, {L, product(H, E)});
+  g.output("y", split_heads(x, H, E));
+  DimBindings b = bind_dims(g, Args{{"x", {DType::F32, {3, 10}}}});
+  EXPECT_EQ(b.at("E"), 5);
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, Args{{"x", {DType::F32, {3, 9}}}});
+            }),
+            "dim 'H*E' is 9 in 'x', which is not a multiple of 2");
+}
+
+TEST(BindDims, Errors) {
+  Graph g("g");
+  g.input("a", DType::F32, {L, D});
+  g.input("b", DType::F32, {L, S});
+  g.output("y", silu(g.input("c", DType::F32, {Dim("U")})));
+  Args ok{{"a", {DType::F32, {3, 8}}}, {"b", {DType::F32, {3, 4}}}, {"c", {DType::F32, {2}}}};
+  EXPECT_NO_THROW(bind_dims(g, ok));
+  auto with = [&](const std::string &name, std::pair<DType, Shape> t) {
+    Args a = ok;
+    a[name] = t;
+    return a;
+  };
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, with("z", {DType::F32, {1}}));
+            }),
+            "unknown input 'z': graph 'g' takes a, b, c");
+  Args missing = ok;
+  missing.erase("b");
+  EXPECT_EQ(error_of([&] { bind_dims(g, missing); }), "missing input 'b': f32 (L=?, S=?)");
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, with("a", {DType::F64, {3, 8}}));
+            }),
+            "input 'a' must be f32, got f64");
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, with("a", {DType::F32, {3}}));
+            }),
+            "input 'a' has dims (L=?, D=8), got a tensor of shape [3]");
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, with("a", {DType::F32, {3, 9}}));
+            }),
+            "input 'a': dim 'D' must be 8, got 9 (shape [3, 9])");
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, with("b", {DType::F32, {4, 4}}));
+            }),
+            "dim 'L' is 3 in 'a' but 4 in 'b' (shape [4, 4])");
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, with("c", {DType::F32, {-1}}));
+            }),
+            "input 'c': negative extent in shape [-1]");
+}
+
+TEST(BindDims, UnboundDim) {
+  // The builders derive every dim from the arguments'; a hand-edited node can still hold
+  // one that nothing binds, and binding says so rather than running with garbage.
+  Graph g("g");
+  Value x = g.input("x", DType::F32, {L});
+  Value y = silu(x);
+  g.output("y", y);
+  g.dim("U");
+  g.mutable_node(y.id()).dims = {Dim("U")};
+  EXPECT_EQ(error_of([&] {
+              bind_dims(g, Args{{"x", {DType::F32, {3}}}});
+            }),
+            "dim 'U' of 'silu#1' is not bound: no input has it, and it is dynamic");
+}
+
+} // namespace
