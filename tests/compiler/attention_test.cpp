@@ -1,0 +1,202 @@
+// attention and linear_attention compiled for the CPU against the interpreter: ranks 2-4,
+// GQA/MQA, cross-attention, masks and score mods with captured tensors, fully masked
+// rows, dynamic head dims; and the recognised seeds'-way attention.
+#include "differential.hpp"
+
+namespace qkv::test {
+namespace {
+
+using DB = DimBindings;
+
+struct Qkv {
+  Value q, k, v;
+};
+
+/// q (B, H, L, Dh), k/v (B, Hkv, S, Dh|Dv) inputs; fewer leading dims for lower ranks.
+Qkv qkv_inputs(Graph &g, int rank, std::int64_t h, std::int64_t hkv, bool cross,
+               std::int64_t dh = 8, std::int64_t dv = 8) {
+  Dim B = g.dim("B"), L = g.dim("L"), S = cross ? g.dim("S") : L;
+  Dim H = g.dim("H", h), Hk = hkv == h ? H : g.dim("Hkv", hkv);
+  Dim Dh = g.dim("Dh", dh), Dv = dv == dh ? Dh : g.dim("Dv", dv);
+  auto dims = [&](Dim heads, Dim seq, Dim feat) {
+    std::vector<Dim> d;
+    if (rank == 4)
+      d.push_back(B);
+    if (rank >= 3)
+      d.push_back(heads);
+    d.push_back(seq);
+    d.push_back(feat);
+    return d;
+  };
+  return {g.input("q", DType::F32, dims(H, L, Dh)), g.input("k", DType::F32, dims(Hk, S, Dh)),
+          g.input("v", DType::F32, dims(Hk, S, Dv))};
+}
+
+DiffCase make(std::string name, std::function<Value(Graph &)> body, std::vector<DB> shapes) {
+  return DiffCase{name,
+                  [name, body] {
+                    Graph g(name);
+                    g.output("out", body(g));
+                    return g;
+                  },
+                  std::move(shapes)};
+}
+
+const std::vector<DB> kSelf = {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 3}}, {{"B", 1}, {"L", 17}},
+                               {{"B", 2}, {"L", 64}}};
+const std::vector<DB> kCross = {{{"B", 1}, {"L", 1}, {"S", 1}}, {{"B", 2}, {"L", 3}, {"S", 17}},
+                                {{"B", 1}, {"L", 17}, {"S", 5}}};
+
+std::vector<DiffCase> cases() {
+  std::vector<DiffCase> c;
+  c.push_back(make("rank2_single_head", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false, 6, 6);
+    return attention(q, k, v).value();
+  }, kSelf));
+  c.push_back(make("rank3_heads_explicit_scale", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 3, 3, 3, false, 5, 7);
+    return attention(q, k, v).scale(0.9).value();
+  }, kSelf));
+  c.push_back(make("rank4_causal", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+    return attention(q, k, v).mask(causal_mask()).value();
+  }, kSelf));
+  c.push_back(make("gqa_sliding_window", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 4, 4, 2, false);
+    return attention(q, k, v).mask(sliding_window_mask(4)).value();
+  }, kSelf));
+  c.push_back(make("mqa_alibi", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 4, 4, 1, false);
+    Value slopes = g.param("slopes", DType::F32, {g.dim("H", 4)});
+    return attention(q, k, v)
+        .mask(causal_mask())
+        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) { return s + slopes[h] * (ki - qi); })
+        .value();
+  }, kSelf));
+  c.push_back(make("cross_attention", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, true, 8, 3);
+    return attention(q, k, v).value();
+  }, kCross));
+  c.push_back(make("cross_causal_bottom_right", [](Graph &g) {
+    // causal aligned to the last query: q + (len_kv - len_q) >= kv; rows with nothing
+    // visible (S < L) must come out 0.
+    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, true);
+    return attention(q, k, v)
+        .mask([](auto, auto, auto qi, auto ki) { return qi + (len_kv() - len_q()) >= ki; })
+        .value();
+  }, kCross));
+  c.push_back(make("document_mask_and_softcap", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+    Value doc = g.input("doc", DType::I32, {g.dim("B"), g.dim("L")});
+    return attention(q, k, v)
+        .mask([&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); })
+        .score_mod([](auto s, auto, auto, auto, auto) { return 2.0 * tanh(s / 2.0); })
+        .value();
+  }, kSelf));
+  c.push_back(make("relative_bias_table", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+    // bias[h, clamp(kv - q + 8, 0, 16)]
+    Value bias = g.param("bias", DType::F32, {g.dim("H", 2), g.dim("R", 17)});
+    return attention(q, k, v)
+        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+          return s + bias(h, min(max(ki - qi + 8, 0), 16));
+        })
+        .value();
+  }, kSelf));
+  c.push_back(make("fully_masked", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+    return attention(q, k, v).mask([](auto, auto, auto qi, auto) { return qi < 0; }).value();
+  }, {{{"L", 1}}, {{"L", 5}}}));
+  c.push_back(make("score_mod_to_minus_inf", [](Graph &g) {
+    // A score_mod may drop scores itself by returning -inf; odd rows keep only kv == 0.
+    auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false);
+    return attention(q, k, v)
+        .score_mod([](auto s, auto, auto, auto qi, auto ki) {
+          return select(qi % 2 == 1 && ki > 0, -std::numeric_limits<double>::infinity(), s);
+        })
+        .value();
+  }, {{{"L", 1}}, {{"L", 7}}}));
+  c.push_back(make("dynamic_head_dim", [](Graph &g) {
+    // Dh bound at run time: the default scale 1/sqrt(Dh) is computed in the kernel.
+    Dim L = g.dim("L"), Dh = g.dim("Dh");
+    Value q = g.input("q", DType::F32, {L, Dh}), k = g.input("k", DType::F32, {L, Dh}),
+          v = g.input("v", DType::F32, {L, Dh});
+    return attention(q, k, v).value();
+  }, {{{"L", 1}, {"Dh", 1}}, {{"L", 9}, {"Dh", 3}}, {{"L", 4}, {"Dh", 17}}}));
+  c.push_back(make("linear_attention_elu", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false, 6, 5);
+    return linear_attention(q, k, v);
+  }, kSelf));
+  c.push_back(make("linear_attention_gqa_relu", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 3, 4, 2, true);
+    return linear_attention(q, k, v, FeatureMap::Relu);
+  }, kCross));
+  c.push_back(make("linformer_then_attention", [](Graph &g) {
+    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+    Value e = g.param("e", DType::F32, {g.dim("Kp", 4), g.dim("L")});
+    return attention(q, linformer_project(k, e), linformer_project(v, e)).value();
+  }, {{{"L", 1}}, {{"L", 17}}}));
+  c.push_back(make("seeds_way_masked", [](Graph &g) {
+    // matmul -> scale -> score_mod -> mask -> softmax -> matmul: recognised as attention.
+    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+    Value s = scale(matmul(q, transpose(k)), 0.5);
+    s = score_mod(s, [](auto sc, auto, auto h, auto, auto) { return sc - to_float(h); });
+    s = mask(s, causal_mask());
+    return matmul(softmax(s), v);
+  }, kSelf));
+  return c;
+}
+
+class Attn : public ::testing::TestWithParam<DiffCase> {};
+
+TEST_P(Attn, MatchesInterpreter) { run_differential(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Compiled, Attn, ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name; });
+
+TEST(Recognition, SeedsWayBecomesOneAttentionOp) {
+  Graph g("seeds_way");
+  Dim L = g.dim("L"), D = g.dim("D", 6);
+  Value x = g.input("x", DType::F32, {L, D});
+  Value q = matmul(x, g.param("wq", DType::F32, {D, D}));
+  Value k = matmul(x, g.param("wk", DType::F32, {D, D}));
+  Value v = matmul(x, g.param("wv", DType::F32, {D, D}));
+  g.output("out", matmul(softmax(mask(scale(matmul(q, transpose(k)), 0.25), causal_mask())), v));
+  Kernel on = compile(g);
+  std::string ir = on.ir("qkv");
+  EXPECT_NE(ir.find("qkv.attention"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("qkv.softmax"), std::string::npos) << ir;
+  CompileOptions off;
+  off.recognize_attention = false;
+  Kernel plain = compile(g, Target::host(), off);
+  EXPECT_EQ(plain.ir("qkv").find("qkv.attention"), std::string::npos);
+  // Both agree with each other and with the interpreter.
+  TensorMap in = random_inputs(g, {{"L", 9}}, 7);
+  TensorMap want = reference::run(g, in);
+  for (Kernel *kern : {&on, &plain}) {
+    Comparison c = compare(kern->run(in).at("out"), want.at("out"), 1e-5, 1e-4);
+    EXPECT_TRUE(c.ok) << c.message;
+  }
+}
+
+TEST(Recognition, LeavesSharedIntermediatesAlone) {
+  // The softmax output is also an output: fusing would compute it twice, so no fusion.
+  Graph g("shared");
+  Dim L = g.dim("L"), D = g.dim("D", 4);
+  Value q = g.input("q", DType::F32, {L, D}), k = g.input("k", DType::F32, {L, D}),
+        v = g.input("v", DType::F32, {L, D});
+  Value a = softmax(matmul(q, transpose(k)));
+  g.output("a", a);
+  g.output("out", matmul(a, v));
+  Kernel kern = compile(g);
+  EXPECT_EQ(kern.ir("qkv").find("qkv.attention"), std::string::npos);
+  TensorMap in = random_inputs(g, {{"L", 5}}, 3);
+  TensorMap got = kern.run(in), want = reference::run(g, in);
+  for (const char *o : {"a", "out"}) {
+    Comparison c = compare(got.at(o), want.at(o), 1e-5, 1e-4);
+    EXPECT_TRUE(c.ok) << o << ": " << c.message;
+  }
+}
+
+} // namespace
+} // namespace qkv::test
