@@ -37,7 +37,6 @@
 #include <boost/hana/concat.hpp>
 #include <boost/hana/drop_back.hpp>
 #include <boost/hana/drop_front.hpp>
-#include <boost/hana/for_each.hpp>
 #include <boost/hana/if.hpp>
 #include <boost/hana/index_if.hpp>
 #include <boost/hana/integral_constant.hpp>
@@ -884,6 +883,23 @@ auto merge_heads(const TypedValue<DT, D...> &x, Out out_dim) {
   }
 }
 
+namespace detail {
+/// concat's rules for one more part T (a tensor, or the trailing dim, which has none).
+template <std::size_t Axis, class First, class T> constexpr void check_concat_part() {
+  if constexpr (is_typed_value<T>) {
+    check_same_dtype<ops::concat, typename traits<First>::dtype, typename traits<T>::dtype>();
+    static_assert(
+        rules::concat_ranks_equal<typename traits<First>::list, typename traits<T>::list>::value,
+        "concat: all tensors must have the same number of dims (the first tensor's dims and "
+        "another's are the template arguments above)");
+    static_assert(rules::concat_dims_off_the_axis_match<Axis, typename traits<First>::list,
+                                                        typename traits<T>::list>::value,
+                  "concat: the tensors' dims must match except along the axis (the axis, the "
+                  "first tensor's dims and another's are the template arguments above)");
+  }
+}
+} // namespace detail
+
 /// Joins tensors along axis Axis, by default the last: concat(a, b), concat<1>(a, b, c).
 /// The joined dim is named a+b+... with the summed extent; a dim passed last names it
 /// instead, concat(a, b, Dh), and must be a+b by name or static with the summed extent.
@@ -909,17 +925,7 @@ requires(sizeof...(Rest) >= 1 &&
         hana::transform(tensors,
                         [](auto t) { return detail::traits<detail::type_of<decltype(t)>>::types; }),
         hana::tuple_t<D...>);
-    hana::for_each(tensors, [](auto t) {
-      using T = detail::traits<detail::type_of<decltype(t)>>;
-      detail::check_same_dtype<ops::concat, DT, typename T::dtype>();
-      static_assert(rules::concat_ranks_equal<dim_list<D...>, typename T::list>::value,
-                    "concat: all tensors must have the same number of dims (the first tensor's "
-                    "dims and another's are the template arguments above)");
-      static_assert(
-          rules::concat_dims_off_the_axis_match<ax, dim_list<D...>, typename T::list>::value,
-          "concat: the tensors' dims must match except along the axis (the axis, the "
-          "first tensor's dims and another's are the template arguments above)");
-    });
+    (detail::check_concat_part<ax, TypedValue<DT, D...>, Rest>(), ...);
     constexpr bool ranks_ok = hana::all_of(parts, [](auto p) {
       return hana::bool_c<decltype(hana::length(p))::value == sizeof...(D)>;
     });

@@ -1,0 +1,14 @@
+// Must not compile: linear's weight has 2 dims (in, out).
+// EXPECT: rank_is<qkv::ops::linear, 2
+// EXPECT: the weight must have 2 dims
+#include <qkv/dsl.hpp>
+
+using namespace qkv;
+
+void build() {
+  Graph g("g");
+  constexpr auto K = dim<"K", 16>;
+  auto x = g.input<f32>("x", dim<"L">, K);
+  auto w = g.param<f32>("w", dim<"C", 2>, K, dim<"N", 32>);
+  auto y = linear(x, w);
+}

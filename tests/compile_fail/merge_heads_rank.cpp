@@ -1,0 +1,12 @@
+// Must not compile: merge_heads needs (..., H, L, Dh).
+// EXPECT: rank_at_least<qkv::ops::merge_heads, 3
+// EXPECT: at least 3 dims
+#include <qkv/dsl.hpp>
+
+using namespace qkv;
+
+void build() {
+  Graph g("g");
+  auto x = g.input<f32>("x", dim<"L">, dim<"D", 512>);
+  auto y = merge_heads(x);
+}

@@ -1,0 +1,11 @@
+// Must not compile: A typed value does not silently become an untyped Value (that would skip the checks).
+// EXPECT: no viable conversion|cannot convert|no matching
+#include <qkv/dsl.hpp>
+
+using namespace qkv;
+
+void build() {
+  Graph g("g");
+  auto x = g.input<f32>("x", dim<"L">);
+  g.output("y", x);
+}
