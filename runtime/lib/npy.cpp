@@ -195,11 +195,22 @@ Tensor load_npy(const std::string &path) {
     fail(path, "fortran_order is True; qkv reads only C-order arrays "
                "(save np.ascontiguousarray(a))");
 
-  Tensor t(*dtype, *h.shape);
-  std::size_t need = t.nbytes();
-  if (bytes.size() - data_off < need)
+  // Size the data before allocating: a corrupt shape must not overflow or allocate wildly.
+  std::size_t avail = bytes.size() - data_off;
+  std::size_t need = dtype_size(*dtype);
+  bool zero = false, overflow = false;
+  for (std::int64_t e : *h.shape) {
+    zero = zero || e == 0;
+    overflow = __builtin_mul_overflow(need, static_cast<std::size_t>(e), &need) || overflow;
+  }
+  if (zero)
+    need = 0;
+  else if (overflow)
+    fail(path, "truncated data: its shape needs more bytes than can be addressed");
+  if (avail < need)
     fail(path, "truncated data: shape needs " + std::to_string(need) + " bytes, the file has " +
-                   std::to_string(bytes.size() - data_off));
+                   std::to_string(avail));
+  Tensor t(*dtype, *h.shape);
   std::memcpy(t.data(), bytes.data() + data_off, need);
   return t;
 }

@@ -36,11 +36,18 @@ std::string shape_str(const Shape &s) {
 
 std::int64_t count(const Shape &shape) {
   std::int64_t n = 1;
+  bool overflow = false, zero = false;
   for (std::int64_t e : shape) {
     if (e < 0)
       user_error("tensor: negative extent in shape " + shape_str(shape));
-    n *= e;
+    zero = zero || e == 0;
+    overflow = __builtin_mul_overflow(n, e, &n) || overflow;
   }
+  // A zero extent anywhere makes the tensor empty, however large the others are.
+  if (zero)
+    return 0;
+  if (overflow)
+    user_error("tensor: shape " + shape_str(shape) + " has more elements than fit in int64");
   return n;
 }
 
@@ -141,7 +148,10 @@ float bf16_to_float(std::uint16_t h) {
 // ---- construction ---------------------------------------------------------------------
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  storage_ = allocate(static_cast<std::size_t>(count(shape_)) * dtype_size(dtype_));
+  auto n = static_cast<std::size_t>(count(shape_));
+  if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype_))
+    user_error("tensor: " + type_str() + " is too large to address");
+  storage_ = allocate(n * dtype_size(dtype_));
 }
 
 namespace {
@@ -291,6 +301,8 @@ double Tensor::at(const std::vector<std::int64_t> &idx) const {
 }
 
 Tensor Tensor::to(DType dtype) const {
+  if (empty())
+    user_error("tensor: conversion of an empty tensor to " + std::string(dtype_name(dtype)));
   Tensor t(dtype, shape_);
   if (dtype == dtype_) {
     std::memcpy(t.data(), data(), nbytes());

@@ -166,6 +166,17 @@ TEST(Npy, RejectsBrokenFiles) {
   write_bytes(f.path(), npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
                                std::string("\0\0\x80\x3f", 4)));
   expect_error([&] { load_npy(f.path()); }, {f.path(), "truncated data", "needs 8 bytes", "has 4"});
+  // A corrupt shape is rejected before anything that size is allocated.
+  write_bytes(f.path(),
+              npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': (4503599627370496, "
+                     "4503599627370496, 4503599627370496), }",
+                     ""));
+  expect_error([&] { load_npy(f.path()); }, {f.path(), "truncated data"});
+  // ... unless it has no elements at all.
+  write_bytes(f.path(), npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': "
+                               "(4503599627370496, 0), }",
+                               ""));
+  EXPECT_EQ(load_npy(f.path()).shape(), (Shape{4503599627370496, 0}));
   write_bytes(f.path(), npy_v1("{'descr': '<f4', 'shape': (2,), }", ""));
   expect_error([&] { load_npy(f.path()); }, {f.path(), "lacks"});
   std::string v9 = npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", "");

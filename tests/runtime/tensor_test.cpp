@@ -60,6 +60,9 @@ TEST(Tensor, FactoryChecksCount) {
       {"from_f32", "[2, 3]", "needs 6", "got 2"});
   expect_error([] { Tensor::from_values(DType::I32, {2}, {1}); }, {"from_values", "needs 2"});
   expect_error([] { Tensor(DType::F32, {2, -1}); }, {"negative extent", "[2, -1]"});
+  // 2^32 * 2^32 wraps to 0 in int64 arithmetic; it must not pass for an empty tensor.
+  expect_error([] { Tensor(DType::F32, {1ll << 32, 1ll << 32}); }, {"more elements than fit"});
+  EXPECT_EQ(Tensor(DType::F32, {1ll << 62, 1ll << 62, 0}).numel(), 0);
 }
 
 TEST(Tensor, DataAsChecksDtype) {
@@ -69,6 +72,7 @@ TEST(Tensor, DataAsChecksDtype) {
   Tensor h(DType::BF16, {1});
   EXPECT_NO_THROW(h.data_as<std::uint16_t>());
   expect_error([] { Tensor().data_as<float>(); }, {"empty tensor"});
+  expect_error([] { Tensor().to(DType::F64); }, {"empty tensor"});
 }
 
 TEST(Tensor, IntegerConversionRoundsAndChecksRange) {
