@@ -1,6 +1,6 @@
 // Must not compile: t[i] is for 1-D tensors; a (H, R) bias needs bias(h, r).
 // EXPECT: load_has_one_index_per_dim<
-// EXPECT: "R"}, 9>>, 1>
+// EXPECT: "R"}, 9> ?>, 1>
 // EXPECT: t.i. loads from a 1-D tensor
 #include <qkv/dsl.hpp>
 

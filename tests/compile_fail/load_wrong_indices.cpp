@@ -1,5 +1,5 @@
 // Must not compile: slopes has one dim (H); slopes(h, q) indexes it with two.
-// EXPECT: load_has_one_index_per_dim<qkv::TypedValue<qkv::f32, qkv::NamedDim<qkv::fixed_string<1>{"H"}, 8>>, 2>
+// EXPECT: load_has_one_index_per_dim<qkv::TypedValue<qkv::f32, qkv::NamedDim<qkv::fixed_string<1>{"H"}, 8> ?>, 2>
 // EXPECT: one index per dim
 #include <qkv/dsl.hpp>
 

@@ -1,9 +1,9 @@
 // The typed front end: named dims checked at compile time.
 //
-//   constexpr auto L = qkv::dim<"L">;            // bound at run time
-//   constexpr auto D = qkv::dim<"D", 512>;       // static
-//   auto x = g.input<qkv::f32>("x", L, D);       // TypedValue<f32, NamedDim<"L">, NamedDim<"D",
-//   512>> auto y = linear(x, w);                       // dims computed at compile time
+//   constexpr auto L = qkv::dim<"L">;      // bound at run time
+//   constexpr auto D = qkv::dim<"D", 512>; // static
+//   auto x = g.input<qkv::f32>("x", L, D); // TypedValue<f32, NamedDim<"L">, NamedDim<"D", 512>>
+//   auto y = linear(x, w);                 // its dims computed at compile time
 //
 // Every typed op checks the same shape rule as the untyped builder in dsl/lib/ops.cpp, but
 // with static_assert: a broken rule does not compile. Each assertion is on a trait of
