@@ -726,8 +726,8 @@ requires(is_named_dim_v<DimA> &&is_named_dim_v<DimB>) auto transpose(const Typed
 namespace detail {
 template <class T> inline constexpr bool axis_is_a_template_argument = false;
 } // namespace detail
-// The untyped overloads take run-time axes. A typed result needs the axis at compile time,
-// so these say where to put it (instead of "no matching function").
+// The untyped overloads take run-time axes and dim names. A typed result needs the axis at
+// compile time, so these say where to put it (instead of "no matching function").
 template <class DT, class... D>
 void transpose(const TypedValue<DT, D...> &, std::int64_t, std::int64_t) {
   static_assert(detail::axis_is_a_template_argument<DT>,
@@ -738,6 +738,17 @@ template <class DT, class... D> void softmax(const TypedValue<DT, D...> &, std::
   static_assert(detail::axis_is_a_template_argument<DT>,
                 "typed softmax takes its axis as a template argument, softmax<-1>(x), or as a "
                 "dim, softmax(x, S)");
+}
+template <class DT, class... D>
+void transpose(const TypedValue<DT, D...> &, const std::string &, const std::string &) {
+  static_assert(detail::axis_is_a_template_argument<DT>,
+                "typed transpose takes typed dims, transpose(x, L, D), not names, so that the "
+                "result's dims are known at compile time");
+}
+template <class DT, class... D> void softmax(const TypedValue<DT, D...> &, const std::string &) {
+  static_assert(detail::axis_is_a_template_argument<DT>,
+                "typed softmax takes a typed dim, softmax(x, S), not a name, so that the axis is "
+                "checked at compile time");
 }
 
 /// x * factor.
