@@ -513,58 +513,9 @@ static std::string shape_str(const Shape &s) {
   return r + "]";
 }
 
-DimBindings bind_dims(const Graph &g, const std::map<std::string, std::pair<DType, Shape>> &args) {
-  DimBindings b;
-  std::map<std::string, std::string> source; // dim -> the argument that bound it
-  for (const auto &[name, def] : g.dim_defs())
-    if (def.extent != kDynamic)
-      b[name] = def.extent;
-
-  std::vector<NodeId> arg_ids = g.arguments();
-  for (const auto &[name, ts] : args) {
-    if (!g.find_argument(name)) {
-      std::string list;
-      for (NodeId id : arg_ids)
-        list += (list.empty() ? "" : ", ") + g.node(id).name;
-      user_error("unknown input '" + name + "': graph '" + g.name() + "' takes " +
-                 (list.empty() ? std::string("no inputs") : list));
-    }
-  }
-  for (NodeId id : arg_ids) {
-    const Node &n = g.node(id);
-    const char *what = n.op == OpKind::Input ? "input" : "param";
-    auto it = args.find(n.name);
-    if (it == args.end())
-      user_error("missing " + std::string(what) + " '" + n.name + "': " +
-                 std::string(dtype_name(n.dtype)) + " " + describe_full(n.dims));
-    const auto &[dtype, shape] = it->second;
-    if (dtype != n.dtype)
-      user_error(std::string(what) + " '" + n.name + "' must be " +
-                 std::string(dtype_name(n.dtype)) + ", got " + std::string(dtype_name(dtype)));
-    if (shape.size() != n.dims.size())
-      user_error(std::string(what) + " '" + n.name + "' has dims " + describe_full(n.dims) +
-                 ", got a tensor of shape " + shape_str(shape));
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      const Dim &d = n.dims[i];
-      if (shape[i] < 0)
-        user_error(std::string(what) + " '" + n.name + "': negative extent in shape " +
-                   shape_str(shape));
-      auto bit = b.find(d.name);
-      if (bit == b.end()) {
-        b[d.name] = shape[i];
-        source[d.name] = n.name;
-      } else if (bit->second != shape[i]) {
-        if (d.is_static())
-          user_error(std::string(what) + " '" + n.name + "': dim '" + d.name + "' must be " +
-                     std::to_string(d.extent) + ", got " + std::to_string(shape[i]) +
-                     " (shape " + shape_str(shape) + ")");
-        user_error("dim '" + d.name + "' is " + std::to_string(bit->second) + " in '" +
-                   source[d.name] + "' but " + std::to_string(shape[i]) + " in '" + n.name +
-                   "' (shape " + shape_str(shape) + ")");
-      }
-    }
-  }
-  // Derived dims (H*Dh, A+B): compute from their parts, or infer one missing factor.
+// Derived dims (H*Dh, A+B): computes each from its parts, or infers one missing part
+// from the whole. `source` names where each known extent came from, for messages.
+static void derive_dims(const Graph &g, DimBindings &b, std::map<std::string, std::string> &source) {
   for (bool changed = true; changed;) {
     changed = false;
     for (const auto &[name, def] : g.dim_defs()) {
@@ -612,6 +563,76 @@ DimBindings bind_dims(const Graph &g, const std::map<std::string, std::pair<DTyp
       }
     }
   }
+}
+
+DimBindings complete_dims(const Graph &g, DimBindings b) {
+  std::map<std::string, std::string> source;
+  for (const auto &[name, def] : g.dim_defs())
+    if (def.extent != kDynamic) {
+      b[name] = def.extent;
+      source[name] = "its declaration";
+    }
+  for (const auto &[name, v] : b)
+    if (!source.count(name))
+      source[name] = "the given extents";
+  derive_dims(g, b, source);
+  return b;
+}
+
+DimBindings bind_dims(const Graph &g, const std::map<std::string, std::pair<DType, Shape>> &args) {
+  DimBindings b;
+  std::map<std::string, std::string> source; // dim -> the argument that bound it
+  for (const auto &[name, def] : g.dim_defs())
+    if (def.extent != kDynamic) {
+      b[name] = def.extent;
+      source[name] = "its declaration";
+    }
+
+  std::vector<NodeId> arg_ids = g.arguments();
+  for (const auto &[name, ts] : args) {
+    if (!g.find_argument(name)) {
+      std::string list;
+      for (NodeId id : arg_ids)
+        list += (list.empty() ? "" : ", ") + g.node(id).name;
+      user_error("unknown input '" + name + "': graph '" + g.name() + "' takes " +
+                 (list.empty() ? std::string("no inputs") : list));
+    }
+  }
+  for (NodeId id : arg_ids) {
+    const Node &n = g.node(id);
+    const char *what = n.op == OpKind::Input ? "input" : "param";
+    auto it = args.find(n.name);
+    if (it == args.end())
+      user_error("missing " + std::string(what) + " '" + n.name + "': " +
+                 std::string(dtype_name(n.dtype)) + " " + describe_full(n.dims));
+    const auto &[dtype, shape] = it->second;
+    if (dtype != n.dtype)
+      user_error(std::string(what) + " '" + n.name + "' must be " +
+                 std::string(dtype_name(n.dtype)) + ", got " + std::string(dtype_name(dtype)));
+    if (shape.size() != n.dims.size())
+      user_error(std::string(what) + " '" + n.name + "' has dims " + describe_full(n.dims) +
+                 ", got a tensor of shape " + shape_str(shape));
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const Dim &d = n.dims[i];
+      if (shape[i] < 0)
+        user_error(std::string(what) + " '" + n.name + "': negative extent in shape " +
+                   shape_str(shape));
+      auto bit = b.find(d.name);
+      if (bit == b.end()) {
+        b[d.name] = shape[i];
+        source[d.name] = n.name;
+      } else if (bit->second != shape[i]) {
+        if (d.is_static())
+          user_error(std::string(what) + " '" + n.name + "': dim '" + d.name + "' must be " +
+                     std::to_string(d.extent) + ", got " + std::to_string(shape[i]) +
+                     " (shape " + shape_str(shape) + ")");
+        user_error("dim '" + d.name + "' is " + std::to_string(bit->second) + " in '" +
+                   source[d.name] + "' but " + std::to_string(shape[i]) + " in '" + n.name +
+                   "' (shape " + shape_str(shape) + ")");
+      }
+    }
+  }
+  derive_dims(g, b, source);
   for (const Node &n : g.nodes())
     for (const Dim &d : n.dims)
       if (!b.count(d.name))

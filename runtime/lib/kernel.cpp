@@ -110,32 +110,7 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
 }
 
 TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed) {
-  DimBindings b = dims;
-  for (const auto &[name, def] : g.dim_defs())
-    if (def.extent != kDynamic)
-      b[name] = def.extent;
-  // Derived dims (H*Dh) from their parts.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto &[name, def] : g.dim_defs()) {
-      if (def.kind == DimDef::Kind::Atomic || b.count(name))
-        continue;
-      std::int64_t v = def.kind == DimDef::Kind::Product ? 1 : 0;
-      bool all = true;
-      for (const auto &p : def.parts) {
-        auto it = b.find(p);
-        if (it == b.end()) {
-          all = false;
-          break;
-        }
-        v = def.kind == DimDef::Kind::Product ? v * it->second : v + it->second;
-      }
-      if (all) {
-        b[name] = v;
-        changed = true;
-      }
-    }
-  }
+  DimBindings b = complete_dims(g, dims);
   TensorMap out;
   std::uint64_t k = 0;
   for (NodeId id : g.arguments()) {
