@@ -47,9 +47,9 @@ shift || true
 case "$cmd" in
   demo)
     deps
-    build qkv-toolchain-demo
+    build qkv-seed-walkthrough
     say "running the demo"
-    "$BUILD/bin/qkv-toolchain-demo" "$@"
+    "$BUILD/bin/qkv-seed-walkthrough" "$@"
     ;;
   test)
     deps
