@@ -251,8 +251,7 @@ void seed_numbers(Checks &checks) {
   std::cout << "  The seed's scores table vs Q.K^T of its own Q and K:\n";
   compare_rows(kSeedScores, at(scores));
   std::cout << "  q_love . k_prog: the seed says ~" << fmt(kSeedLoveDotProg, 2)
-            << ", but the six products it writes out sum to " << fmt(at(scores).at({1, 3}), 4)
-            << "\n";
+            << "; the six products it writes out sum to " << fmt(at(scores).at({1, 3}), 4) << "\n";
   Values love = row(at(scaled), 1);
   bool same = max_abs_diff(love, kSeedScaledLove) <= kThreeDecimals;
   std::cout << "  scaled row love: the seed says " << fmt(kSeedScaledLove) << "\n"
