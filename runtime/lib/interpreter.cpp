@@ -45,14 +45,6 @@ std::string int_str(double v) {
   return buf;
 }
 
-Shape unravel(std::int64_t flat, const Shape &shape) {
-  Shape idx(shape.size());
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    idx[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-  return idx;
-}
 
 /// What an eval function sees: the graph, the node, the dim bindings and the values of
 /// all earlier nodes (as doubles, row-major).
@@ -297,7 +289,7 @@ private:
 /// The (b, h, q, kv) of element `flat` of a score tensor of rank 2..4: the last two axes
 /// are (q, kv), axis -3 is h and axis -4 is b; absent ones are 0.
 ModPoint score_point(std::int64_t flat, const Shape &s) {
-  Shape idx = unravel(flat, s);
+  Shape idx = unravel_index(flat, s);
   int r = static_cast<int>(s.size());
   ModPoint p;
   p.q = idx[r - 2];
@@ -386,7 +378,7 @@ Tensor eval_transpose(const Ctx &c) {
   double *o = out_ptr(out);
   Shape st = c.in(0).strides();
   for (std::int64_t f = 0; f < out.numel(); ++f) {
-    Shape idx = unravel(f, out.shape());
+    Shape idx = unravel_index(f, out.shape());
     std::swap(idx[a], idx[b]);
     std::int64_t src = 0;
     for (int i = 0; i < r; ++i)
@@ -713,7 +705,7 @@ Tensor eval_embedding(const Ctx &c) {
     double v = id[i];
     if (!(v >= 0 && v < static_cast<double>(V)))
       user_error(c.who() + ": ids '" + c.in_node(0).name + "'" +
-                 shape_str(unravel(i, ids.shape())) + " = " + int_str(v) +
+                 shape_str(unravel_index(i, ids.shape())) + " = " + int_str(v) +
                  " is out of range for table '" + c.in_node(1).name + "' with vocab size " +
                  std::to_string(V));
     auto row = static_cast<std::int64_t>(v);

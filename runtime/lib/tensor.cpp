@@ -51,14 +51,6 @@ std::int64_t count(const Shape &shape) {
   return n;
 }
 
-Shape unravel(std::int64_t flat, const Shape &shape) {
-  Shape idx(shape.size());
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    idx[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-  return idx;
-}
 
 /// Enough digits to tell any two doubles apart.
 std::string num(double v) {
@@ -89,6 +81,15 @@ std::int64_t to_integer(double v, DType dtype) {
 }
 
 } // namespace
+
+Shape unravel_index(std::int64_t flat, const Shape &shape) {
+  Shape idx(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    idx[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+  return idx;
+}
 
 // ---- half precision -------------------------------------------------------------------
 
@@ -425,7 +426,7 @@ Comparison compare(const Tensor &got, const Tensor &want, double atol, double rt
     double g = got.get(c.worst), w = want.get(c.worst);
     std::ostringstream os;
     os << c.mismatches << " of " << got.numel() << " elements differ (atol " << num(atol)
-       << ", rtol " << num(rtol) << "); worst at " << shape_str(unravel(c.worst, got.shape()))
+       << ", rtol " << num(rtol) << "); worst at " << shape_str(unravel_index(c.worst, got.shape()))
        << ": got " << num(g) << ", want " << num(w);
     if (std::isfinite(g) && std::isfinite(w))
       os << " (|diff| " << num(std::fabs(g - w)) << " > allowed " << num(atol + rtol * std::fabs(w))

@@ -7,5 +7,6 @@ using namespace qkv;
 void build() {
   Graph g("g");
   auto x = g.input<f32>("x", dim<"L">);
-  g.output("y", x);
+  Value v = x; // an untyped op would take v without the typed checks
+  (void)v;
 }

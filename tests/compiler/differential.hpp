@@ -33,6 +33,19 @@ inline std::string shape_name(const DimBindings &b) {
   return s.empty() ? "static" : s;
 }
 
+/// A case whose graph has one output, "out", built by `body`.
+inline DiffCase one_output(std::string name, std::function<Value(Graph &)> body,
+                           std::vector<DimBindings> shapes, double atol = 1e-4,
+                           double rtol = 1e-3) {
+  return DiffCase{name,
+                  [name, body] {
+                    Graph g(name);
+                    g.output("out", body(g));
+                    return g;
+                  },
+                  std::move(shapes), atol, rtol};
+}
+
 /// Compiles c.build() and checks every shape; inputs may be adjusted by `prepare`.
 inline void run_differential(const DiffCase &c,
                              const std::function<void(TensorMap &)> &prepare = nullptr) {

@@ -217,70 +217,6 @@ template <class OpT> struct BinaryLowering : OpRewritePattern<OpT> {
   }
 };
 
-struct ScaleLowering : OpRewritePattern<ScaleOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(ScaleOp op, PatternRewriter &rw) const override {
-    double f = op.getFactor().convertToDouble();
-    Type elem = tensorType(op.getResult()).getElementType();
-    rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
-                                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                                   return arith::MulFOp::create(b, l, args[0],
-                                                                floatConst(b, l, elem, f));
-                                 }));
-    return success();
-  }
-};
-
-struct GeluLowering : OpRewritePattern<GeluOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(GeluOp op, PatternRewriter &rw) const override {
-    bool approx = op.getApproximate();
-    Type elem = tensorType(op.getResult()).getElementType();
-    rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
-                                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                                   Value x = args[0];
-                                   Value half = floatConst(b, l, elem, 0.5);
-                                   Value one = floatConst(b, l, elem, 1.0);
-                                   Value inner;
-                                   if (approx) {
-                                     // tanh(sqrt(2/pi) (x + 0.044715 x^3))
-                                     Value x3 = arith::MulFOp::create(
-                                         b, l, x, arith::MulFOp::create(b, l, x, x));
-                                     Value t = arith::AddFOp::create(
-                                         b, l, x,
-                                         arith::MulFOp::create(
-                                             b, l, floatConst(b, l, elem, 0.044715), x3));
-                                     inner = math::TanhOp::create(
-                                         b, l,
-                                         arith::MulFOp::create(
-                                             b, l,
-                                             floatConst(b, l, elem, std::sqrt(2.0 / M_PI)), t));
-                                   } else {
-                                     inner = math::ErfOp::create(
-                                         b, l,
-                                         arith::MulFOp::create(
-                                             b, l, x, floatConst(b, l, elem, M_SQRT1_2)));
-                                   }
-                                   Value s = arith::AddFOp::create(b, l, one, inner);
-                                   return arith::MulFOp::create(
-                                       b, l, half, arith::MulFOp::create(b, l, x, s));
-                                 }));
-    return success();
-  }
-};
-
-struct SiluLowering : OpRewritePattern<SiluOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(SiluOp op, PatternRewriter &rw) const override {
-    Type elem = tensorType(op.getResult()).getElementType();
-    rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
-                                 [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                                   return sigmoidTimes(b, l, args[0], Value());
-                                 }));
-    return success();
-  }
-};
-
 Value eluValue(OpBuilder &b, Location l, Value x, double alpha) {
   Type t = x.getType();
   Value zero = floatConst(b, l, t, 0.0);
@@ -290,14 +226,43 @@ Value eluValue(OpBuilder &b, Location l, Value x, double alpha) {
   return arith::SelectOp::create(b, l, pos, x, neg);
 }
 
-struct EluLowering : OpRewritePattern<EluOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(EluOp op, PatternRewriter &rw) const override {
-    double alpha = op.getAlpha().convertToDouble();
+// Elementwise bodies of the unary ops: f(op, builder, loc, element type, x).
+Value scaleBody(ScaleOp op, OpBuilder &b, Location l, Type t, Value x) {
+  return arith::MulFOp::create(b, l, x, floatConst(b, l, t, op.getFactor().convertToDouble()));
+}
+
+Value geluBody(GeluOp op, OpBuilder &b, Location l, Type t, Value x) {
+  Value inner;
+  if (op.getApproximate()) { // tanh(sqrt(2/pi) (x + 0.044715 x^3))
+    Value x3 = arith::MulFOp::create(b, l, x, arith::MulFOp::create(b, l, x, x));
+    Value u = arith::AddFOp::create(b, l, x,
+                                    arith::MulFOp::create(b, l, floatConst(b, l, t, 0.044715), x3));
+    inner = math::TanhOp::create(
+        b, l, arith::MulFOp::create(b, l, floatConst(b, l, t, std::sqrt(2.0 / M_PI)), u));
+  } else { // erf(x / sqrt(2))
+    inner = math::ErfOp::create(b, l, arith::MulFOp::create(b, l, x, floatConst(b, l, t, M_SQRT1_2)));
+  }
+  Value s = arith::AddFOp::create(b, l, floatConst(b, l, t, 1.0), inner);
+  return arith::MulFOp::create(b, l, floatConst(b, l, t, 0.5), arith::MulFOp::create(b, l, x, s));
+}
+
+Value siluBody(SiluOp, OpBuilder &b, Location l, Type, Value x) {
+  return sigmoidTimes(b, l, x, Value());
+}
+
+Value eluBody(EluOp op, OpBuilder &b, Location l, Type, Value x) {
+  return eluValue(b, l, x, op.getAlpha().convertToDouble());
+}
+
+/// A unary op computed elementwise by Body.
+template <class OpT, Value (*Body)(OpT, OpBuilder &, Location, Type, Value)>
+struct UnaryLowering : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rw) const override {
     Type elem = tensorType(op.getResult()).getElementType();
     rw.replaceOp(op, elementwise(rw, op.getLoc(), op.getX(), elem, {op.getX()},
-                                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                                   return eluValue(b, l, args[0], alpha);
+                                 [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                                   return Body(op, b, l, elem, a[0]);
                                  }));
     return success();
   }
@@ -615,7 +580,6 @@ Value normalize(PatternRewriter &rw, Location loc, Value x, Value gamma, Value b
   Value mean;
   if (!rms) {
     Value sum = reduceAxis(rw, loc, x, r - 1, {}, {}, 0.0, add);
-    SmallVector<OpFoldResult> sizes = sizesOf(rw, loc, sum);
     mean = elementwise(rw, loc, sum, elem, {sum}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
       return arith::DivFOp::create(b, l, a[0], n);
     });
@@ -855,8 +819,9 @@ struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<MatMulLowering, LinearLowering, TransposeLowering, BinaryLowering<AddOp>,
                  BinaryLowering<SubOp>, BinaryLowering<MulOp>, BinaryLowering<DivOp>,
-                 BinaryLowering<SwigluOp>, ScaleLowering, GeluLowering, SiluLowering,
-                 EluLowering, SoftmaxLowering, SplitHeadsLowering, MergeHeadsLowering,
+                 BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
+                 UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
+                 UnaryLowering<EluOp, eluBody>, SoftmaxLowering, SplitHeadsLowering, MergeHeadsLowering,
                  ConcatLowering, MaskLowering, ScoreModLowering, SinusoidalPELowering,
                  RopeLowering, LayerNormLowering, RmsNormLowering, EmbeddingLowering,
                  LinformerProjectLowering, LinearAttentionLowering>(&getContext());

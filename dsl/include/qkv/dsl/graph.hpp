@@ -170,6 +170,14 @@ public:
   Value constant(const std::string &name, const std::vector<Dim> &dims,
                  std::vector<double> values, DType dtype = DType::F32);
   void output(const std::string &name, Value v);
+  /// Outputs a typed value or an attention builder (anything with .value()).
+  template <class T>
+    requires requires(const T &t) {
+      { t.value() } -> std::convertible_to<Value>;
+    }
+  void output(const std::string &name, const T &v) {
+    output(name, Value(v.value()));
+  }
 
   // Typed front end (defined in <qkv/dsl/typed.hpp>): g.input<f32>("x", B, L, D).
   template <class DT, class... D> auto input(const std::string &name, D... dims);

@@ -124,6 +124,9 @@ Comparison compare(const Tensor &got, const Tensor &want, double atol, double rt
 void assert_close(const Tensor &got, const Tensor &want, double atol = 1e-5, double rtol = 1e-4,
                   const std::string &what = "tensor");
 
+/// The multi-index of row-major element `flat` in a tensor of `shape`.
+Shape unravel_index(std::int64_t flat, const Shape &shape);
+
 /// The dtypes and shapes of a set of tensors, for qkv::bind_dims.
 std::map<std::string, std::pair<DType, Shape>> signature(const TensorMap &tensors);
 
