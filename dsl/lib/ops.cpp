@@ -14,8 +14,7 @@ std::string q(const std::string &s) { return "'" + s + "'"; }
 /// 'x' (B, L, D)
 std::string who(const Node &n) { return q(n.name) + " " + describe(n.dims); }
 
-const Node &in(const Graph &g, const std::vector<NodeId> &inputs, std::size_t i,
-               const char *op) {
+const Node &in(const Graph &g, const std::vector<NodeId> &inputs, std::size_t i, const char *op) {
   if (i >= inputs.size())
     internal_error(std::string(op) + ": missing input " + std::to_string(i));
   return g.node(inputs[i]);
@@ -42,8 +41,8 @@ void expect_same_dtype(const Node &a, const Node &b, const char *op) {
 
 void expect_rank_at_least(const Node &n, int r, const char *op, const char *why) {
   if (n.rank() < r)
-    user_error(std::string(op) + ": " + who(n) + " has " + std::to_string(n.rank()) +
-               " dims; " + why);
+    user_error(std::string(op) + ": " + who(n) + " has " + std::to_string(n.rank()) + " dims; " +
+               why);
 }
 
 bool same_dim(const Dim &a, const Dim &b) { return a.name == b.name; }
@@ -66,8 +65,7 @@ void check_mod(const Graph &g, const ExprPtr &e, bool is_mask, const std::vector
   if (is_mask && e->type != ExprType::Bool)
     user_error(std::string(op) + ": mask_mod must be a condition, got " + to_string(e));
   if (!is_mask && e->type == ExprType::Bool)
-    user_error(std::string(op) + ": score_mod must be a number, got the condition " +
-               to_string(e));
+    user_error(std::string(op) + ": score_mod must be a number, got the condition " + to_string(e));
   std::vector<const ExprNode *> stack{e.get()};
   while (!stack.empty()) {
     const ExprNode *n = stack.back();
@@ -82,8 +80,8 @@ void check_mod(const Graph &g, const ExprPtr &e, bool is_mask, const std::vector
       const Node &t = g.node(n->tensor);
       if (static_cast<int>(n->args.size()) != t.rank())
         user_error(std::string(op) + ": " + mod + " indexes " + who(t) + " with " +
-                   std::to_string(n->args.size()) + " indices; it has " +
-                   std::to_string(t.rank()) + " dims");
+                   std::to_string(n->args.size()) + " indices; it has " + std::to_string(t.rank()) +
+                   " dims");
     }
     for (const auto &a : n->args)
       stack.push_back(a.get());
@@ -107,30 +105,27 @@ InferredType infer_attention_like(const Graph &g, const std::vector<NodeId> &inp
   int r = qn.rank();
   const Dim &dq = qn.dims[r - 1], &dk = kn.dims[r - 1];
   if (!same_dim(dq, dk))
-    user_error(std::string(op) + ": q and k must share the head dim: " + q(qn.name) +
-               " ends in " + describe(dq) + ", " + q(kn.name) + " in " + describe(dk));
+    user_error(std::string(op) + ": q and k must share the head dim: " + q(qn.name) + " ends in " +
+               describe(dq) + ", " + q(kn.name) + " in " + describe(dk));
   if (!same_dim(kn.dims[r - 2], vn.dims[r - 2]))
-    user_error(std::string(op) + ": k and v must share the sequence dim: " + q(kn.name) +
-               " has " + describe(kn.dims[r - 2]) + ", " + q(vn.name) + " has " +
-               describe(vn.dims[r - 2]));
+    user_error(std::string(op) + ": k and v must share the sequence dim: " + q(kn.name) + " has " +
+               describe(kn.dims[r - 2]) + ", " + q(vn.name) + " has " + describe(vn.dims[r - 2]));
   if (r == 4 && (!same_dim(qn.dims[0], kn.dims[0]) || !same_dim(qn.dims[0], vn.dims[0])))
     user_error(std::string(op) + ": q, k and v must share the batch dim: " + who(qn) + ", " +
                who(kn) + ", " + who(vn));
   if (r >= 3) {
     const Dim &hq = qn.dims[r - 3], &hk = kn.dims[r - 3];
     if (!same_dim(hk, vn.dims[r - 3]))
-      user_error(std::string(op) + ": k and v must have the same heads: " + q(kn.name) +
-                 " has " + describe(hk) + ", " + q(vn.name) + " has " +
-                 describe(vn.dims[r - 3]));
+      user_error(std::string(op) + ": k and v must have the same heads: " + q(kn.name) + " has " +
+                 describe(hk) + ", " + q(vn.name) + " has " + describe(vn.dims[r - 3]));
     if (!same_dim(hq, hk)) {
       if (hq.is_dynamic() || hk.is_dynamic())
         user_error(std::string(op) + ": q has heads " + describe(hq) + " and k has heads " +
-                   describe(hk) +
-                   "; grouped-query attention needs both head counts static");
+                   describe(hk) + "; grouped-query attention needs both head counts static");
       if (hq.extent % hk.extent != 0)
         user_error(std::string(op) + ": " + std::to_string(hq.extent) + " query heads " +
-                   describe(hq) + " cannot share " + std::to_string(hk.extent) +
-                   " kv heads " + describe(hk) +
+                   describe(hq) + " cannot share " + std::to_string(hk.extent) + " kv heads " +
+                   describe(hk) +
                    " (grouped-query attention needs a whole number of query heads per kv "
                    "head)");
     }
@@ -153,7 +148,8 @@ int normalize_axis(std::int64_t axis, int rank, const std::string &what) {
 int Node::num_operands() const {
   switch (op) {
   case OpKind::Attention: return 3;
-  case OpKind::Mask: case OpKind::ScoreMod: return 1;
+  case OpKind::Mask:
+  case OpKind::ScoreMod: return 1;
   default: return static_cast<int>(inputs.size());
   }
 }
@@ -163,8 +159,9 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
   const std::string name(op_name(op));
   const char *o = name.c_str();
   switch (op) {
-  case OpKind::Input: case OpKind::Param: case OpKind::Constant:
-    internal_error("infer_type on a leaf");
+  case OpKind::Input:
+  case OpKind::Param:
+  case OpKind::Constant: internal_error("infer_type on a leaf");
 
   case OpKind::MatMul: {
     expect_inputs(inputs, 2, 2, o);
@@ -176,8 +173,8 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     const Dim &ka = a.dims[a.rank() - 1], &kb = b.dims[b.rank() - 2];
     if (!same_dim(ka, kb))
       user_error("matmul: contraction dims differ: " + q(a.name) + " " + describe(a.dims) +
-                 " has " + describe(ka) + " last, " + q(b.name) + " " + describe(b.dims) +
-                 " has " + describe(kb) + " second to last");
+                 " has " + describe(ka) + " last, " + q(b.name) + " " + describe(b.dims) + " has " +
+                 describe(kb) + " second to last");
     std::vector<Dim> ba = slice(a.dims, 0, a.rank() - 2), bb = slice(b.dims, 0, b.rank() - 2);
     std::vector<Dim> batch;
     if (bb.empty())
@@ -187,9 +184,8 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     else if (same_dims(ba, bb))
       batch = ba;
     else
-      user_error("matmul: batch dims differ: " + who(a) + " has " + describe(ba) + ", " +
-                 who(b) + " has " + describe(bb) +
-                 " (they must be equal, or one side must be 2-D)");
+      user_error("matmul: batch dims differ: " + who(a) + " has " + describe(ba) + ", " + who(b) +
+                 " has " + describe(bb) + " (they must be equal, or one side must be 2-D)");
     batch.push_back(a.dims[a.rank() - 2]);
     batch.push_back(b.dims[b.rank() - 1]);
     return {a.dtype, batch};
@@ -205,15 +201,15 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
       user_error("linear: weight " + who(w) + " must have 2 dims (in, out)");
     if (!same_dim(x.dims.back(), w.dims[0]))
       user_error("linear: " + q(x.name) + " " + describe(x.dims) + " ends in " +
-                 describe(x.dims.back()) + " but weight " + q(w.name) + " " +
-                 describe(w.dims) + " starts with " + describe(w.dims[0]) +
+                 describe(x.dims.back()) + " but weight " + q(w.name) + " " + describe(w.dims) +
+                 " starts with " + describe(w.dims[0]) +
                  " (the input dim must be the weight's first dim)");
     if (inputs.size() == 3) {
       const Node &bias = in(g, inputs, 2, o);
       expect_same_dtype(x, bias, o);
       if (bias.rank() != 1 || !same_dim(bias.dims[0], w.dims[1]))
         user_error("linear: bias " + who(bias) + " must be (" + w.dims[1].name +
-                   "), the weight's output dim");
+                   "), the weight's output dim " + describe(w.dims[1]));
     }
     std::vector<Dim> out = slice(x.dims, 0, x.rank() - 1);
     out.push_back(w.dims[1]);
@@ -232,8 +228,12 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     return {x.dtype, out};
   }
 
-  case OpKind::Scale: case OpKind::Gelu: case OpKind::Silu: case OpKind::Elu:
-  case OpKind::Softmax: case OpKind::SinusoidalPE: {
+  case OpKind::Scale:
+  case OpKind::Gelu:
+  case OpKind::Silu:
+  case OpKind::Elu:
+  case OpKind::Softmax:
+  case OpKind::SinusoidalPE: {
     expect_inputs(inputs, 1, 1, o);
     const Node &x = in(g, inputs, 0, o);
     expect_float(x, o);
@@ -249,7 +249,10 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     return {x.dtype, x.dims};
   }
 
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: {
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div: {
     expect_inputs(inputs, 2, 2, o);
     const Node &a = in(g, inputs, 0, o), &b = in(g, inputs, 1, o);
     expect_float(a, o);
@@ -280,8 +283,8 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
                    prod.name + ")");
       user_error("split_heads: " + who(x) + " ends in " + describe(last) +
                  ", which cannot split into " + describe(h) + " heads of " + describe(dh) +
-                 (prod.is_static() ? " (" + std::to_string(prod.extent) + " != " +
-                                         std::to_string(last.extent) + ")"
+                 (prod.is_static() ? " (" + std::to_string(prod.extent) +
+                                         " != " + std::to_string(last.extent) + ")"
                                    : std::string()));
     }
     std::vector<Dim> out = slice(x.dims, 0, x.rank() - 2);
@@ -327,13 +330,12 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
       const Node &x = in(g, inputs, i, o);
       expect_same_dtype(first, x, o);
       if (x.rank() != first.rank())
-        user_error("concat: " + who(first) + " and " + who(x) +
-                   " have different numbers of dims");
+        user_error("concat: " + who(first) + " and " + who(x) + " have different numbers of dims");
       for (int d = 0; d < x.rank(); ++d)
         if (d != ax && !same_dim(x.dims[d], first.dims[d]))
-          user_error("concat: along axis " + std::to_string(ax) + ", the other dims must match: " +
-                     who(first) + " has " + describe(first.dims[d]) + ", " + who(x) + " has " +
-                     describe(x.dims[d]));
+          user_error("concat: along axis " + std::to_string(ax) +
+                     ", the other dims must match: " + who(first) + " has " +
+                     describe(first.dims[d]) + ", " + who(x) + " has " + describe(x.dims[d]));
       parts.push_back(x.dims[ax]);
     }
     Dim joined = sum(parts);
@@ -351,7 +353,8 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     return {first.dtype, out};
   }
 
-  case OpKind::Mask: case OpKind::ScoreMod: {
+  case OpKind::Mask:
+  case OpKind::ScoreMod: {
     if (inputs.empty())
       internal_error("mask/score_mod without scores");
     const Node &s = in(g, inputs, 0, o);
@@ -379,7 +382,8 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     return {x.dtype, x.dims};
   }
 
-  case OpKind::LayerNorm: case OpKind::RmsNorm: {
+  case OpKind::LayerNorm:
+  case OpKind::RmsNorm: {
     expect_inputs(inputs, 1, 3, o);
     const Node &x = in(g, inputs, 0, o);
     expect_float(x, o);

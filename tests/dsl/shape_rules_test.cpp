@@ -114,7 +114,7 @@ TEST_F(ShapeRules, LinearInputNeedsADim) {
 TEST_F(ShapeRules, LinearBiasIsTheWeightsOutDim) {
   Value x = in("x", {L, K}), w = in("w", {K, N}), b = in("b", {K}), b2 = in("b2", {L, N});
   EXPECT_EQ(error_of([&] { linear(x, w, b); }),
-            "linear: bias 'b' (K) must be (N), the weight's output dim");
+            "linear: bias 'b' (K) must be (N), the weight's output dim 'N'(32)");
   EXPECT_TRUE(ErrorSays([&] { linear(x, w, b2); }, {"bias 'b2' (L, N) must be (N)"}));
   Value b64 = in("b64", {N}, DType::F64);
   EXPECT_TRUE(ErrorSays([&] { linear(x, w, b64); }, {"linear: dtypes differ", "'b64' (N) is f64"}));
