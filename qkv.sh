@@ -37,7 +37,7 @@ configure() {
 build() {
   local t=$(date +%s)
   configure
-  say "building $* with $JOBS jobs"
+  say "building ${*:-everything} with $JOBS jobs"
   ninja -C "$BUILD" -j "$JOBS" "$@"
   say "built in $(elapsed "$t")"
 }

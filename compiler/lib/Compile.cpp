@@ -83,7 +83,8 @@ std::vector<std::string> dump_list(const CompileOptions &o) {
       return Kernel::stage_names();
     const auto &names = Kernel::stage_names();
     if (std::find(names.begin(), names.end(), s) == names.end())
-      user_error("QKV_DUMP: unknown stage '" + s + "' (graph, qkv, linalg, loops, llvm, "
+      user_error("QKV_DUMP: unknown stage '" + s +
+                 "' (graph, qkv, linalg, loops, llvm, "
                  "llvm-ir, asm, all)");
   }
   return out;
@@ -176,8 +177,8 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   // JIT. The transformer optimises the LLVM module for the host and keeps its text.
   t = Clock::now();
   auto tm = host_target_machine();
-  auto optimize = mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0,
-                                                  tm.get());
+  auto optimize =
+      mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, tm.get());
   auto llvm_ir = std::make_shared<std::string>();
   // ExecutionEngineOptions::transformer is a function_ref: the callable must outlive it.
   std::function<llvm::Error(llvm::Module *)> transform = [&](llvm::Module *m) -> llvm::Error {
@@ -190,7 +191,8 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   mlir::ExecutionEngineOptions eo;
   eo.transformer = transform;
   eo.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  static const std::string runner_utils = std::string(QKV_LLVM_LIBDIR) + "/libmlir_c_runner_utils.so";
+  static const std::string runner_utils =
+      std::string(QKV_LLVM_LIBDIR) + "/libmlir_c_runner_utils.so";
   llvm::SmallVector<llvm::StringRef> libs{runner_utils};
   eo.sharedLibPaths = libs;
   auto engine = mlir::ExecutionEngine::create(*module, eo);
@@ -201,7 +203,8 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
   auto fn = eng->lookupPacked(symbol);
   if (!fn)
-    throw CompileError("llvm-ir", "no entry point " + symbol + ": " + llvm::toString(fn.takeError()));
+    throw CompileError("llvm-ir",
+                       "no entry point " + symbol + ": " + llvm::toString(fn.takeError()));
   keep("llvm-ir", *llvm_ir, ms_since(t));
   stats.total_ms = ms_since(t_all);
 

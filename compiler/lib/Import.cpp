@@ -102,8 +102,7 @@ private:
         internal_error("score used outside a score_mod");
       return score_;
     case ExprOp::ConstInt: return cst_index(e.ival);
-    case ExprOp::ConstFloat:
-      return ConstantOp::create(b_, loc_, b_.getFloatAttr(ft_, e.fval));
+    case ExprOp::ConstFloat: return ConstantOp::create(b_, loc_, b_.getFloatAttr(ft_, e.fval));
     case ExprOp::ConstBool: return ConstantOp::create(b_, loc_, b_.getBoolAttr(e.ival != 0));
     case ExprOp::Neg:
       if (is_int)
@@ -140,7 +139,11 @@ private:
       return is_int ? mlir::Value(MaxSIOp::create(b_, loc_, arg(0), arg(1)))
                     : mlir::Value(MaximumFOp::create(b_, loc_, arg(0), arg(1)));
     case ExprOp::Pow: return mlir::math::PowFOp::create(b_, loc_, arg(0), arg(1));
-    case ExprOp::Lt: case ExprOp::Le: case ExprOp::Gt: case ExprOp::Ge: case ExprOp::Eq:
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge:
+    case ExprOp::Eq:
     case ExprOp::Ne: {
       bool ints = e.args[0]->type == ExprType::Int;
       if (ints) {
@@ -197,8 +200,8 @@ private:
 
 /// Fills `region` with one block: [score,] b, h, q, kv, len_q, len_kv, captures...,
 /// the expression, and qkv.yield.
-void build_mod_region(OpBuilder &b, mlir::Location loc, mlir::Region &region,
-                      const ExprPtr &expr, bool with_score, mlir::Type float_type,
+void build_mod_region(OpBuilder &b, mlir::Location loc, mlir::Region &region, const ExprPtr &expr,
+                      bool with_score, mlir::Type float_type,
                       const std::vector<NodeId> &capture_ids, mlir::ValueRange capture_values) {
   OpBuilder::InsertionGuard guard(b);
   llvm::SmallVector<mlir::Type> types;
@@ -221,8 +224,8 @@ void build_mod_region(OpBuilder &b, mlir::Location loc, mlir::Region &region,
   ModEmitter em(b, loc, float_type, score, pos, caps);
   mlir::Value v = em.emit(expr);
   if (with_score && v.getType().isIndex()) // an integer-valued score_mod
-    v = mlir::arith::SIToFPOp::create(
-        b, loc, float_type, mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), v));
+    v = mlir::arith::SIToFPOp::create(b, loc, float_type,
+                                      mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), v));
   YieldOp::create(b, loc, v);
 }
 
@@ -284,7 +287,8 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
     int r = n.rank();
     mlir::Value out;
     switch (n.op) {
-    case OpKind::Input: case OpKind::Param: break;
+    case OpKind::Input:
+    case OpKind::Param: break;
     case OpKind::Constant: {
       llvm::SmallVector<mlir::Attribute> elems;
       for (double v : *a.data)
@@ -295,20 +299,24 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
     }
     case OpKind::MatMul: out = MatMulOp::create(b, nloc, ty, in(0), in(1)); break;
     case OpKind::Linear:
-      out = LinearOp::create(b, nloc, ty, in(0), in(1),
-                             n.inputs.size() > 2 ? in(2) : mlir::Value());
+      out =
+          LinearOp::create(b, nloc, ty, in(0), in(1), n.inputs.size() > 2 ? in(2) : mlir::Value());
       break;
     case OpKind::Transpose:
-      out = TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r),
-                                norm_axis(a.axes[1], r));
+      out =
+          TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r), norm_axis(a.axes[1], r));
       break;
     case OpKind::Scale: out = ScaleOp::create(b, nloc, ty, in(0), llvm::APFloat(*a.scale)); break;
     case OpKind::Add: out = AddOp::create(b, nloc, ty, in(0), in(1)); break;
     case OpKind::Sub: out = SubOp::create(b, nloc, ty, in(0), in(1)); break;
     case OpKind::Mul: out = MulOp::create(b, nloc, ty, in(0), in(1)); break;
     case OpKind::Div: out = DivOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Softmax: out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r)); break;
-    case OpKind::SplitHeads: out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent); break;
+    case OpKind::Softmax:
+      out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r));
+      break;
+    case OpKind::SplitHeads:
+      out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent);
+      break;
     case OpKind::MergeHeads: out = MergeHeadsOp::create(b, nloc, ty, in(0)); break;
     case OpKind::Concat: {
       llvm::SmallVector<mlir::Value> xs;
@@ -317,7 +325,8 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       out = ConcatOp::create(b, nloc, ty, xs, norm_axis(a.axes[0], r));
       break;
     }
-    case OpKind::Mask: case OpKind::ScoreMod: {
+    case OpKind::Mask:
+    case OpKind::ScoreMod: {
       std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
       llvm::SmallVector<mlir::Value> caps;
       for (NodeId id : cap_ids)
@@ -328,12 +337,14 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
         op = MaskOp::create(b, nloc, ty, in(0), caps);
       else
         op = ScoreModOp::create(b, nloc, ty, in(0), caps);
-      build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft,
-                       cap_ids, caps);
+      build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft, cap_ids,
+                       caps);
       out = op->getResult(0);
       break;
     }
-    case OpKind::SinusoidalPE: out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset); break;
+    case OpKind::SinusoidalPE:
+      out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset);
+      break;
     case OpKind::Rope:
       out = RopeOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset, a.interleaved);
       break;
@@ -342,14 +353,17 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
                                 a.has_beta ? in(2) : mlir::Value(), llvm::APFloat(a.eps));
       break;
     case OpKind::RmsNorm:
-      out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(), llvm::APFloat(a.eps));
+      out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
+                              llvm::APFloat(a.eps));
       break;
     case OpKind::Gelu: out = GeluOp::create(b, nloc, ty, in(0), a.approximate); break;
     case OpKind::Silu: out = SiluOp::create(b, nloc, ty, in(0)); break;
     case OpKind::Elu: out = EluOp::create(b, nloc, ty, in(0), llvm::APFloat(a.alpha)); break;
     case OpKind::Swiglu: out = SwigluOp::create(b, nloc, ty, in(0), in(1)); break;
     case OpKind::Embedding: out = EmbeddingOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::LinformerProject: out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::LinformerProject:
+      out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1));
+      break;
     case OpKind::LinearAttention:
       out = LinearAttentionOp::create(b, nloc, ty, in(0), in(1), in(2),
                                       std::string(feature_map_name(a.feature_map)));

@@ -45,17 +45,15 @@ namespace {
 const std::pair<const char *, const char *> kStages[] = {
     {"qkv", "canonicalize,func.func(qkv-recognize-attention),cse"},
     {"linalg", "func.func(qkv-lower-attention-to-loops,qkv-lower-to-linalg),canonicalize,cse"},
-    {"loops",
-     "one-shot-bufferize{bufferize-function-boundaries "
-     "function-boundary-type-conversion=identity-layout-map},"
-     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
-     "func.func(convert-linalg-to-loops),"
-     "buffer-deallocation-pipeline,canonicalize,cse"},
-    {"llvm",
-     "func.func(convert-scf-to-cf),expand-strided-metadata,lower-affine,"
-     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-     "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,"
-     "convert-cf-to-llvm,reconcile-unrealized-casts"},
+    {"loops", "one-shot-bufferize{bufferize-function-boundaries "
+              "function-boundary-type-conversion=identity-layout-map},"
+              "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+              "func.func(convert-linalg-to-loops),"
+              "buffer-deallocation-pipeline,canonicalize,cse"},
+    {"llvm", "func.func(convert-scf-to-cf),expand-strided-metadata,lower-affine,"
+             "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+             "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,"
+             "convert-cf-to-llvm,reconcile-unrealized-casts"},
 };
 
 } // namespace
@@ -94,27 +92,25 @@ void registerQkvPassesAndPipelines() {
   static std::once_flag once;
   std::call_once(once, [] {
     registerQkvPasses();
-    mlir::PassPipelineRegistration<>("qkv-cpu",
-                                     "The whole qkv CPU pipeline: qkv -> LLVM dialect",
+    mlir::PassPipelineRegistration<>("qkv-cpu", "The whole qkv CPU pipeline: qkv -> LLVM dialect",
                                      [](mlir::OpPassManager &pm) { buildCpuPipeline(pm); });
     for (const auto &[name, pipeline] : kStages) {
       std::string id = std::string("qkv-cpu-to-") + name;
       std::string desc = std::string("qkv CPU pipeline, one stage: ") + pipeline;
       std::string stage = name;
-      mlir::PassPipelineRegistration<>(id, desc, [stage](mlir::OpPassManager &pm) {
-        buildCpuStage(pm, stage);
-      });
+      mlir::PassPipelineRegistration<>(
+          id, desc, [stage](mlir::OpPassManager &pm) { buildCpuStage(pm, stage); });
     }
   });
 }
 
 void registerQkvDialects(mlir::DialectRegistry &registry) {
-  registry.insert<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::math::MathDialect, mlir::tensor::TensorDialect,
-                  mlir::linalg::LinalgDialect, mlir::scf::SCFDialect,
-                  mlir::memref::MemRefDialect, mlir::bufferization::BufferizationDialect,
-                  mlir::cf::ControlFlowDialect, mlir::LLVM::LLVMDialect,
-                  mlir::affine::AffineDialect, mlir::index::IndexDialect>();
+  registry
+      .insert<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+              mlir::math::MathDialect, mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
+              mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
+              mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
+              mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect>();
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   mlir::bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);

@@ -65,9 +65,12 @@ static ExprPtr node(ExprOp op, ExprType t, std::vector<ExprPtr> args = {}) {
 ExprPtr make_leaf(ExprOp op) {
   switch (op) {
   case ExprOp::Score: return node(op, ExprType::Float);
-  case ExprOp::IndexB: case ExprOp::IndexH: case ExprOp::IndexQ: case ExprOp::IndexKV:
-  case ExprOp::LenQ: case ExprOp::LenKV:
-    return node(op, ExprType::Int);
+  case ExprOp::IndexB:
+  case ExprOp::IndexH:
+  case ExprOp::IndexQ:
+  case ExprOp::IndexKV:
+  case ExprOp::LenQ:
+  case ExprOp::LenKV: return node(op, ExprType::Int);
   default: internal_error("make_leaf: not a leaf: " + expr_op_name(op));
   }
 }
@@ -120,10 +123,12 @@ ExprPtr make_unary(ExprOp op, ExprPtr a) {
     if (a->type != ExprType::Bool)
       user_error("mod expression: '!' takes a condition, got a number");
     return node(op, ExprType::Bool, {std::move(a)});
-  case ExprOp::Neg: case ExprOp::Abs:
-    check_number(a, op);
-    return node(op, a->type, {a});
-  case ExprOp::Exp: case ExprOp::Log: case ExprOp::Tanh: case ExprOp::Sqrt:
+  case ExprOp::Neg:
+  case ExprOp::Abs: check_number(a, op); return node(op, a->type, {a});
+  case ExprOp::Exp:
+  case ExprOp::Log:
+  case ExprOp::Tanh:
+  case ExprOp::Sqrt:
   case ExprOp::ToFloat:
     check_number(a, op);
     if (op == ExprOp::ToFloat)
@@ -135,7 +140,8 @@ ExprPtr make_unary(ExprOp op, ExprPtr a) {
 
 ExprPtr make_binary(ExprOp op, ExprPtr a, ExprPtr b) {
   switch (op) {
-  case ExprOp::And: case ExprOp::Or:
+  case ExprOp::And:
+  case ExprOp::Or:
     if (a->type != ExprType::Bool || b->type != ExprType::Bool)
       user_error("mod expression: '" + expr_op_name(op) + "' takes two conditions");
     return node(op, ExprType::Bool, {std::move(a), std::move(b)});
@@ -151,14 +157,22 @@ ExprPtr make_binary(ExprOp op, ExprPtr a, ExprPtr b) {
     check_number(a, op);
     check_number(b, op);
     return node(op, ExprType::Float, {as_float(std::move(a)), as_float(std::move(b))});
-  case ExprOp::Add: case ExprOp::Sub: case ExprOp::Mul: case ExprOp::Div:
-  case ExprOp::Min: case ExprOp::Max:
-  case ExprOp::Lt: case ExprOp::Le: case ExprOp::Gt: case ExprOp::Ge:
-  case ExprOp::Eq: case ExprOp::Ne: {
+  case ExprOp::Add:
+  case ExprOp::Sub:
+  case ExprOp::Mul:
+  case ExprOp::Div:
+  case ExprOp::Min:
+  case ExprOp::Max:
+  case ExprOp::Lt:
+  case ExprOp::Le:
+  case ExprOp::Gt:
+  case ExprOp::Ge:
+  case ExprOp::Eq:
+  case ExprOp::Ne: {
     check_number(a, op);
     check_number(b, op);
-    bool is_cmp = op == ExprOp::Lt || op == ExprOp::Le || op == ExprOp::Gt ||
-                  op == ExprOp::Ge || op == ExprOp::Eq || op == ExprOp::Ne;
+    bool is_cmp = op == ExprOp::Lt || op == ExprOp::Le || op == ExprOp::Gt || op == ExprOp::Ge ||
+                  op == ExprOp::Eq || op == ExprOp::Ne;
     ExprType t = ExprType::Int;
     if (a->type == ExprType::Float || b->type == ExprType::Float) {
       a = as_float(std::move(a));
@@ -223,11 +237,21 @@ std::string BoolExpr::str() const { return to_string(p_); }
 using detail::make_binary;
 using detail::make_unary;
 
-Expr operator+(const Expr &a, const Expr &b) { return Expr(make_binary(ExprOp::Add, a.ptr(), b.ptr())); }
-Expr operator-(const Expr &a, const Expr &b) { return Expr(make_binary(ExprOp::Sub, a.ptr(), b.ptr())); }
-Expr operator*(const Expr &a, const Expr &b) { return Expr(make_binary(ExprOp::Mul, a.ptr(), b.ptr())); }
-Expr operator/(const Expr &a, const Expr &b) { return Expr(make_binary(ExprOp::Div, a.ptr(), b.ptr())); }
-Expr operator%(const Expr &a, const Expr &b) { return Expr(make_binary(ExprOp::Mod, a.ptr(), b.ptr())); }
+Expr operator+(const Expr &a, const Expr &b) {
+  return Expr(make_binary(ExprOp::Add, a.ptr(), b.ptr()));
+}
+Expr operator-(const Expr &a, const Expr &b) {
+  return Expr(make_binary(ExprOp::Sub, a.ptr(), b.ptr()));
+}
+Expr operator*(const Expr &a, const Expr &b) {
+  return Expr(make_binary(ExprOp::Mul, a.ptr(), b.ptr()));
+}
+Expr operator/(const Expr &a, const Expr &b) {
+  return Expr(make_binary(ExprOp::Div, a.ptr(), b.ptr()));
+}
+Expr operator%(const Expr &a, const Expr &b) {
+  return Expr(make_binary(ExprOp::Mod, a.ptr(), b.ptr()));
+}
 Expr operator-(const Expr &a) { return Expr(make_unary(ExprOp::Neg, a.ptr())); }
 Expr min(const Expr &a, const Expr &b) { return Expr(make_binary(ExprOp::Min, a.ptr(), b.ptr())); }
 Expr max(const Expr &a, const Expr &b) { return Expr(make_binary(ExprOp::Max, a.ptr(), b.ptr())); }
@@ -239,14 +263,30 @@ Expr tanh(const Expr &a) { return Expr(make_unary(ExprOp::Tanh, a.ptr())); }
 Expr sqrt(const Expr &a) { return Expr(make_unary(ExprOp::Sqrt, a.ptr())); }
 Expr to_float(const Expr &a) { return Expr(make_unary(ExprOp::ToFloat, a.ptr())); }
 
-BoolExpr operator<(const Expr &a, const Expr &b) { return BoolExpr(make_binary(ExprOp::Lt, a.ptr(), b.ptr())); }
-BoolExpr operator<=(const Expr &a, const Expr &b) { return BoolExpr(make_binary(ExprOp::Le, a.ptr(), b.ptr())); }
-BoolExpr operator>(const Expr &a, const Expr &b) { return BoolExpr(make_binary(ExprOp::Gt, a.ptr(), b.ptr())); }
-BoolExpr operator>=(const Expr &a, const Expr &b) { return BoolExpr(make_binary(ExprOp::Ge, a.ptr(), b.ptr())); }
-BoolExpr operator==(const Expr &a, const Expr &b) { return BoolExpr(make_binary(ExprOp::Eq, a.ptr(), b.ptr())); }
-BoolExpr operator!=(const Expr &a, const Expr &b) { return BoolExpr(make_binary(ExprOp::Ne, a.ptr(), b.ptr())); }
-BoolExpr operator&&(const BoolExpr &a, const BoolExpr &b) { return BoolExpr(make_binary(ExprOp::And, a.ptr(), b.ptr())); }
-BoolExpr operator||(const BoolExpr &a, const BoolExpr &b) { return BoolExpr(make_binary(ExprOp::Or, a.ptr(), b.ptr())); }
+BoolExpr operator<(const Expr &a, const Expr &b) {
+  return BoolExpr(make_binary(ExprOp::Lt, a.ptr(), b.ptr()));
+}
+BoolExpr operator<=(const Expr &a, const Expr &b) {
+  return BoolExpr(make_binary(ExprOp::Le, a.ptr(), b.ptr()));
+}
+BoolExpr operator>(const Expr &a, const Expr &b) {
+  return BoolExpr(make_binary(ExprOp::Gt, a.ptr(), b.ptr()));
+}
+BoolExpr operator>=(const Expr &a, const Expr &b) {
+  return BoolExpr(make_binary(ExprOp::Ge, a.ptr(), b.ptr()));
+}
+BoolExpr operator==(const Expr &a, const Expr &b) {
+  return BoolExpr(make_binary(ExprOp::Eq, a.ptr(), b.ptr()));
+}
+BoolExpr operator!=(const Expr &a, const Expr &b) {
+  return BoolExpr(make_binary(ExprOp::Ne, a.ptr(), b.ptr()));
+}
+BoolExpr operator&&(const BoolExpr &a, const BoolExpr &b) {
+  return BoolExpr(make_binary(ExprOp::And, a.ptr(), b.ptr()));
+}
+BoolExpr operator||(const BoolExpr &a, const BoolExpr &b) {
+  return BoolExpr(make_binary(ExprOp::Or, a.ptr(), b.ptr()));
+}
 BoolExpr operator!(const BoolExpr &a) { return BoolExpr(make_unary(ExprOp::Not, a.ptr())); }
 
 Expr select(const BoolExpr &c, const Expr &a, const Expr &b) {
@@ -264,8 +304,8 @@ MaskFn causal_mask() {
 }
 
 MaskFn sliding_window_mask(std::int64_t window) {
-  user_check(window >= 1, "sliding_window_mask: window must be at least 1, got " +
-                              std::to_string(window));
+  user_check(window >= 1,
+             "sliding_window_mask: window must be at least 1, got " + std::to_string(window));
   return mask_fn([window](Expr, Expr, Expr q, Expr kv) { return q >= kv && q - kv < window; });
 }
 
@@ -275,11 +315,19 @@ static int precedence(ExprOp op) {
   switch (op) {
   case ExprOp::Or: return 1;
   case ExprOp::And: return 2;
-  case ExprOp::Eq: case ExprOp::Ne: return 3;
-  case ExprOp::Lt: case ExprOp::Le: case ExprOp::Gt: case ExprOp::Ge: return 4;
-  case ExprOp::Add: case ExprOp::Sub: return 5;
-  case ExprOp::Mul: case ExprOp::Div: case ExprOp::Mod: return 6;
-  case ExprOp::Neg: case ExprOp::Not: return 7;
+  case ExprOp::Eq:
+  case ExprOp::Ne: return 3;
+  case ExprOp::Lt:
+  case ExprOp::Le:
+  case ExprOp::Gt:
+  case ExprOp::Ge: return 4;
+  case ExprOp::Add:
+  case ExprOp::Sub: return 5;
+  case ExprOp::Mul:
+  case ExprOp::Div:
+  case ExprOp::Mod: return 6;
+  case ExprOp::Neg:
+  case ExprOp::Not: return 7;
   default: return 8; // leaves and calls
   }
 }
@@ -300,19 +348,30 @@ static void print(std::ostream &os, const ExprPtr &e, const std::vector<std::str
   if (paren)
     os << '(';
   switch (e->op) {
-  case ExprOp::IndexB: case ExprOp::IndexH: case ExprOp::IndexQ: case ExprOp::IndexKV:
-  case ExprOp::LenQ: case ExprOp::LenKV: case ExprOp::Score:
-    os << expr_op_name(e->op);
-    break;
+  case ExprOp::IndexB:
+  case ExprOp::IndexH:
+  case ExprOp::IndexQ:
+  case ExprOp::IndexKV:
+  case ExprOp::LenQ:
+  case ExprOp::LenKV:
+  case ExprOp::Score: os << expr_op_name(e->op); break;
   case ExprOp::ConstInt: os << e->ival; break;
   case ExprOp::ConstFloat: os << format_double(e->fval); break;
   case ExprOp::ConstBool: os << (e->ival ? "true" : "false"); break;
-  case ExprOp::Neg: case ExprOp::Not:
+  case ExprOp::Neg:
+  case ExprOp::Not:
     os << expr_op_name(e->op);
     print(os, e->args[0], names, p + 1);
     break;
-  case ExprOp::Exp: case ExprOp::Log: case ExprOp::Tanh: case ExprOp::Abs: case ExprOp::Sqrt:
-  case ExprOp::ToFloat: case ExprOp::Min: case ExprOp::Max: case ExprOp::Pow:
+  case ExprOp::Exp:
+  case ExprOp::Log:
+  case ExprOp::Tanh:
+  case ExprOp::Abs:
+  case ExprOp::Sqrt:
+  case ExprOp::ToFloat:
+  case ExprOp::Min:
+  case ExprOp::Max:
+  case ExprOp::Pow:
   case ExprOp::Select: {
     os << expr_op_name(e->op) << '(';
     for (std::size_t i = 0; i < e->args.size(); ++i) {
@@ -360,8 +419,7 @@ std::vector<std::int32_t> loaded_tensors(const ExprPtr &e) {
   std::function<void(const ExprPtr &)> walk = [&](const ExprPtr &n) {
     if (!n)
       return;
-    if (n->op == ExprOp::Load &&
-        std::find(out.begin(), out.end(), n->tensor) == out.end())
+    if (n->op == ExprOp::Load && std::find(out.begin(), out.end(), n->tensor) == out.end())
       out.push_back(n->tensor);
     for (const auto &a : n->args)
       walk(a);

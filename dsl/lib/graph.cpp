@@ -58,11 +58,35 @@ Dim sum(const std::vector<Dim> &parts) {
   return Dim(name, e);
 }
 
-static const char *const kOpNames[] = {
-    "input", "param", "constant", "matmul", "linear", "transpose", "scale", "add", "sub",
-    "mul", "div", "softmax", "split_heads", "merge_heads", "concat", "mask", "score_mod",
-    "sinusoidal_pe", "rope", "layer_norm", "rms_norm", "gelu", "silu", "elu", "swiglu",
-    "embedding", "attention", "linformer_project", "linear_attention"};
+static const char *const kOpNames[] = {"input",
+                                       "param",
+                                       "constant",
+                                       "matmul",
+                                       "linear",
+                                       "transpose",
+                                       "scale",
+                                       "add",
+                                       "sub",
+                                       "mul",
+                                       "div",
+                                       "softmax",
+                                       "split_heads",
+                                       "merge_heads",
+                                       "concat",
+                                       "mask",
+                                       "score_mod",
+                                       "sinusoidal_pe",
+                                       "rope",
+                                       "layer_norm",
+                                       "rms_norm",
+                                       "gelu",
+                                       "silu",
+                                       "elu",
+                                       "swiglu",
+                                       "embedding",
+                                       "attention",
+                                       "linformer_project",
+                                       "linear_attention"};
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) ==
               static_cast<std::size_t>(OpKind::LinearAttention) + 1);
 
@@ -154,8 +178,9 @@ Dim Graph::dim(const std::string &name, std::int64_t extent) {
   auto it = dims_.find(name);
   if (it != dims_.end()) {
     if (it->second.extent != extent)
-      user_error("dim '" + name + "' is already declared as " + describe(Dim(name, it->second.extent)) +
-                 "; it cannot also be " + describe(Dim(name, extent)));
+      user_error("dim '" + name + "' is already declared as " +
+                 describe(Dim(name, it->second.extent)) + "; it cannot also be " +
+                 describe(Dim(name, extent)));
     return Dim(name, extent);
   }
   dims_[name] = DimDef{name, extent, DimDef::Kind::Atomic, {}};
@@ -349,7 +374,8 @@ static std::string attr_str(const Graph &g, const Node &n, bool with_names) {
   };
   switch (n.op) {
   case OpKind::Transpose:
-    kv.push_back("axes = [" + std::to_string(a.axes.at(0)) + ", " + std::to_string(a.axes.at(1)) + "]");
+    kv.push_back("axes = [" + std::to_string(a.axes.at(0)) + ", " + std::to_string(a.axes.at(1)) +
+                 "]");
     break;
   case OpKind::Scale: kv.push_back("scale = " + fmt(a.scale.value_or(1))); break;
   case OpKind::Softmax: kv.push_back("axis = " + std::to_string(a.axes.at(0))); break;
@@ -372,7 +398,8 @@ static std::string attr_str(const Graph &g, const Node &n, bool with_names) {
     kv.push_back("offset = " + std::to_string(a.offset));
     kv.push_back(std::string("interleaved = ") + (a.interleaved ? "true" : "false"));
     break;
-  case OpKind::LayerNorm: case OpKind::RmsNorm: kv.push_back("eps = " + fmt(a.eps)); break;
+  case OpKind::LayerNorm:
+  case OpKind::RmsNorm: kv.push_back("eps = " + fmt(a.eps)); break;
   case OpKind::Gelu:
     kv.push_back(std::string("approximate = ") + (a.approximate ? "tanh" : "none"));
     break;
@@ -466,7 +493,9 @@ void Graph::verify() const {
                    describe(Dim(d.name, it->second.extent)));
     }
     switch (n.op) {
-    case OpKind::Input: case OpKind::Param: case OpKind::Constant:
+    case OpKind::Input:
+    case OpKind::Param:
+    case OpKind::Constant:
       if (!n.inputs.empty())
         user_error(where + ": an argument has inputs");
       if (!arg_names.insert(n.name).second)
@@ -515,7 +544,8 @@ static std::string shape_str(const Shape &s) {
 
 // Derived dims (H*Dh, A+B): computes each from its parts, or infers one missing part
 // from the whole. `source` names where each known extent came from, for messages.
-static void derive_dims(const Graph &g, DimBindings &b, std::map<std::string, std::string> &source) {
+static void derive_dims(const Graph &g, DimBindings &b,
+                        std::map<std::string, std::string> &source) {
   for (bool changed = true; changed;) {
     changed = false;
     for (const auto &[name, def] : g.dim_defs()) {
@@ -603,8 +633,8 @@ DimBindings bind_dims(const Graph &g, const std::map<std::string, std::pair<DTyp
     const char *what = n.op == OpKind::Input ? "input" : "param";
     auto it = args.find(n.name);
     if (it == args.end())
-      user_error("missing " + std::string(what) + " '" + n.name + "': " +
-                 std::string(dtype_name(n.dtype)) + " " + describe_full(n.dims));
+      user_error("missing " + std::string(what) + " '" + n.name +
+                 "': " + std::string(dtype_name(n.dtype)) + " " + describe_full(n.dims));
     const auto &[dtype, shape] = it->second;
     if (dtype != n.dtype)
       user_error(std::string(what) + " '" + n.name + "' must be " +
@@ -624,8 +654,8 @@ DimBindings bind_dims(const Graph &g, const std::map<std::string, std::pair<DTyp
       } else if (bit->second != shape[i]) {
         if (d.is_static())
           user_error(std::string(what) + " '" + n.name + "': dim '" + d.name + "' must be " +
-                     std::to_string(d.extent) + ", got " + std::to_string(shape[i]) +
-                     " (shape " + shape_str(shape) + ")");
+                     std::to_string(d.extent) + ", got " + std::to_string(shape[i]) + " (shape " +
+                     shape_str(shape) + ")");
         user_error("dim '" + d.name + "' is " + std::to_string(bit->second) + " in '" +
                    source[d.name] + "' but " + std::to_string(shape[i]) + " in '" + n.name +
                    "' (shape " + shape_str(shape) + ")");

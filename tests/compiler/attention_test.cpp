@@ -32,108 +32,160 @@ Qkv qkv_inputs(Graph &g, int rank, std::int64_t h, std::int64_t hkv, bool cross,
           g.input("v", DType::F32, dims(Hk, S, Dv))};
 }
 
-const std::vector<DB> kSelf = {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 3}}, {{"B", 1}, {"L", 17}},
-                               {{"B", 2}, {"L", 64}}};
-const std::vector<DB> kCross = {{{"B", 1}, {"L", 1}, {"S", 1}}, {{"B", 2}, {"L", 3}, {"S", 17}},
+const std::vector<DB> kSelf = {
+    {{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 3}}, {{"B", 1}, {"L", 17}}, {{"B", 2}, {"L", 64}}};
+const std::vector<DB> kCross = {{{"B", 1}, {"L", 1}, {"S", 1}},
+                                {{"B", 2}, {"L", 3}, {"S", 17}},
                                 {{"B", 1}, {"L", 17}, {"S", 5}}};
 
 std::vector<DiffCase> cases() {
   std::vector<DiffCase> c;
-  c.push_back(one_output("rank2_single_head", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false, 6, 6);
-    return attention(q, k, v).value();
-  }, kSelf));
-  c.push_back(one_output("rank3_heads_explicit_scale", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 3, 3, 3, false, 5, 7);
-    return attention(q, k, v).scale(0.9).value();
-  }, kSelf));
-  c.push_back(one_output("rank4_causal", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
-    return attention(q, k, v).mask(causal_mask()).value();
-  }, kSelf));
-  c.push_back(one_output("gqa_sliding_window", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 4, 4, 2, false);
-    return attention(q, k, v).mask(sliding_window_mask(4)).value();
-  }, kSelf));
-  c.push_back(one_output("mqa_alibi", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 4, 4, 1, false);
-    Value slopes = g.param("slopes", DType::F32, {g.dim("H", 4)});
-    return attention(q, k, v)
-        .mask(causal_mask())
-        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) { return s + slopes[h] * (ki - qi); })
-        .value();
-  }, kSelf));
-  c.push_back(one_output("cross_attention", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, true, 8, 3);
-    return attention(q, k, v).value();
-  }, kCross));
-  c.push_back(one_output("cross_causal_bottom_right", [](Graph &g) {
-    // causal aligned to the last query: q + (len_kv - len_q) >= kv; rows with nothing
-    // visible (S < L) must come out 0.
-    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, true);
-    return attention(q, k, v)
-        .mask([](auto, auto, auto qi, auto ki) { return qi + (len_kv() - len_q()) >= ki; })
-        .value();
-  }, kCross));
-  c.push_back(one_output("document_mask_and_softcap", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
-    Value doc = g.input("doc", DType::I32, {g.dim("B"), g.dim("L")});
-    return attention(q, k, v)
-        .mask([&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); })
-        .score_mod([](auto s, auto, auto, auto, auto) { return 2.0 * tanh(s / 2.0); })
-        .value();
-  }, kSelf));
-  c.push_back(one_output("relative_bias_table", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
-    // bias[h, clamp(kv - q + 8, 0, 16)]
-    Value bias = g.param("bias", DType::F32, {g.dim("H", 2), g.dim("R", 17)});
-    return attention(q, k, v)
-        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
-          return s + bias(h, min(max(ki - qi + 8, 0), 16));
-        })
-        .value();
-  }, kSelf));
-  c.push_back(one_output("fully_masked", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
-    return attention(q, k, v).mask([](auto, auto, auto qi, auto) { return qi < 0; }).value();
-  }, {{{"L", 1}}, {{"L", 5}}}));
-  c.push_back(one_output("score_mod_to_minus_inf", [](Graph &g) {
-    // A score_mod may drop scores itself by returning -inf; odd rows keep only kv == 0.
-    auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false);
-    return attention(q, k, v)
-        .score_mod([](auto s, auto, auto, auto qi, auto ki) {
-          return select(qi % 2 == 1 && ki > 0, -std::numeric_limits<double>::infinity(), s);
-        })
-        .value();
-  }, {{{"L", 1}}, {{"L", 7}}}));
-  c.push_back(one_output("dynamic_head_dim", [](Graph &g) {
-    // Dh bound at run time: the default scale 1/sqrt(Dh) is computed in the kernel.
-    Dim L = g.dim("L"), Dh = g.dim("Dh");
-    Value q = g.input("q", DType::F32, {L, Dh}), k = g.input("k", DType::F32, {L, Dh}),
-          v = g.input("v", DType::F32, {L, Dh});
-    return attention(q, k, v).value();
-  }, {{{"L", 1}, {"Dh", 1}}, {{"L", 9}, {"Dh", 3}}, {{"L", 4}, {"Dh", 17}}}));
-  c.push_back(one_output("linear_attention_elu", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false, 6, 5);
-    return linear_attention(q, k, v);
-  }, kSelf));
-  c.push_back(one_output("linear_attention_gqa_relu", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 3, 4, 2, true);
-    return linear_attention(q, k, v, FeatureMap::Relu);
-  }, kCross));
-  c.push_back(one_output("linformer_then_attention", [](Graph &g) {
-    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
-    Value e = g.param("e", DType::F32, {g.dim("Kp", 4), g.dim("L")});
-    return attention(q, linformer_project(k, e), linformer_project(v, e)).value();
-  }, {{{"L", 1}}, {{"L", 17}}}));
-  c.push_back(one_output("seeds_way_masked", [](Graph &g) {
-    // matmul -> scale -> score_mod -> mask -> softmax -> matmul: recognised as attention.
-    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
-    Value s = scale(matmul(q, transpose(k)), 0.5);
-    s = score_mod(s, [](auto sc, auto, auto h, auto, auto) { return sc - to_float(h); });
-    s = mask(s, causal_mask());
-    return matmul(softmax(s), v);
-  }, kSelf));
+  c.push_back(one_output(
+      "rank2_single_head",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false, 6, 6);
+        return attention(q, k, v).value();
+      },
+      kSelf));
+  c.push_back(one_output(
+      "rank3_heads_explicit_scale",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 3, 3, 3, false, 5, 7);
+        return attention(q, k, v).scale(0.9).value();
+      },
+      kSelf));
+  c.push_back(one_output(
+      "rank4_causal",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+        return attention(q, k, v).mask(causal_mask()).value();
+      },
+      kSelf));
+  c.push_back(one_output(
+      "gqa_sliding_window",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 4, 4, 2, false);
+        return attention(q, k, v).mask(sliding_window_mask(4)).value();
+      },
+      kSelf));
+  c.push_back(one_output(
+      "mqa_alibi",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 4, 4, 1, false);
+        Value slopes = g.param("slopes", DType::F32, {g.dim("H", 4)});
+        return attention(q, k, v)
+            .mask(causal_mask())
+            .score_mod(
+                [&](auto s, auto, auto h, auto qi, auto ki) { return s + slopes[h] * (ki - qi); })
+            .value();
+      },
+      kSelf));
+  c.push_back(one_output(
+      "cross_attention",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, true, 8, 3);
+        return attention(q, k, v).value();
+      },
+      kCross));
+  c.push_back(one_output(
+      "cross_causal_bottom_right",
+      [](Graph &g) {
+        // causal aligned to the last query: q + (len_kv - len_q) >= kv; rows with nothing
+        // visible (S < L) must come out 0.
+        auto [q, k, v] = qkv_inputs(g, 3, 2, 2, true);
+        return attention(q, k, v)
+            .mask([](auto, auto, auto qi, auto ki) { return qi + (len_kv() - len_q()) >= ki; })
+            .value();
+      },
+      kCross));
+  c.push_back(one_output(
+      "document_mask_and_softcap",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+        Value doc = g.input("doc", DType::I32, {g.dim("B"), g.dim("L")});
+        return attention(q, k, v)
+            .mask([&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); })
+            .score_mod([](auto s, auto, auto, auto, auto) { return 2.0 * tanh(s / 2.0); })
+            .value();
+      },
+      kSelf));
+  c.push_back(one_output(
+      "relative_bias_table",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+        // bias[h, clamp(kv - q + 8, 0, 16)]
+        Value bias = g.param("bias", DType::F32, {g.dim("H", 2), g.dim("R", 17)});
+        return attention(q, k, v)
+            .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+              return s + bias(h, min(max(ki - qi + 8, 0), 16));
+            })
+            .value();
+      },
+      kSelf));
+  c.push_back(one_output(
+      "fully_masked",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+        return attention(q, k, v).mask([](auto, auto, auto qi, auto) { return qi < 0; }).value();
+      },
+      {{{"L", 1}}, {{"L", 5}}}));
+  c.push_back(one_output("score_mod_to_minus_inf",
+                         [](Graph &g) {
+                           // A score_mod may drop scores itself by returning -inf; odd rows keep
+                           // only kv == 0.
+                           auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false);
+                           return attention(q, k, v)
+                               .score_mod([](auto s, auto, auto, auto qi, auto ki) {
+                                 return select(qi % 2 == 1 && ki > 0,
+                                               -std::numeric_limits<double>::infinity(), s);
+                               })
+                               .value();
+                         },
+                         {{{"L", 1}}, {{"L", 7}}}));
+  c.push_back(one_output("dynamic_head_dim",
+                         [](Graph &g) {
+                           // Dh bound at run time: the default scale 1/sqrt(Dh) is computed in the
+                           // kernel.
+                           Dim L = g.dim("L"), Dh = g.dim("Dh");
+                           Value q = g.input("q", DType::F32, {L, Dh}),
+                                 k = g.input("k", DType::F32, {L, Dh}),
+                                 v = g.input("v", DType::F32, {L, Dh});
+                           return attention(q, k, v).value();
+                         },
+                         {{{"L", 1}, {"Dh", 1}}, {{"L", 9}, {"Dh", 3}}, {{"L", 4}, {"Dh", 17}}}));
+  c.push_back(one_output(
+      "linear_attention_elu",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false, 6, 5);
+        return linear_attention(q, k, v);
+      },
+      kSelf));
+  c.push_back(one_output(
+      "linear_attention_gqa_relu",
+      [](Graph &g) {
+        auto [q, k, v] = qkv_inputs(g, 3, 4, 2, true);
+        return linear_attention(q, k, v, FeatureMap::Relu);
+      },
+      kCross));
+  c.push_back(
+      one_output("linformer_then_attention",
+                 [](Graph &g) {
+                   auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+                   Value e = g.param("e", DType::F32, {g.dim("Kp", 4), g.dim("L")});
+                   return attention(q, linformer_project(k, e), linformer_project(v, e)).value();
+                 },
+                 {{{"L", 1}}, {{"L", 17}}}));
+  c.push_back(one_output(
+      "seeds_way_masked",
+      [](Graph &g) {
+        // matmul -> scale -> score_mod -> mask -> softmax -> matmul: recognised as attention.
+        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+        Value s = scale(matmul(q, transpose(k)), 0.5);
+        s = score_mod(s, [](auto sc, auto, auto h, auto, auto) { return sc - to_float(h); });
+        s = mask(s, causal_mask());
+        return matmul(softmax(s), v);
+      },
+      kSelf));
   return c;
 }
 

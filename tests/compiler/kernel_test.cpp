@@ -41,8 +41,8 @@ Kernel *KernelTest::kernel_ = nullptr;
 
 TEST_F(KernelTest, RunsAndAgreesWithInterpreter) {
   TensorMap in = inputs();
-  Comparison c = compare(kernel_->run(in).at("y"), reference::run(kernel_->graph(), in).at("y"),
-                         1e-5, 1e-4);
+  Comparison c =
+      compare(kernel_->run(in).at("y"), reference::run(kernel_->graph(), in).at("y"), 1e-5, 1e-4);
   EXPECT_TRUE(c.ok) << c.message;
 }
 

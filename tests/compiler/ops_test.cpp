@@ -14,165 +14,264 @@ const std::vector<DB> kRows = {{{"L", 1}}, {{"L", 3}}, {{"L", 17}}, {{"L", 129}}
 std::vector<DiffCase> cases() {
   std::vector<DiffCase> c;
   // ---- matmul / linear ----
-  c.push_back(one_output("matmul_2d", [](Graph &g) {
-    Dim M = g.dim("M"), K = g.dim("K"), N = g.dim("N");
-    return matmul(g.input("a", DType::F32, {M, K}), g.input("b", DType::F32, {K, N}));
-  }, {{{"M", 1}, {"K", 1}, {"N", 1}}, {{"M", 3}, {"K", 17}, {"N", 5}}, {{"M", 33}, {"K", 64}, {"N", 7}}}));
-  c.push_back(one_output("matmul_batched", [](Graph &g) {
-    Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 6), N = g.dim("N");
-    return matmul(g.input("a", DType::F32, {B, M, K}), g.input("b", DType::F32, {B, K, N}));
-  }, {{{"B", 1}, {"M", 1}, {"N", 1}}, {{"B", 3}, {"M", 5}, {"N", 9}}}));
-  c.push_back(one_output("matmul_broadcast_rhs", [](Graph &g) {
-    Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 8), N = g.dim("N", 3);
-    return matmul(g.input("a", DType::F32, {B, M, K}), g.param("w", DType::F32, {K, N}));
-  }, {{{"B", 2}, {"M", 7}}, {{"B", 1}, {"M", 1}}}));
-  c.push_back(one_output("matmul_broadcast_lhs", [](Graph &g) {
-    Dim B = g.dim("B"), M = g.dim("M", 4), K = g.dim("K"), N = g.dim("N");
-    return matmul(g.param("e", DType::F32, {M, K}), g.input("b", DType::F32, {B, K, N}));
-  }, {{{"B", 2}, {"K", 5}, {"N", 3}}, {{"B", 1}, {"K", 1}, {"N", 1}}}));
-  c.push_back(one_output("linear", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 12), F = g.dim("F", 5);
-    return linear(g.input("x", DType::F32, {L, D}), g.param("w", DType::F32, {D, F}));
-  }, kRows));
-  c.push_back(one_output("linear_bias_3d", [](Graph &g) {
-    Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 7), F = g.dim("F", 9);
-    return linear(g.input("x", DType::F32, {B, L, D}), g.param("w", DType::F32, {D, F}),
-                  g.param("b", DType::F32, {F}));
-  }, {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
+  c.push_back(one_output(
+      "matmul_2d",
+      [](Graph &g) {
+        Dim M = g.dim("M"), K = g.dim("K"), N = g.dim("N");
+        return matmul(g.input("a", DType::F32, {M, K}), g.input("b", DType::F32, {K, N}));
+      },
+      {{{"M", 1}, {"K", 1}, {"N", 1}},
+       {{"M", 3}, {"K", 17}, {"N", 5}},
+       {{"M", 33}, {"K", 64}, {"N", 7}}}));
+  c.push_back(one_output(
+      "matmul_batched",
+      [](Graph &g) {
+        Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 6), N = g.dim("N");
+        return matmul(g.input("a", DType::F32, {B, M, K}), g.input("b", DType::F32, {B, K, N}));
+      },
+      {{{"B", 1}, {"M", 1}, {"N", 1}}, {{"B", 3}, {"M", 5}, {"N", 9}}}));
+  c.push_back(one_output(
+      "matmul_broadcast_rhs",
+      [](Graph &g) {
+        Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 8), N = g.dim("N", 3);
+        return matmul(g.input("a", DType::F32, {B, M, K}), g.param("w", DType::F32, {K, N}));
+      },
+      {{{"B", 2}, {"M", 7}}, {{"B", 1}, {"M", 1}}}));
+  c.push_back(one_output(
+      "matmul_broadcast_lhs",
+      [](Graph &g) {
+        Dim B = g.dim("B"), M = g.dim("M", 4), K = g.dim("K"), N = g.dim("N");
+        return matmul(g.param("e", DType::F32, {M, K}), g.input("b", DType::F32, {B, K, N}));
+      },
+      {{{"B", 2}, {"K", 5}, {"N", 3}}, {{"B", 1}, {"K", 1}, {"N", 1}}}));
+  c.push_back(one_output(
+      "linear",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 12), F = g.dim("F", 5);
+        return linear(g.input("x", DType::F32, {L, D}), g.param("w", DType::F32, {D, F}));
+      },
+      kRows));
+  c.push_back(one_output("linear_bias_3d",
+                         [](Graph &g) {
+                           Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 7), F = g.dim("F", 9);
+                           return linear(g.input("x", DType::F32, {B, L, D}),
+                                         g.param("w", DType::F32, {D, F}),
+                                         g.param("b", DType::F32, {F}));
+                         },
+                         {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
   // ---- shape ops ----
-  c.push_back(one_output("transpose", [](Graph &g) {
-    Dim A = g.dim("A"), B = g.dim("B", 3), C = g.dim("C");
-    return transpose(g.input("x", DType::F32, {A, B, C}), 0, 2);
-  }, {{{"A", 1}, {"C", 1}}, {{"A", 5}, {"C", 17}}}));
-  c.push_back(one_output("split_heads", [](Graph &g) {
-    Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 12);
-    return split_heads(g.input("x", DType::F32, {B, L, D}), g.dim("H", 3), g.dim("Dh", 4));
-  }, {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
-  c.push_back(one_output("merge_heads", [](Graph &g) {
-    Dim H = g.dim("H", 3), L = g.dim("L"), Dh = g.dim("Dh", 5);
-    return merge_heads(g.input("x", DType::F32, {H, L, Dh}));
-  }, kRows));
-  c.push_back(one_output("split_merge_roundtrip", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 6);
-    Value x = g.input("x", DType::F32, {L, D});
-    return merge_heads(split_heads(x, g.dim("H", 2), g.dim("Dk", 3)), D) - x; // exactly 0
-  }, kRows));
-  c.push_back(one_output("concat_features", [](Graph &g) {
-    Dim L = g.dim("L"), A = g.dim("A", 3), B = g.dim("B", 5);
-    return concat({g.input("a", DType::F32, {L, A}), g.input("b", DType::F32, {L, B})}, -1);
-  }, kRows));
-  c.push_back(one_output("concat_dynamic_axis", [](Graph &g) {
-    Dim L = g.dim("L"), S = g.dim("S"), D = g.dim("D", 4);
-    return concat({g.input("a", DType::F32, {L, D}), g.input("b", DType::F32, {S, D})}, 0);
-  }, {{{"L", 1}, {"S", 1}}, {{"L", 3}, {"S", 17}}}));
+  c.push_back(one_output("transpose",
+                         [](Graph &g) {
+                           Dim A = g.dim("A"), B = g.dim("B", 3), C = g.dim("C");
+                           return transpose(g.input("x", DType::F32, {A, B, C}), 0, 2);
+                         },
+                         {{{"A", 1}, {"C", 1}}, {{"A", 5}, {"C", 17}}}));
+  c.push_back(one_output(
+      "split_heads",
+      [](Graph &g) {
+        Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 12);
+        return split_heads(g.input("x", DType::F32, {B, L, D}), g.dim("H", 3), g.dim("Dh", 4));
+      },
+      {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
+  c.push_back(one_output(
+      "merge_heads",
+      [](Graph &g) {
+        Dim H = g.dim("H", 3), L = g.dim("L"), Dh = g.dim("Dh", 5);
+        return merge_heads(g.input("x", DType::F32, {H, L, Dh}));
+      },
+      kRows));
+  c.push_back(one_output(
+      "split_merge_roundtrip",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 6);
+        Value x = g.input("x", DType::F32, {L, D});
+        return merge_heads(split_heads(x, g.dim("H", 2), g.dim("Dk", 3)), D) - x; // exactly 0
+      },
+      kRows));
+  c.push_back(one_output(
+      "concat_features",
+      [](Graph &g) {
+        Dim L = g.dim("L"), A = g.dim("A", 3), B = g.dim("B", 5);
+        return concat({g.input("a", DType::F32, {L, A}), g.input("b", DType::F32, {L, B})}, -1);
+      },
+      kRows));
+  c.push_back(one_output(
+      "concat_dynamic_axis",
+      [](Graph &g) {
+        Dim L = g.dim("L"), S = g.dim("S"), D = g.dim("D", 4);
+        return concat({g.input("a", DType::F32, {L, D}), g.input("b", DType::F32, {S, D})}, 0);
+      },
+      {{{"L", 1}, {"S", 1}}, {{"L", 3}, {"S", 17}}}));
   // ---- elementwise ----
-  c.push_back(one_output("scale", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 5);
-    return scale(g.input("x", DType::F32, {L, D}), -0.375);
-  }, kRows));
-  c.push_back(one_output("add_sub_mul_div_broadcast", [](Graph &g) {
-    Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 6);
-    Value x = g.input("x", DType::F32, {B, L, D}), y = g.input("y", DType::F32, {L, D});
-    Value bias = g.param("bias", DType::F32, {D});
-    // keep the divisor away from 0: 2 + bias*bias
-    Value den = add(mul(bias, bias), g.constant("two", {D}, std::vector<double>(6, 2.0)));
-    return div(sub(mul(add(x, y), x), bias), den);
-  }, {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
-  c.push_back(one_output("gelu_exact", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 7);
-    return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0));
-  }, kRows));
-  c.push_back(one_output("gelu_tanh", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 7);
-    return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0), true);
-  }, kRows));
-  c.push_back(one_output("silu_elu_swiglu", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 5);
-    Value x = scale(g.input("x", DType::F32, {L, D}), 3.0);
-    Value y = g.input("y", DType::F32, {L, D});
-    return add(swiglu(x, y), add(silu(y), elu(x, 0.7)));
-  }, kRows));
+  c.push_back(one_output(
+      "scale",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 5);
+        return scale(g.input("x", DType::F32, {L, D}), -0.375);
+      },
+      kRows));
+  c.push_back(one_output(
+      "add_sub_mul_div_broadcast",
+      [](Graph &g) {
+        Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 6);
+        Value x = g.input("x", DType::F32, {B, L, D}), y = g.input("y", DType::F32, {L, D});
+        Value bias = g.param("bias", DType::F32, {D});
+        // keep the divisor away from 0: 2 + bias*bias
+        Value den = add(mul(bias, bias), g.constant("two", {D}, std::vector<double>(6, 2.0)));
+        return div(sub(mul(add(x, y), x), bias), den);
+      },
+      {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
+  c.push_back(one_output(
+      "gelu_exact",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 7);
+        return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0));
+      },
+      kRows));
+  c.push_back(one_output(
+      "gelu_tanh",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 7);
+        return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0), true);
+      },
+      kRows));
+  c.push_back(one_output(
+      "silu_elu_swiglu",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 5);
+        Value x = scale(g.input("x", DType::F32, {L, D}), 3.0);
+        Value y = g.input("y", DType::F32, {L, D});
+        return add(swiglu(x, y), add(silu(y), elu(x, 0.7)));
+      },
+      kRows));
   // ---- softmax ----
-  c.push_back(one_output("softmax_last", [](Graph &g) {
-    Dim L = g.dim("L"), S = g.dim("S");
-    return softmax(scale(g.input("x", DType::F32, {L, S}), 5.0));
-  }, {{{"L", 1}, {"S", 1}}, {{"L", 3}, {"S", 17}}, {{"L", 2}, {"S", 129}}}));
-  c.push_back(one_output("softmax_axis0", [](Graph &g) {
-    Dim L = g.dim("L"), S = g.dim("S", 3);
-    return softmax(g.input("x", DType::F32, {L, S}), 0);
-  }, kRows));
-  c.push_back(one_output("softmax_fully_masked_rows", [](Graph &g) {
-    // Rows q < 2 are masked entirely: softmax must give 0 there, not NaN.
-    Dim L = g.dim("L"), S = g.dim("S");
-    Value m = mask(g.input("x", DType::F32, {L, S}), [](auto, auto, auto q, auto) { return q >= 2; });
-    return softmax(m);
-  }, {{{"L", 1}, {"S", 3}}, {{"L", 5}, {"S", 17}}}));
+  c.push_back(one_output("softmax_last",
+                         [](Graph &g) {
+                           Dim L = g.dim("L"), S = g.dim("S");
+                           return softmax(scale(g.input("x", DType::F32, {L, S}), 5.0));
+                         },
+                         {{{"L", 1}, {"S", 1}}, {{"L", 3}, {"S", 17}}, {{"L", 2}, {"S", 129}}}));
+  c.push_back(one_output(
+      "softmax_axis0",
+      [](Graph &g) {
+        Dim L = g.dim("L"), S = g.dim("S", 3);
+        return softmax(g.input("x", DType::F32, {L, S}), 0);
+      },
+      kRows));
+  c.push_back(one_output("softmax_fully_masked_rows",
+                         [](Graph &g) {
+                           // Rows q < 2 are masked entirely: softmax must give 0 there, not NaN.
+                           Dim L = g.dim("L"), S = g.dim("S");
+                           Value m = mask(g.input("x", DType::F32, {L, S}),
+                                          [](auto, auto, auto q, auto) { return q >= 2; });
+                           return softmax(m);
+                         },
+                         {{{"L", 1}, {"S", 3}}, {{"L", 5}, {"S", 17}}}));
   // ---- mods on score tensors ----
-  c.push_back(one_output("mask_sliding_window_4d", [](Graph &g) {
-    Dim B = g.dim("B"), H = g.dim("H", 2), L = g.dim("L"), S = g.dim("S");
-    return mask(g.input("s", DType::F32, {B, H, L, S}), sliding_window_mask(3));
-  }, {{{"B", 1}, {"L", 1}, {"S", 1}}, {{"B", 2}, {"L", 9}, {"S", 17}}}));
-  c.push_back(one_output("mask_document_ids", [](Graph &g) {
-    Dim L = g.dim("L");
-    Value doc = g.input("doc", DType::I32, {L});
-    Value s = g.input("s", DType::F32, {L, L});
-    return softmax(mask(s, [&](auto, auto, auto q, auto kv) { return doc[q] == doc[kv] && q >= kv; }));
-  }, kRows));
-  c.push_back(one_output("score_mod_alibi_softcap", [](Graph &g) {
-    Dim H = g.dim("H", 3), L = g.dim("L"), S = g.dim("S");
-    Value slopes = g.param("slopes", DType::F32, {H});
-    Value s = scale(g.input("s", DType::F32, {H, L, S}), 10.0);
-    return score_mod(s, [&](auto sc, auto, auto h, auto q, auto kv) {
-      return 5.0 * tanh(sc / 5.0) + slopes[h] * abs(kv - q) - select(q % 2 == 0, 0.5, 0.0) +
-             max(to_float(len_kv() - len_q()), 0.0) + min(exp(sc * 0.1), log(abs(sc) + 1.0)) +
-             sqrt(pow(abs(sc), 1.5));
-    });
-  }, {{{"L", 1}, {"S", 1}}, {{"L", 4}, {"S", 17}}}));
+  c.push_back(
+      one_output("mask_sliding_window_4d",
+                 [](Graph &g) {
+                   Dim B = g.dim("B"), H = g.dim("H", 2), L = g.dim("L"), S = g.dim("S");
+                   return mask(g.input("s", DType::F32, {B, H, L, S}), sliding_window_mask(3));
+                 },
+                 {{{"B", 1}, {"L", 1}, {"S", 1}}, {{"B", 2}, {"L", 9}, {"S", 17}}}));
+  c.push_back(one_output(
+      "mask_document_ids",
+      [](Graph &g) {
+        Dim L = g.dim("L");
+        Value doc = g.input("doc", DType::I32, {L});
+        Value s = g.input("s", DType::F32, {L, L});
+        return softmax(
+            mask(s, [&](auto, auto, auto q, auto kv) { return doc[q] == doc[kv] && q >= kv; }));
+      },
+      kRows));
+  c.push_back(one_output("score_mod_alibi_softcap",
+                         [](Graph &g) {
+                           Dim H = g.dim("H", 3), L = g.dim("L"), S = g.dim("S");
+                           Value slopes = g.param("slopes", DType::F32, {H});
+                           Value s = scale(g.input("s", DType::F32, {H, L, S}), 10.0);
+                           return score_mod(s, [&](auto sc, auto, auto h, auto q, auto kv) {
+                             return 5.0 * tanh(sc / 5.0) + slopes[h] * abs(kv - q) -
+                                    select(q % 2 == 0, 0.5, 0.0) +
+                                    max(to_float(len_kv() - len_q()), 0.0) +
+                                    min(exp(sc * 0.1), log(abs(sc) + 1.0)) +
+                                    sqrt(pow(abs(sc), 1.5));
+                           });
+                         },
+                         {{{"L", 1}, {"S", 1}}, {{"L", 4}, {"S", 17}}}));
   // ---- positions ----
-  c.push_back(one_output("sinusoidal_pe_odd_d", [](Graph &g) {
-    Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 7);
-    return sinusoidal_pe(g.input("x", DType::F32, {B, L, D}), 10000, 3);
-  }, {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 129}}}));
-  c.push_back(one_output("rope_halves", [](Graph &g) {
-    Dim H = g.dim("H", 2), L = g.dim("L"), Dh = g.dim("Dh", 8);
-    return rope(g.input("x", DType::F32, {H, L, Dh}), {10000, false, 5});
-  }, kRows));
-  c.push_back(one_output("rope_interleaved", [](Graph &g) {
-    Dim L = g.dim("L"), Dh = g.dim("Dh", 6);
-    return rope(g.input("x", DType::F32, {L, Dh}), {500, true, 0});
-  }, kRows));
+  c.push_back(one_output("sinusoidal_pe_odd_d",
+                         [](Graph &g) {
+                           Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 7);
+                           return sinusoidal_pe(g.input("x", DType::F32, {B, L, D}), 10000, 3);
+                         },
+                         {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 129}}}));
+  c.push_back(one_output(
+      "rope_halves",
+      [](Graph &g) {
+        Dim H = g.dim("H", 2), L = g.dim("L"), Dh = g.dim("Dh", 8);
+        return rope(g.input("x", DType::F32, {H, L, Dh}), {10000, false, 5});
+      },
+      kRows));
+  c.push_back(one_output(
+      "rope_interleaved",
+      [](Graph &g) {
+        Dim L = g.dim("L"), Dh = g.dim("Dh", 6);
+        return rope(g.input("x", DType::F32, {L, Dh}), {500, true, 0});
+      },
+      kRows));
   // ---- norms ----
-  c.push_back(one_output("layer_norm_affine", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 9);
-    return layer_norm(g.input("x", DType::F32, {L, D}), g.param("gamma", DType::F32, {D}),
-                      g.param("beta", DType::F32, {D}), 1e-5);
-  }, kRows));
-  c.push_back(one_output("layer_norm_plain_dynamic_d", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D");
-    return layer_norm(g.input("x", DType::F32, {L, D}), 1e-3);
-  }, {{{"L", 1}, {"D", 2}}, {{"L", 3}, {"D", 17}}}));
-  c.push_back(one_output("rms_norm", [](Graph &g) {
-    Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 16);
-    Value x = g.input("x", DType::F32, {B, L, D});
-    return add(rms_norm(x, g.param("gamma", DType::F32, {D})), rms_norm(x));
-  }, {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
+  c.push_back(one_output(
+      "layer_norm_affine",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 9);
+        return layer_norm(g.input("x", DType::F32, {L, D}), g.param("gamma", DType::F32, {D}),
+                          g.param("beta", DType::F32, {D}), 1e-5);
+      },
+      kRows));
+  c.push_back(one_output("layer_norm_plain_dynamic_d",
+                         [](Graph &g) {
+                           Dim L = g.dim("L"), D = g.dim("D");
+                           return layer_norm(g.input("x", DType::F32, {L, D}), 1e-3);
+                         },
+                         {{{"L", 1}, {"D", 2}}, {{"L", 3}, {"D", 17}}}));
+  c.push_back(one_output("rms_norm",
+                         [](Graph &g) {
+                           Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 16);
+                           Value x = g.input("x", DType::F32, {B, L, D});
+                           return add(rms_norm(x, g.param("gamma", DType::F32, {D})), rms_norm(x));
+                         },
+                         {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
   // ---- lookups and projections ----
-  c.push_back(one_output("embedding", [](Graph &g) {
-    Dim B = g.dim("B"), L = g.dim("L"), V = g.dim("V", 11), D = g.dim("D", 6);
-    return embedding(g.input("ids", DType::I32, {B, L}), g.param("table", DType::F32, {V, D}));
-  }, {{{"B", 1}, {"L", 1}}, {{"B", 3}, {"L", 17}}}));
-  c.push_back(one_output("embedding_i64", [](Graph &g) {
-    Dim L = g.dim("L"), V = g.dim("V", 5), D = g.dim("D", 3);
-    return embedding(g.input("ids", DType::I64, {L}), g.param("table", DType::F32, {V, D}));
-  }, kRows));
-  c.push_back(one_output("linformer_project", [](Graph &g) {
-    Dim H = g.dim("H", 2), S = g.dim("S"), Dh = g.dim("Dh", 4), Kp = g.dim("Kp", 3);
-    return linformer_project(g.input("k", DType::F32, {H, S, Dh}), g.param("e", DType::F32, {Kp, S}));
-  }, {{{"S", 1}}, {{"S", 17}}}));
-  c.push_back(one_output("constant", [](Graph &g) {
-    Dim L = g.dim("L"), D = g.dim("D", 3);
-    return add(g.input("x", DType::F32, {L, D}), g.constant("c", {D}, {0.5, -1.25, 3.0}));
-  }, kRows));
+  c.push_back(one_output(
+      "embedding",
+      [](Graph &g) {
+        Dim B = g.dim("B"), L = g.dim("L"), V = g.dim("V", 11), D = g.dim("D", 6);
+        return embedding(g.input("ids", DType::I32, {B, L}), g.param("table", DType::F32, {V, D}));
+      },
+      {{{"B", 1}, {"L", 1}}, {{"B", 3}, {"L", 17}}}));
+  c.push_back(one_output(
+      "embedding_i64",
+      [](Graph &g) {
+        Dim L = g.dim("L"), V = g.dim("V", 5), D = g.dim("D", 3);
+        return embedding(g.input("ids", DType::I64, {L}), g.param("table", DType::F32, {V, D}));
+      },
+      kRows));
+  c.push_back(one_output("linformer_project",
+                         [](Graph &g) {
+                           Dim H = g.dim("H", 2), S = g.dim("S"), Dh = g.dim("Dh", 4),
+                               Kp = g.dim("Kp", 3);
+                           return linformer_project(g.input("k", DType::F32, {H, S, Dh}),
+                                                    g.param("e", DType::F32, {Kp, S}));
+                         },
+                         {{{"S", 1}}, {{"S", 17}}}));
+  c.push_back(one_output(
+      "constant",
+      [](Graph &g) {
+        Dim L = g.dim("L"), D = g.dim("D", 3);
+        return add(g.input("x", DType::F32, {L, D}), g.constant("c", {D}, {0.5, -1.25, 3.0}));
+      },
+      kRows));
   return c;
 }
 

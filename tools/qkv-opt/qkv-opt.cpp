@@ -17,6 +17,6 @@ int main(int argc, char **argv) {
   qkv::ir::registerQkvDialects(registry);
   mlir::registerAllPasses();
   qkv::ir::registerQkvPassesAndPipelines();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "qkv optimizer driver (mlir-opt + the qkv dialect)\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "qkv optimizer driver (mlir-opt + the qkv dialect)\n", registry));
 }

@@ -53,20 +53,27 @@ Graph mha_like(const char *name, bool causal, std::int64_t kv_heads, bool cross)
 
 std::vector<Entry> make() {
   std::vector<Entry> e;
-  e.push_back({"seed", "the seeds' 4x6 walkthrough written as matmul/softmax/matmul (single head)",
-               seed, {{{"L", 4}}, {{"L", 1}}, {{"L", 17}}}});
-  e.push_back({"mha", "multi-head self-attention block, B and L dynamic (D=64, H=4, Dh=16)",
+  e.push_back({"seed",
+               "the seeds' 4x6 walkthrough written as matmul/softmax/matmul (single head)",
+               seed,
+               {{{"L", 4}}, {{"L", 1}}, {{"L", 17}}}});
+  e.push_back({"mha",
+               "multi-head self-attention block, B and L dynamic (D=64, H=4, Dh=16)",
                [] { return mha_like("mha", false, 4, false); },
                {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 3}, {"L", 17}}}});
-  e.push_back({"causal", "multi-head self-attention with a causal mask_mod (q >= kv)",
+  e.push_back({"causal",
+               "multi-head self-attention with a causal mask_mod (q >= kv)",
                [] { return mha_like("causal", true, 4, false); },
                {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 1}, {"L", 33}}}});
-  e.push_back({"gqa", "grouped-query attention: 4 query heads share 2 kv heads",
+  e.push_back({"gqa",
+               "grouped-query attention: 4 query heads share 2 kv heads",
                [] { return mha_like("gqa", false, 2, false); },
                {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 9}}}});
-  e.push_back({"cross", "cross-attention: queries from x (L), keys/values from memory (S)",
+  e.push_back({"cross",
+               "cross-attention: queries from x (L), keys/values from memory (S)",
                [] { return mha_like("cross", false, 4, true); },
-               {{{"B", 2}, {"L", 8}, {"S", 12}}, {{"B", 1}, {"L", 1}, {"S", 1}},
+               {{{"B", 2}, {"L", 8}, {"S", 12}},
+                {{"B", 1}, {"L", 1}, {"S", 1}},
                 {{"B", 1}, {"L", 5}, {"S", 17}}}});
   return e;
 }

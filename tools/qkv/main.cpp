@@ -50,7 +50,8 @@ Prints graph NAME's IR at stage S, one of:
 Compiled code works for every extent of the dynamic dims, so no shape is needed.
 )";
 
-const char *kRunHelp = R"(usage: qkv run NAME [--check] [--dims D=N,...] [--seed N] [--atol X] [--rtol Y]
+const char *kRunHelp =
+    R"(usage: qkv run NAME [--check] [--dims D=N,...] [--seed N] [--atol X] [--rtol Y]
 
 Compiles NAME for the host CPU and runs it on random inputs (fixed seed). Dynamic dims
 take the gallery's default extents unless --dims gives them (e.g. --dims B=2,L=17).
@@ -259,9 +260,10 @@ int main(int argc, char **argv) {
       }
       return cmd_list();
     }
-    const char *help = a.cmd == "dump" ? kDumpHelp : a.cmd == "run" ? kRunHelp
-                       : a.cmd == "bench"                        ? kBenchHelp
-                                                                 : nullptr;
+    const char *help = a.cmd == "dump"    ? kDumpHelp
+                       : a.cmd == "run"   ? kRunHelp
+                       : a.cmd == "bench" ? kBenchHelp
+                                          : nullptr;
     if (!help) {
       std::cerr << "qkv: unknown command '" << a.cmd << "'\n\n" << kUsage;
       return 2;

@@ -28,8 +28,7 @@ bool compatible(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
 }
 
-LogicalResult sameShape(Operation *op, RankedTensorType a, RankedTensorType b,
-                        StringRef what) {
+LogicalResult sameShape(Operation *op, RankedTensorType a, RankedTensorType b, StringRef what) {
   if (a.getRank() != b.getRank())
     return op->emitOpError() << what << ": rank " << a.getRank() << " vs " << b.getRank();
   for (int64_t i = 0; i < a.getRank(); ++i)
@@ -61,8 +60,8 @@ LogicalResult verifyModRegion(Operation *op, Region &region, bool withScore, Typ
                              << block.getNumArguments();
   unsigned i = 0;
   if (withScore && block.getArgument(i++).getType() != scoreType)
-    return op->emitOpError() << name << " region's first argument must be the score ("
-                             << scoreType << ")";
+    return op->emitOpError() << name << " region's first argument must be the score (" << scoreType
+                             << ")";
   for (unsigned j = 0; j < 6; ++j, ++i)
     if (!block.getArgument(i).getType().isIndex())
       return op->emitOpError() << name << " region's position arguments must be index";
@@ -84,7 +83,7 @@ LogicalResult verifyModRegion(Operation *op, Region &region, bool withScore, Typ
 
 // ---- unary -------------------------------------------------------------------------------
 
-#define SAME_SHAPE_VERIFIER(OP)                                                          \
+#define SAME_SHAPE_VERIFIER(OP)                                                                    \
   LogicalResult OP::verify() { return sameShape(*this, rt(getX()), rt(getResult()), "result"); }
 SAME_SHAPE_VERIFIER(ScaleOp)
 SAME_SHAPE_VERIFIER(GeluOp)
@@ -217,8 +216,8 @@ LogicalResult LinearOp::verify() {
     return emitOpError("weight must be (in, out)");
   if (!compatible(x.getDimSize(x.getRank() - 1), w.getDimSize(0)))
     return emitOpError("x's last dim must be the weight's first");
-  if (getBias() && (rt(getBias()).getRank() != 1 ||
-                    !compatible(rt(getBias()).getDimSize(0), w.getDimSize(1))))
+  if (getBias() &&
+      (rt(getBias()).getRank() != 1 || !compatible(rt(getBias()).getDimSize(0), w.getDimSize(1))))
     return emitOpError("bias must be (out)");
   if (o.getRank() != x.getRank() || !compatible(o.getDimSize(o.getRank() - 1), w.getDimSize(1)))
     return emitOpError("result must be (..., out)");
@@ -295,8 +294,7 @@ LogicalResult ScoreModOp::verifyRegions() {
                          "score_mod");
 }
 
-static LogicalResult verifyAttentionShapes(Operation *op, Value qv, Value kv, Value vv,
-                                           Value out) {
+static LogicalResult verifyAttentionShapes(Operation *op, Value qv, Value kv, Value vv, Value out) {
   auto q = rt(qv), k = rt(kv), v = rt(vv), o = rt(out);
   int64_t r = q.getRank();
   if (r < 2 || r > 4 || k.getRank() != r || v.getRank() != r || o.getRank() != r)
@@ -326,8 +324,7 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult AttentionOp::verifyRegions() {
-  if (failed(verifyModRegion(*this, getScore(), true, elementType(getQ()), getCaptures(),
-                             "score")))
+  if (failed(verifyModRegion(*this, getScore(), true, elementType(getQ()), getCaptures(), "score")))
     return failure();
   return verifyModRegion(*this, getMask(), false, {}, getCaptures(), "mask");
 }

@@ -34,10 +34,10 @@ namespace {
 
 Value readBuffer(OpBuilder &b, Location loc, Value t) {
   auto tt = tensorType(t);
-  auto mt = MemRefType::get(tt.getShape(), tt.getElementType(),
-                            StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
-                                                   SmallVector<int64_t>(tt.getRank(),
-                                                                        ShapedType::kDynamic)));
+  auto mt = MemRefType::get(
+      tt.getShape(), tt.getElementType(),
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                             SmallVector<int64_t>(tt.getRank(), ShapedType::kDynamic)));
   return bufferization::ToBufferOp::create(b, loc, mt, t, /*read_only=*/true);
 }
 
@@ -177,15 +177,17 @@ struct AttentionLowering : OpRewritePattern<AttentionOp> {
       rw.setInsertionPointToStart(wr.getBody());
       Value d = wr.getInductionVar();
       Value av = memref::LoadOp::create(rw, loc, acc, ValueRange{d});
-      Value o = arith::SelectOp::create(rw, loc, any, arith::DivFOp::create(rw, loc, av, lFinal), l0);
+      Value o =
+          arith::SelectOp::create(rw, loc, any, arith::DivFOp::create(rw, loc, av, lFinal), l0);
       memref::StoreOp::create(rw, loc, o, outM, at(bi, hi, qi, d));
     }
 
     // No dealloc of acc here: the ownership-based deallocation pass that runs after
     // bufferization places it (and rejects IR that frees memory itself).
     rw.setInsertionPointAfter(loopB);
-    Value res = bufferization::ToTensorOp::create(rw, loc, outT, outM, /*restrict=*/rw.getUnitAttr(),
-                                                  /*writable=*/rw.getUnitAttr());
+    Value res =
+        bufferization::ToTensorOp::create(rw, loc, outT, outM, /*restrict=*/rw.getUnitAttr(),
+                                          /*writable=*/rw.getUnitAttr());
     rw.replaceOp(op, res);
     return success();
   }

@@ -64,11 +64,11 @@ Value generic(OpBuilder &b, Location loc, Value init, ValueRange inputs, ArrayRe
               AffineMap outMap, ArrayRef<utils::IteratorType> iters, BodyFn body) {
   SmallVector<AffineMap> maps(inMaps.begin(), inMaps.end());
   maps.push_back(outMap);
-  auto op = linalg::GenericOp::create(
-      b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps, iters,
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        linalg::YieldOp::create(nb, nl, body(nb, nl, args));
-      });
+  auto op =
+      linalg::GenericOp::create(b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
+                                iters, [&](OpBuilder &nb, Location nl, ValueRange args) {
+                                  linalg::YieldOp::create(nb, nl, body(nb, nl, args));
+                                });
   return op.getResult(0);
 }
 
@@ -87,8 +87,8 @@ Value elementwise(OpBuilder &b, Location loc, Value shapeFrom, Type elem, ValueR
     maps.push_back(dimsMap(b.getContext(), r, range(r - ri, r)));
   }
   Value init = emptyOf(b, loc, sizesOf(b, loc, shapeFrom), elem);
-  return generic(b, loc, init, inputs, maps, dimsMap(b.getContext(), r, range(0, r)),
-                 iterators(r), body);
+  return generic(b, loc, init, inputs, maps, dimsMap(b.getContext(), r, range(0, r)), iterators(r),
+                 body);
 }
 
 Value sigmoidTimes(OpBuilder &b, Location loc, Value x, Value y) {
@@ -161,12 +161,13 @@ struct LinearLowering : OpRewritePattern<LinearOp> {
     xm.push_back(k);
     auto om = range(0, p);
     om.push_back(n);
-    Value res = generic(rw, loc, init, {x, w}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {k, n})},
-                        dimsMap(ctx, loops, om), iterators(rx, 1),
-                        [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                          Value pr = arith::MulFOp::create(b, l, args[0], args[1]);
-                          return arith::AddFOp::create(b, l, args[2], pr);
-                        });
+    Value res =
+        generic(rw, loc, init, {x, w}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {k, n})},
+                dimsMap(ctx, loops, om), iterators(rx, 1),
+                [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                  Value pr = arith::MulFOp::create(b, l, args[0], args[1]);
+                  return arith::AddFOp::create(b, l, args[2], pr);
+                });
     rw.replaceOp(op, res);
     return success();
   }
@@ -240,7 +241,8 @@ Value geluBody(GeluOp op, OpBuilder &b, Location l, Type t, Value x) {
     inner = math::TanhOp::create(
         b, l, arith::MulFOp::create(b, l, floatConst(b, l, t, std::sqrt(2.0 / M_PI)), u));
   } else { // erf(x / sqrt(2))
-    inner = math::ErfOp::create(b, l, arith::MulFOp::create(b, l, x, floatConst(b, l, t, M_SQRT1_2)));
+    inner =
+        math::ErfOp::create(b, l, arith::MulFOp::create(b, l, x, floatConst(b, l, t, M_SQRT1_2)));
   }
   Value s = arith::AddFOp::create(b, l, floatConst(b, l, t, 1.0), inner);
   return arith::MulFOp::create(b, l, floatConst(b, l, t, 0.5), arith::MulFOp::create(b, l, x, s));
@@ -307,36 +309,37 @@ struct SoftmaxLowering : OpRewritePattern<SoftmaxOp> {
     // m = max over the axis; m' = m == -inf ? 0 : m, so a fully masked row gives
     // exp(-inf - 0) = 0 everywhere and a zero sum instead of NaN.
     auto safeMax = [&](OpBuilder &b, Location l, Value m) -> Value {
-      Value isInf = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, m,
-                                          floatConst(b, l, elem, ninf));
+      Value isInf =
+          arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, m, floatConst(b, l, elem, ninf));
       return arith::SelectOp::create(b, l, isInf, floatConst(b, l, elem, 0.0), m);
     };
     Value mx = reduceAxis(rw, loc, x, axis, {}, {}, ninf,
                           [](OpBuilder &b, Location l, ValueRange a) -> Value {
                             return arith::MaximumFOp::create(b, l, a[0], a[1]);
                           });
-    Value sum = reduceAxis(rw, loc, x, axis, {mx}, {true}, 0.0,
-                           [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-                             Value e = math::ExpOp::create(
-                                 b, l, arith::SubFOp::create(b, l, a[0], safeMax(b, l, a[1])));
-                             return arith::AddFOp::create(b, l, a[2], e);
-                           });
+    Value sum = reduceAxis(
+        rw, loc, x, axis, {mx}, {true}, 0.0, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value e =
+              math::ExpOp::create(b, l, arith::SubFOp::create(b, l, a[0], safeMax(b, l, a[1])));
+          return arith::AddFOp::create(b, l, a[2], e);
+        });
     SmallVector<unsigned> kept;
     for (unsigned i = 0; i < r; ++i)
       if (i != axis)
         kept.push_back(i);
     Value init = emptyOf(rw, loc, sizesOf(rw, loc, x), elem);
-    Value res = generic(
-        rw, loc, init, {x, mx, sum},
-        {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, kept), dimsMap(ctx, r, kept)},
-        dimsMap(ctx, r, range(0, r)), iterators(r),
-        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, a[0], safeMax(b, l, a[1])));
-          Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[2],
-                                            floatConst(b, l, elem, 0.0));
-          Value q = arith::DivFOp::create(b, l, e, a[2]);
-          return arith::SelectOp::create(b, l, pos, q, floatConst(b, l, elem, 0.0));
-        });
+    Value res =
+        generic(rw, loc, init, {x, mx, sum},
+                {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, kept), dimsMap(ctx, r, kept)},
+                dimsMap(ctx, r, range(0, r)), iterators(r),
+                [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                  Value e = math::ExpOp::create(
+                      b, l, arith::SubFOp::create(b, l, a[0], safeMax(b, l, a[1])));
+                  Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[2],
+                                                    floatConst(b, l, elem, 0.0));
+                  Value q = arith::DivFOp::create(b, l, e, a[2]);
+                  return arith::SelectOp::create(b, l, pos, q, floatConst(b, l, elem, 0.0));
+                });
     rw.replaceOp(op, res);
     return success();
   }
@@ -439,11 +442,12 @@ struct MaskLowering : OpRewritePattern<MaskOp> {
     Type elem = tensorType(s).getElementType();
     Value lq = sizeValue(rw, loc, s, r - 2), lk = sizeValue(rw, loc, s, r - 1);
     double ninf = -std::numeric_limits<double>::infinity();
-    Value res = elementwise(rw, loc, s, elem, {s}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-      SmallVector<Value> pos = modPositions(b, l, r, lq, lk);
-      Value keep = inlineModRegion(b, op.getBody(), pos, op.getCaptures());
-      return arith::SelectOp::create(b, l, keep, a[0], floatConst(b, l, elem, ninf));
-    });
+    Value res =
+        elementwise(rw, loc, s, elem, {s}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          SmallVector<Value> pos = modPositions(b, l, r, lq, lk);
+          Value keep = inlineModRegion(b, op.getBody(), pos, op.getCaptures());
+          return arith::SelectOp::create(b, l, keep, a[0], floatConst(b, l, elem, ninf));
+        });
     rw.replaceOp(op, res);
     return success();
   }
@@ -457,11 +461,12 @@ struct ScoreModLowering : OpRewritePattern<ScoreModOp> {
     unsigned r = tensorType(s).getRank();
     Type elem = tensorType(s).getElementType();
     Value lq = sizeValue(rw, loc, s, r - 2), lk = sizeValue(rw, loc, s, r - 1);
-    Value res = elementwise(rw, loc, s, elem, {s}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-      SmallVector<Value> lead{a[0]};
-      lead.append(modPositions(b, l, r, lq, lk));
-      return inlineModRegion(b, op.getBody(), lead, op.getCaptures());
-    });
+    Value res =
+        elementwise(rw, loc, s, elem, {s}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          SmallVector<Value> lead{a[0]};
+          lead.append(modPositions(b, l, r, lq, lk));
+          return inlineModRegion(b, op.getBody(), lead, op.getCaptures());
+        });
     rw.replaceOp(op, res);
     return success();
   }
@@ -473,9 +478,9 @@ Value angleF64(OpBuilder &b, Location l, Value pos, Value i, Value dimF64, doubl
   Value two_i = indexToFloat(b, l, arith::MulIOp::create(b, l, i, indexConst(b, l, 2)), f64);
   Value expo = arith::DivFOp::create(b, l, two_i, dimF64);
   // base^(-expo) = exp(-expo * ln(base))
-  Value inv = math::ExpOp::create(
-      b, l, arith::MulFOp::create(b, l, arith::NegFOp::create(b, l, expo),
-                                  floatConst(b, l, f64, std::log(base))));
+  Value inv = math::ExpOp::create(b, l,
+                                  arith::MulFOp::create(b, l, arith::NegFOp::create(b, l, expo),
+                                                        floatConst(b, l, f64, std::log(base))));
   return arith::MulFOp::create(b, l, indexToFloat(b, l, pos, f64), inv);
 }
 
@@ -495,19 +500,21 @@ struct SinusoidalPELowering : OpRewritePattern<SinusoidalPEOp> {
     Value dimF = indexToFloat(rw, loc, sizeValue(rw, loc, x, r - 1), rw.getF64Type());
     double base = op.getBase().convertToDouble();
     int64_t offset = op.getOffset();
-    Value res = elementwise(rw, loc, x, elem, {x}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-      Value p = arith::AddIOp::create(b, l, linalg::IndexOp::create(b, l, r - 2),
-                                      indexConst(b, l, offset));
-      Value d = linalg::IndexOp::create(b, l, r - 1);
-      Value two = indexConst(b, l, 2);
-      Value i = arith::DivUIOp::create(b, l, d, two);
-      Value ang = angleF64(b, l, p, i, dimF, base);
-      Value even = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
-                                         arith::RemUIOp::create(b, l, d, two), indexConst(b, l, 0));
-      Value pe = arith::SelectOp::create(b, l, even, math::SinOp::create(b, l, ang),
-                                         math::CosOp::create(b, l, ang));
-      return arith::AddFOp::create(b, l, a[0], toElem(b, l, pe, elem));
-    });
+    Value res =
+        elementwise(rw, loc, x, elem, {x}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value p = arith::AddIOp::create(b, l, linalg::IndexOp::create(b, l, r - 2),
+                                          indexConst(b, l, offset));
+          Value d = linalg::IndexOp::create(b, l, r - 1);
+          Value two = indexConst(b, l, 2);
+          Value i = arith::DivUIOp::create(b, l, d, two);
+          Value ang = angleF64(b, l, p, i, dimF, base);
+          Value even =
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                    arith::RemUIOp::create(b, l, d, two), indexConst(b, l, 0));
+          Value pe = arith::SelectOp::create(b, l, even, math::SinOp::create(b, l, ang),
+                                             math::CosOp::create(b, l, ang));
+          return arith::AddFOp::create(b, l, a[0], toElem(b, l, pe, elem));
+        });
     rw.replaceOp(op, res);
     return success();
   }
@@ -526,41 +533,43 @@ struct RopeLowering : OpRewritePattern<RopeOp> {
     double base = op.getBase().convertToDouble();
     int64_t offset = op.getOffset();
     bool inter = op.getInterleaved();
-    Value res = elementwise(rw, loc, x, elem, {x}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-      SmallVector<Value> idx;
-      for (unsigned j = 0; j < r; ++j)
-        idx.push_back(linalg::IndexOp::create(b, l, j));
-      Value d = idx.back();
-      Value p = arith::AddIOp::create(b, l, idx[r - 2], indexConst(b, l, offset));
-      Value i, partner, first;
-      if (inter) {
-        // pairs (2i, 2i+1): the first of a pair is even
-        Value two = indexConst(b, l, 2);
-        i = arith::DivUIOp::create(b, l, d, two);
-        first = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+    Value res =
+        elementwise(rw, loc, x, elem, {x}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          SmallVector<Value> idx;
+          for (unsigned j = 0; j < r; ++j)
+            idx.push_back(linalg::IndexOp::create(b, l, j));
+          Value d = idx.back();
+          Value p = arith::AddIOp::create(b, l, idx[r - 2], indexConst(b, l, offset));
+          Value i, partner, first;
+          if (inter) {
+            // pairs (2i, 2i+1): the first of a pair is even
+            Value two = indexConst(b, l, 2);
+            i = arith::DivUIOp::create(b, l, d, two);
+            first =
+                arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
                                       arith::RemUIOp::create(b, l, d, two), indexConst(b, l, 0));
-        partner = arith::SelectOp::create(b, l, first,
-                                          arith::AddIOp::create(b, l, d, indexConst(b, l, 1)),
-                                          arith::SubIOp::create(b, l, d, indexConst(b, l, 1)));
-      } else {
-        // pairs (i, i + Dh/2)
-        Value h = indexConst(b, l, half);
-        first = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, d, h);
-        i = arith::SelectOp::create(b, l, first, d, arith::SubIOp::create(b, l, d, h));
-        partner = arith::SelectOp::create(b, l, first, arith::AddIOp::create(b, l, d, h),
-                                          arith::SubIOp::create(b, l, d, h));
-      }
-      Value ang = angleF64(b, l, p, i, dimF, base);
-      Value c = toElem(b, l, math::CosOp::create(b, l, ang), elem);
-      Value s = toElem(b, l, math::SinOp::create(b, l, ang), elem);
-      idx.back() = partner;
-      Value other = tensor::ExtractOp::create(b, l, x, idx);
-      // first: a cos - b sin; second: b cos + a sin (a = the first of the pair)
-      Value xc = arith::MulFOp::create(b, l, a[0], c);
-      Value os = arith::MulFOp::create(b, l, other, s);
-      return arith::SelectOp::create(b, l, first, arith::SubFOp::create(b, l, xc, os),
-                                     arith::AddFOp::create(b, l, xc, os));
-    });
+            partner = arith::SelectOp::create(b, l, first,
+                                              arith::AddIOp::create(b, l, d, indexConst(b, l, 1)),
+                                              arith::SubIOp::create(b, l, d, indexConst(b, l, 1)));
+          } else {
+            // pairs (i, i + Dh/2)
+            Value h = indexConst(b, l, half);
+            first = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, d, h);
+            i = arith::SelectOp::create(b, l, first, d, arith::SubIOp::create(b, l, d, h));
+            partner = arith::SelectOp::create(b, l, first, arith::AddIOp::create(b, l, d, h),
+                                              arith::SubIOp::create(b, l, d, h));
+          }
+          Value ang = angleF64(b, l, p, i, dimF, base);
+          Value c = toElem(b, l, math::CosOp::create(b, l, ang), elem);
+          Value s = toElem(b, l, math::SinOp::create(b, l, ang), elem);
+          idx.back() = partner;
+          Value other = tensor::ExtractOp::create(b, l, x, idx);
+          // first: a cos - b sin; second: b cos + a sin (a = the first of the pair)
+          Value xc = arith::MulFOp::create(b, l, a[0], c);
+          Value os = arith::MulFOp::create(b, l, other, s);
+          return arith::SelectOp::create(b, l, first, arith::SubFOp::create(b, l, xc, os),
+                                         arith::AddFOp::create(b, l, xc, os));
+        });
     rw.replaceOp(op, res);
     return success();
   }
@@ -580,9 +589,10 @@ Value normalize(PatternRewriter &rw, Location loc, Value x, Value gamma, Value b
   Value mean;
   if (!rms) {
     Value sum = reduceAxis(rw, loc, x, r - 1, {}, {}, 0.0, add);
-    mean = elementwise(rw, loc, sum, elem, {sum}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-      return arith::DivFOp::create(b, l, a[0], n);
-    });
+    mean = elementwise(rw, loc, sum, elem, {sum},
+                       [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                         return arith::DivFOp::create(b, l, a[0], n);
+                       });
   }
   // sum of squares of (x - mean) (layer_norm) or of x (rms_norm)
   Value sq = reduceAxis(rw, loc, x, r - 1, rms ? ValueRange{} : ValueRange{mean},
@@ -655,13 +665,13 @@ struct EmbeddingLowering : OpRewritePattern<EmbeddingOp> {
     sizes.push_back(sizeOf(rw, loc, table, 1));
     Type elem = tensorType(op.getResult()).getElementType();
     Value init = emptyOf(rw, loc, sizes, elem);
-    Value res = generic(rw, loc, init, {ids}, {dimsMap(ctx, r, range(0, ri))},
-                        dimsMap(ctx, r, range(0, r)), iterators(r),
-                        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-                          Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
-                          Value col = linalg::IndexOp::create(b, l, r - 1);
-                          return tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
-                        });
+    Value res =
+        generic(rw, loc, init, {ids}, {dimsMap(ctx, r, range(0, ri))}, dimsMap(ctx, r, range(0, r)),
+                iterators(r), [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+                  Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), a[0]);
+                  Value col = linalg::IndexOp::create(b, l, r - 1);
+                  return tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
+                });
     rw.replaceOp(op, res);
     return success();
   }
@@ -687,12 +697,12 @@ struct LinformerProjectLowering : OpRewritePattern<LinformerProjectOp> {
     xm.append({s, d});
     auto om = range(0, p);
     om.append({kk, d});
-    Value res = generic(rw, loc, init, {x, e}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {kk, s})},
-                        dimsMap(ctx, loops, om), iterators(r, 1),
-                        [](OpBuilder &b, Location l, ValueRange a) -> Value {
-                          return arith::AddFOp::create(b, l, a[2],
-                                                       arith::MulFOp::create(b, l, a[0], a[1]));
-                        });
+    Value res =
+        generic(rw, loc, init, {x, e}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {kk, s})},
+                dimsMap(ctx, loops, om), iterators(r, 1),
+                [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                  return arith::AddFOp::create(b, l, a[2], arith::MulFOp::create(b, l, a[0], a[1]));
+                });
     rw.replaceOp(op, res);
     return success();
   }
@@ -709,11 +719,13 @@ struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
     Type elem = qt.getElementType();
     bool relu = op.getFeatureMap() == "relu";
     auto phi = [&](Value t) {
-      return elementwise(rw, loc, t, elem, {t}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-        if (relu)
-          return arith::MaximumFOp::create(b, l, a[0], floatConst(b, l, elem, 0.0));
-        return arith::AddFOp::create(b, l, eluValue(b, l, a[0], 1.0), floatConst(b, l, elem, 1.0));
-      });
+      return elementwise(
+          rw, loc, t, elem, {t}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            if (relu)
+              return arith::MaximumFOp::create(b, l, a[0], floatConst(b, l, elem, 0.0));
+            return arith::AddFOp::create(b, l, eluValue(b, l, a[0], 1.0),
+                                         floatConst(b, l, elem, 1.0));
+          });
     };
     Value pq = phi(q), pk = phi(k);
     // Leading dims: (B?, H?) = r - 2 of them; with heads, query head h reads kv head
@@ -741,8 +753,8 @@ struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
     auto kvm = range(0, lead);
     kvm.append({dh, dv});
     Value kv = generic(rw, loc, filled(rw, loc, kvSizes, elem, 0.0), {pk, v},
-                       {dimsMap(ctx, loops, km), dimsMap(ctx, loops, vm)},
-                       dimsMap(ctx, loops, kvm), iterators(lead + 2, 1), add);
+                       {dimsMap(ctx, loops, km), dimsMap(ctx, loops, vm)}, dimsMap(ctx, loops, kvm),
+                       iterators(lead + 2, 1), add);
     // ksum[lead..., dh] = sum_s phi(k)[lead..., s, dh]
     SmallVector<OpFoldResult> ksSizes(kvSizes.begin(), kvSizes.end() - 1);
     unsigned loops2 = lead + 2, dh2 = lead, s2 = lead + 1;
@@ -750,12 +762,12 @@ struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
     km2.append({s2, dh2});
     auto ksm = range(0, lead);
     ksm.push_back(dh2);
-    Value ksum = generic(rw, loc, filled(rw, loc, ksSizes, elem, 0.0), {pk},
-                         {dimsMap(ctx, loops2, km2)}, dimsMap(ctx, loops2, ksm),
-                         iterators(lead + 1, 1),
-                         [](OpBuilder &b, Location l, ValueRange a) -> Value {
-                           return arith::AddFOp::create(b, l, a[0], a[1]);
-                         });
+    Value ksum =
+        generic(rw, loc, filled(rw, loc, ksSizes, elem, 0.0), {pk}, {dimsMap(ctx, loops2, km2)},
+                dimsMap(ctx, loops2, ksm), iterators(lead + 1, 1),
+                [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                  return arith::AddFOp::create(b, l, a[0], a[1]);
+                });
     // Maps from query loops (lead..., l, ...) to kv-side leading dims, with the head
     // divided by the group size.
     auto kvLead = [&](unsigned nloops) {
@@ -799,16 +811,15 @@ struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
                         dimsMap(ctx, loops4, dm), iterators(lead + 1, 1), add);
     // out = den != 0 ? num / den : 0
     Value init = emptyOf(rw, loc, outSizes, elem);
-    Value res = generic(rw, loc, init, {num, den},
-                        {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, range(0, r - 1))},
-                        dimsMap(ctx, r, range(0, r)), iterators(r),
-                        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-                          Value nz = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, a[1],
-                                                           floatConst(b, l, elem, 0.0));
-                          return arith::SelectOp::create(b, l, nz,
-                                                         arith::DivFOp::create(b, l, a[0], a[1]),
-                                                         floatConst(b, l, elem, 0.0));
-                        });
+    Value res = generic(
+        rw, loc, init, {num, den}, {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, range(0, r - 1))},
+        dimsMap(ctx, r, range(0, r)), iterators(r),
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value nz = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, a[1],
+                                           floatConst(b, l, elem, 0.0));
+          return arith::SelectOp::create(b, l, nz, arith::DivFOp::create(b, l, a[0], a[1]),
+                                         floatConst(b, l, elem, 0.0));
+        });
     rw.replaceOp(op, res);
     return success();
   }
@@ -821,10 +832,11 @@ struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
                  BinaryLowering<SubOp>, BinaryLowering<MulOp>, BinaryLowering<DivOp>,
                  BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
                  UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
-                 UnaryLowering<EluOp, eluBody>, SoftmaxLowering, SplitHeadsLowering, MergeHeadsLowering,
-                 ConcatLowering, MaskLowering, ScoreModLowering, SinusoidalPELowering,
-                 RopeLowering, LayerNormLowering, RmsNormLowering, EmbeddingLowering,
-                 LinformerProjectLowering, LinearAttentionLowering>(&getContext());
+                 UnaryLowering<EluOp, eluBody>, SoftmaxLowering, SplitHeadsLowering,
+                 MergeHeadsLowering, ConcatLowering, MaskLowering, ScoreModLowering,
+                 SinusoidalPELowering, RopeLowering, LayerNormLowering, RmsNormLowering,
+                 EmbeddingLowering, LinformerProjectLowering, LinearAttentionLowering>(
+        &getContext());
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))

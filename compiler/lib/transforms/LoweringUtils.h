@@ -43,8 +43,8 @@ inline mlir::Value indexToFloat(mlir::OpBuilder &b, mlir::Location loc, mlir::Va
 /// Inlines a mod region (qkv.mask / qkv.score_mod / an attention region) at the builder's
 /// insertion point: the block arguments are replaced by `lead` (score?, b, h, q, kv,
 /// len_q, len_kv) followed by `captures`; returns the value the region yields.
-inline mlir::Value inlineModRegion(mlir::OpBuilder &b, mlir::Region &region,
-                                   mlir::ValueRange lead, mlir::ValueRange captures) {
+inline mlir::Value inlineModRegion(mlir::OpBuilder &b, mlir::Region &region, mlir::ValueRange lead,
+                                   mlir::ValueRange captures) {
   mlir::Block &block = region.front();
   mlir::IRMapping map;
   unsigned i = 0;

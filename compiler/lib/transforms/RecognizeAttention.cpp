@@ -30,8 +30,8 @@ template <class OpT> OpT singleUseDef(Value v) {
 
 /// Moves `from` (a mod region with its own captures) into `to`, whose block takes the
 /// lead arguments and then all of `allCaps`.
-void moveModRegion(OpBuilder &b, Region &from, ValueRange fromCaps, Region &to,
-                   ValueRange allCaps, unsigned lead) {
+void moveModRegion(OpBuilder &b, Region &from, ValueRange fromCaps, Region &to, ValueRange allCaps,
+                   unsigned lead) {
   Block &old = from.front();
   SmallVector<Type> types;
   SmallVector<Location> locs;
