@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "qkv_test/errors.hpp"
+
 #include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/interpreter.hpp>
 
@@ -19,14 +21,7 @@ Graph small_graph() {
   return g;
 }
 
-std::string error_of(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using test::error_of;
 
 class KernelTest : public ::testing::Test {
 protected:

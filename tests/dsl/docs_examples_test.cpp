@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "qkv_test/errors.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -16,6 +18,8 @@
 #include <vector>
 
 using namespace qkv;
+using qkv::test::error_of;
+using qkv::test::ErrorSays;
 
 namespace {
 
@@ -33,16 +37,6 @@ std::string guide() { return read_file(QKV_DSL_GUIDE); }
 void expect_in_guide(const std::string &text) {
   EXPECT_NE(guide().find(text), std::string::npos) << "docs/dsl.md should contain, verbatim:\n"
                                                    << text;
-}
-
-template <class F> std::string error_of(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no qkv::Error";
-  return "";
 }
 
 } // namespace

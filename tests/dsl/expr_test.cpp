@@ -4,21 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "qkv_test/errors.hpp"
+
 #include <string>
 
 namespace {
 
 using namespace qkv;
-
-template <class F> std::string error_of(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no qkv::Error";
-  return "";
-}
+using qkv::test::error_of;
+using qkv::test::ErrorSays;
 
 Expr var(ExprOp op) { return detail::index_var(op); }
 const Expr b = var(ExprOp::IndexB), h = var(ExprOp::IndexH), q = var(ExprOp::IndexQ),

@@ -4,21 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "qkv_test/errors.hpp"
+
 #include <string>
 
 namespace {
 
 using namespace qkv;
-
-template <class F> std::string error_of(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no qkv::Error";
-  return "";
-}
+using qkv::test::error_of;
+using qkv::test::ErrorSays;
 
 const Dim L("L"), S("S"), D("D", 8), H("H", 2), Dh("Dh", 4);
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "qkv_test/errors.hpp"
+
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -13,34 +15,8 @@
 namespace {
 
 using namespace qkv;
-
-/// Passes when f throws a qkv::Error whose message contains every part.
-template <class F>
-testing::AssertionResult ErrorSays(F &&f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-  } catch (const Error &e) {
-    std::string msg = e.what();
-    for (std::string_view p : parts)
-      if (msg.find(p) == std::string::npos)
-        return testing::AssertionFailure() << "the message\n  " << msg << "\nlacks\n  " << p;
-    return testing::AssertionSuccess();
-  } catch (const std::exception &e) {
-    return testing::AssertionFailure() << "threw something other than qkv::Error: " << e.what();
-  }
-  return testing::AssertionFailure() << "threw nothing";
-}
-
-/// The message of the qkv::Error f throws ("" and a test failure if none).
-template <class F> std::string error_of(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no qkv::Error";
-  return "";
-}
+using qkv::test::error_of;
+using qkv::test::ErrorSays;
 
 class ShapeRules : public testing::Test {
 protected:
