@@ -16,8 +16,24 @@ struct Target {
   std::string str() const { return "host-cpu"; }
 };
 
+/// How the compiled code is laid out in time and space: tile sizes, vector width and
+/// threads. Every setting computes the same result (the interpreter's); 0 means "the
+/// compiler's default", chosen for the host.
+struct Schedule {
+  /// Threads the kernel runs on (OpenMP); 0: all cores (or OMP_NUM_THREADS if set).
+  int threads = 0;
+  /// Query rows per attention tile (a multiple of the vector width); 0: default.
+  int q_tile = 0;
+  /// Keys per attention tile; 0: default.
+  int kv_tile = 0;
+  /// Vector register width in bits (128, 256 or 512); 0: the widest the host has.
+  int vector_bits = 0;
+};
+
 /// How to compile (never what: that is the graph).
 struct CompileOptions {
+  /// Tiles, vector width, threads.
+  Schedule schedule;
   /// Fuse attention written as matmul/softmax/matmul into one qkv.attention.
   bool recognize_attention = true;
   /// LLVM optimisation level for the JIT (0-3).
