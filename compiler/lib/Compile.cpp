@@ -22,6 +22,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
 
 #include "Import.h"
 #include "qkv/compiler/transforms/Passes.h"
@@ -37,7 +38,42 @@ CompileError::CompileError(std::string stage, std::string diagnostics)
       diagnostics_(std::move(diagnostics)) {}
 
 std::string cpu_stage_pipeline(const std::string &stage) {
-  std::string p = ir::cpuStagePipeline(stage);
+  return cpu_stage_pipeline(stage, Schedule{});
+}
+
+int host_vector_bits() {
+  auto features = llvm::sys::getHostCPUFeatures();
+  auto has = [&](const char *f) { return features.lookup(f); };
+  if (has("avx512f"))
+    return 512;
+  if (has("avx2") && has("fma"))
+    return 256;
+  return 128;
+}
+
+namespace {
+
+ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
+  if (s.threads < 0)
+    user_error("Schedule::threads must be 0 (all cores) or positive, got " +
+               std::to_string(s.threads));
+  if (s.q_tile < 0 || s.kv_tile < 0)
+    user_error("Schedule: tile sizes must be 0 (default) or positive");
+  if (s.vector_bits != 0 && s.vector_bits != 128 && s.vector_bits != 256 && s.vector_bits != 512)
+    user_error("Schedule::vector_bits must be 0 (the host's widest), 128, 256 or 512, got " +
+               std::to_string(s.vector_bits));
+  ir::CpuPipelineOptions o;
+  o.vectorBits = s.vector_bits ? s.vector_bits : host_vector_bits();
+  o.qTile = s.q_tile;
+  o.kvTile = s.kv_tile;
+  o.threads = s.threads;
+  return o;
+}
+
+} // namespace
+
+std::string cpu_stage_pipeline(const std::string &stage, const Schedule &schedule) {
+  std::string p = ir::cpuStagePipeline(stage, pipeline_options(schedule));
   if (p.empty())
     user_error("unknown CPU pipeline stage '" + stage + "' (qkv, linalg, loops, llvm)");
   return p;
@@ -141,6 +177,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
     stats.stage_ms.emplace_back(stage, ms);
   };
   keep("graph", g.str(), 0);
+  ir::CpuPipelineOptions popts = pipeline_options(options.schedule);
 
   mlir::DialectRegistry registry;
   ir::registerQkvDialects(registry);
@@ -164,7 +201,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   for (const char *stage : {"qkv", "linalg", "loops", "llvm"}) {
     t = Clock::now();
     mlir::PassManager pm(ctx.get());
-    std::string pipeline = ir::cpuStagePipeline(stage);
+    std::string pipeline = ir::cpuStagePipeline(stage, popts);
     if (std::string(stage) == "qkv" && !options.recognize_attention)
       pipeline = "canonicalize,cse";
     if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
@@ -182,6 +219,17 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   auto llvm_ir = std::make_shared<std::string>();
   // ExecutionEngineOptions::transformer is a function_ref: the callable must outlive it.
   std::function<llvm::Error(llvm::Module *)> transform = [&](llvm::Module *m) -> llvm::Error {
+    // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to
+    // 256-bit vectors on some AVX-512 machines).
+    std::string cpu = llvm::sys::getHostCPUName().str(), features = tm->getTargetFeatureString().str();
+    for (llvm::Function &f : *m) {
+      if (f.isDeclaration())
+        continue;
+      f.addFnAttr("target-cpu", cpu);
+      f.addFnAttr("target-features", features);
+      f.addFnAttr("prefer-vector-width", std::to_string(popts.vectorBits));
+      f.addFnAttr("min-legal-vector-width", std::to_string(popts.vectorBits));
+    }
     if (auto e = optimize(m))
       return e;
     llvm::raw_string_ostream os(*llvm_ir);
@@ -193,7 +241,8 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   eo.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   static const std::string runner_utils =
       std::string(QKV_LLVM_LIBDIR) + "/libmlir_c_runner_utils.so";
-  llvm::SmallVector<llvm::StringRef> libs{runner_utils};
+  static const std::string omp = std::string(QKV_LLVM_LIBDIR) + "/libomp.so";
+  llvm::SmallVector<llvm::StringRef> libs{runner_utils, omp};
   eo.sharedLibPaths = libs;
   auto engine = mlir::ExecutionEngine::create(*module, eo);
   if (!engine)

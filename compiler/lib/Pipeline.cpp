@@ -25,6 +25,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRefMemorySlot.h"
 #include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
@@ -33,6 +35,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
 #include <mutex>
@@ -41,27 +44,33 @@ namespace qkv::ir {
 
 namespace {
 
-/// The stages in order with their pass lists (module-anchored, bare lists).
-const std::pair<const char *, const char *> kStages[] = {
-    {"qkv", "canonicalize,func.func(qkv-recognize-attention),cse"},
-    {"linalg", "func.func(qkv-lower-attention-to-loops,qkv-lower-to-linalg),canonicalize,cse"},
-    {"loops", "one-shot-bufferize{bufferize-function-boundaries "
-              "function-boundary-type-conversion=identity-layout-map},"
-              "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
-              "func.func(convert-linalg-to-loops),"
-              "buffer-deallocation-pipeline,canonicalize,cse"},
-    {"llvm", "func.func(convert-scf-to-cf),expand-strided-metadata,lower-affine,"
-             "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-             "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,"
-             "convert-cf-to-llvm,reconcile-unrealized-casts"},
-};
+const char *const kStageNames[] = {"qkv", "linalg", "loops", "llvm"};
 
 } // namespace
 
-std::string cpuStagePipeline(llvm::StringRef stage) {
-  for (const auto &[name, pipeline] : kStages)
-    if (stage == name)
-      return pipeline;
+std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o) {
+  std::string flash = "qkv-lower-attention-to-flash{vector-bits=" + std::to_string(o.vectorBits) +
+                      " q-tile=" + std::to_string(o.qTile) + " kv-tile=" + std::to_string(o.kvTile) +
+                      " decode-rows=" + std::to_string(o.decodeRows) + "}";
+  if (stage == "qkv")
+    return "canonicalize,func.func(qkv-recognize-attention),cse";
+  if (stage == "linalg")
+    return flash + ",func.func(qkv-lower-to-linalg),canonicalize,cse";
+  if (stage == "loops")
+    return "one-shot-bufferize{bufferize-function-boundaries "
+           "function-boundary-type-conversion=identity-layout-map},"
+           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+           "func.func(convert-linalg-to-loops),"
+           "buffer-deallocation-pipeline,canonicalize,cse";
+  if (stage == "llvm")
+    // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
+    // alloca scopes OpenMP wraps around each task must still be single blocks then.
+    return "convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
+           "},convert-vector-to-llvm{reassociate-fp-reductions},expand-strided-metadata,"
+           "lower-affine,finalize-memref-to-llvm,func.func(convert-scf-to-cf),"
+           "convert-openmp-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+           "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,"
+           "convert-cf-to-llvm,reconcile-unrealized-casts";
   return "";
 }
 
@@ -72,7 +81,7 @@ void buildCpuStage(mlir::OpPassManager &pm, llvm::StringRef stage) {
 }
 
 void buildCpuPipeline(mlir::OpPassManager &pm) {
-  for (const auto &[name, pipeline] : kStages)
+  for (const char *name : kStageNames)
     buildCpuStage(pm, name);
 }
 
@@ -94,9 +103,9 @@ void registerQkvPassesAndPipelines() {
     registerQkvPasses();
     mlir::PassPipelineRegistration<>("qkv-cpu", "The whole qkv CPU pipeline: qkv -> LLVM dialect",
                                      [](mlir::OpPassManager &pm) { buildCpuPipeline(pm); });
-    for (const auto &[name, pipeline] : kStages) {
+    for (const char *name : kStageNames) {
       std::string id = std::string("qkv-cpu-to-") + name;
-      std::string desc = std::string("qkv CPU pipeline, one stage: ") + pipeline;
+      std::string desc = std::string("qkv CPU pipeline, one stage: ") + cpuStagePipeline(name);
       std::string stage = name;
       mlir::PassPipelineRegistration<>(
           id, desc, [stage](mlir::OpPassManager &pm) { buildCpuStage(pm, stage); });
@@ -110,7 +119,8 @@ void registerQkvDialects(mlir::DialectRegistry &registry) {
               mlir::math::MathDialect, mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
               mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
               mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
-              mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect>();
+              mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect,
+              mlir::vector::VectorDialect, mlir::omp::OpenMPDialect>();
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   mlir::bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);
@@ -123,6 +133,7 @@ void registerQkvDialects(mlir::DialectRegistry &registry) {
   mlir::tensor::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
+  mlir::registerOpenMPDialectTranslation(registry);
 }
 
 } // namespace qkv::ir

@@ -19,15 +19,20 @@
 // LLVM-NOT: scf.
 // LLVM-NOT: memref.
 // LLVM: llvm.func @block(
-// LLVM: llvm.intr.exp
+// the attention's tasks run on OpenMP threads; its FMAs are vector FMAs
+// LLVM: omp.parallel
+// LLVM: omp.wsloop
+// LLVM: llvm.intr.fmuladd({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
 // LLVM: llvm.func @_mlir_ciface_block(
 
 // PIPE: qkv-recognize-attention
-// PIPE: qkv-lower-attention-to-loops
+// PIPE: qkv-lower-attention-to-flash
 // PIPE: qkv-lower-to-linalg
 // PIPE: one-shot-bufferize
 // PIPE: buffer-results-to-out-params
 // PIPE: convert-linalg-to-loops
+// PIPE: convert-scf-to-openmp
+// PIPE: convert-vector-to-llvm
 // PIPE: finalize-memref-to-llvm
 // PIPE: reconcile-unrealized-casts
 

@@ -59,7 +59,13 @@ private:
 Kernel compile(const Graph &g, const Target &target = Target::host(),
                const CompileOptions &options = {});
 
-/// The pass list of a CPU pipeline stage (qkv, linalg, loops, llvm), as qkv-opt takes it.
+/// The pass list of a CPU pipeline stage (qkv, linalg, loops, llvm), as qkv-opt takes it,
+/// for the default schedule on this host, or for `schedule`.
 std::string cpu_stage_pipeline(const std::string &stage);
+std::string cpu_stage_pipeline(const std::string &stage, const Schedule &schedule);
+
+/// The vector register width the host's widest ISA has: 512 (AVX-512), 256 (AVX2 with
+/// FMA) or 128.
+int host_vector_bits();
 
 } // namespace qkv

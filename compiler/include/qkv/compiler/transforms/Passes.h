@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -22,12 +23,20 @@ namespace qkv::ir {
 /// The CPU pipeline's stages, in order. Each stage's passes take the module from the
 /// previous stage's IR to this one's; "qkv" starts from freshly imported IR.
 ///   qkv    canonicalize, recognise attention
-///   linalg qkv ops -> linalg/tensor/arith/math, attention -> scf loops
+///   linalg qkv ops -> linalg/tensor/arith/math, attention -> the fused flash kernel
 ///   loops  bufferize (one-shot), results -> out-params, deallocation, linalg -> loops
 ///   llvm   everything -> the LLVM dialect
 void buildCpuStage(mlir::OpPassManager &pm, llvm::StringRef stage);
+
+/// The schedule knobs the CPU pipeline's passes take (CompileOptions::schedule, resolved
+/// for the host): vector width, attention tiles, threads (0: OpenMP's default).
+struct CpuPipelineOptions {
+  int64_t vectorBits = 512;
+  int64_t qTile = 0, kvTile = 0, decodeRows = 4;
+  int64_t threads = 0;
+};
 /// The textual pass list of one stage ("" for an unknown stage).
-std::string cpuStagePipeline(llvm::StringRef stage);
+std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o = {});
 /// All stages: the `qkv-cpu` pipeline.
 void buildCpuPipeline(mlir::OpPassManager &pm);
 /// Registers the qkv passes and the named pipelines (qkv-cpu, qkv-cpu-to-linalg, ...).

@@ -24,14 +24,31 @@ def LowerToLinalg : Pass<"qkv-lower-to-linalg", "::mlir::func::FuncOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
-def LowerAttentionToLoops : Pass<"qkv-lower-attention-to-loops", "::mlir::func::FuncOp"> {
-  let summary = "Lower qkv.attention to scf loops with an online softmax over the KV axis";
+def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::ModuleOp"> {
+  let summary = "Lower qkv.attention to a fused, tiled, vectorized, parallel kernel";
   let description = [{
-    One pass over K/V per query row: running max m, running sum l and an accumulator
-    row; each new score rescales them (FlashAttention's recurrence with a KV tile of 1).
-    The mod regions are inlined in the innermost loop; no L x S tensor is made.
+    FlashAttention-2 on the CPU. A tile of queries (q-tile rows, transposed so that
+    vectors run along queries) stays resident while key/value tiles (kv-tile keys) stream
+    through: scores by a register-tiled vector micro-kernel, the mods inlined and
+    vectorized, an online softmax (running max and sum per query, exp2 by a polynomial),
+    P.V by the same micro-kernel, one division at the end. No L x S tensor exists. The
+    mask region is evaluated on intervals per tile: empty tiles are skipped, full tiles
+    run without mask code. Tasks (b, h, query tile) are an scf.parallel. Few queries
+    (at most decode-rows) take the split-KV decode kernel instead: the keys are split
+    across tasks and the partial results merged by log-sum-exp.
   }];
+  let options = [
+    Option<"vectorBits", "vector-bits", "int64_t", "512",
+           "Vector register width in bits (512 for AVX-512, 256 for AVX2)">,
+    Option<"qTile", "q-tile", "int64_t", "0",
+           "Query rows per tile, a multiple of the vector lanes (0: 4 vectors)">,
+    Option<"kvTile", "kv-tile", "int64_t", "0",
+           "Keys per tile (0: 16 register tiles of the score kernel)">,
+    Option<"decodeRows", "decode-rows", "int64_t", "4",
+           "Attention with at most this many queries takes the split-KV decode kernel">,
+  ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::vector::VectorDialect", "::mlir::func::FuncDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
                            "::mlir::tensor::TensorDialect"];

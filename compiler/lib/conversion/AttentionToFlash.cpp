@@ -1,0 +1,447 @@
+// qkv-lower-attention-to-flash: qkv.attention -> a fused, tiled, vectorized, parallel
+// kernel (FlashAttention-2's online softmax). The L x S score matrix never exists: a
+// tile of queries stays resident while key/value tiles stream through, with a running
+// max and sum per query and one division at the end. The mods are emitted inline,
+// vectorized; tiles the mask proves empty are skipped and full ones skip the mask.
+//
+// Inputs are read through bufferization.to_buffer and the result is a fresh buffer that
+// becomes the result tensor (bufferization.to_tensor restrict), as one-shot
+// bufferization expects; the loops are scf.parallel (OpenMP after the llvm stage) and
+// scf.for, the arithmetic is the vector dialect.
+#include "FlashAttention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include "Microkernel.h"
+#include "ModVectorizer.h"
+#include "TileClassifier.h"
+#include "VectorMath.h"
+#include "qkv/compiler/transforms/Passes.h"
+
+namespace qkv::ir {
+#define GEN_PASS_DEF_LOWERATTENTIONTOFLASH
+#include "qkv/compiler/transforms/Passes.h.inc"
+} // namespace qkv::ir
+
+using namespace mlir;
+using namespace qkv::ir;
+
+namespace qkv::ir {
+
+SmallVector<Value> AttentionInfo::at(Value b, Value h, Value row, Value col) const {
+  SmallVector<Value> idx;
+  if (rank == 4)
+    idx.push_back(b);
+  if (rank >= 3)
+    idx.push_back(h);
+  idx.append({row, col});
+  return idx;
+}
+
+Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value b, Value h,
+                       Value qi, Value kv, bool withMask, int64_t lanes) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  Type t = s.getType();
+  if (a.score) {
+    s = emitModRegion(kb, *a.score, {s, b, h, qi, kv, a.nL, a.nS}, a.captures, lanes);
+    s = arith::MulFOp::create(ib, kb.splat(s, t), kb.fconst(t, M_LOG2E));
+  }
+  Value ninf = kb.fconst(t, -std::numeric_limits<double>::infinity());
+  // -inf and NaN scores count as masked, as in the interpreter's fused semantics.
+  Value keep = arith::CmpFOp::create(ib, arith::CmpFPredicate::OGT, s, ninf);
+  if (withMask && a.mask) {
+    Value m = emitModRegion(kb, *a.mask, {b, h, qi, kv, a.nL, a.nS}, a.captures, lanes);
+    keep = arith::AndIOp::create(ib, keep, kb.splat(m, keep.getType()));
+  }
+  return arith::SelectOp::create(ib, keep, s, ninf);
+}
+
+} // namespace qkv::ir
+
+namespace {
+
+/// Buffers one task of the tiled kernel works in, all on its stack.
+struct TileBuffers {
+  Value qT;   // Dh x qTile: the query tile, transposed and pre-scaled
+  Value sT;   // kvTile x qTile: scores, then probabilities, transposed
+  Value oT;   // Dv x qTile: the output accumulator, transposed
+  Value m, l; // qTile: running max (log2 units) and sum
+  Value corr; // qTile: this tile's rescale factor, at the end 1 / l
+};
+
+/// qT[d][i] = q[b, h, i0 + i, d] * scale for the tile's rows; 0 in the padding.
+void packQueries(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                 const TileBuffers &t, Value b, Value h, Value i0, Value rows, Value qScale) {
+  kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value i) {
+    in.forLoop(in.idx(0), a.nDh, 1, [&](KernelBuilder &in2, Value d) {
+      Value x = in2.load(a.q, a.at(b, h, in2.add(i0, i), d));
+      in2.store(arith::MulFOp::create(in2.builder(), x, qScale), t.qT, {d, i});
+    });
+  });
+  Value zero = kb.fconst(a.ft, 0.0);
+  kb.forLoop(rows, kb.idx(s.qTile), 1, [&](KernelBuilder &in, Value i) {
+    in.forLoop(in.idx(0), a.nDh, 1, [&](KernelBuilder &in2, Value d) { in2.store(zero, t.qT, {d, i}); });
+  });
+}
+
+/// The online-softmax step for one key tile, vectorized over the tile's queries: apply
+/// the mods, update the running max, turn scores into probabilities (in place), rescale
+/// the running sum.
+void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                 const TileBuffers &t, Value b, Value h, Value i0, Value j0, Value cols,
+                 bool withMask) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  Value ninf = kb.fconst(vt, -std::numeric_limits<double>::infinity());
+  Value lastQ = kb.sub(a.nL, kb.idx(1));
+  kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
+    ImplicitLocOpBuilder &ib = in.builder();
+    Value mOld = in.vload(vt, t.m, {c});
+    Value qi = in.laneIds(in.add(i0, c), lastQ, s.lanes);
+    Value mx = in.forLoop(in.idx(0), cols, in.idx(1), {mOld},
+                          [&](KernelBuilder &in2, Value j, ValueRange acc) {
+                            Value sc = in2.vload(vt, t.sT, {j, c});
+                            sc = emitScoreAndMask(in2, a, sc, b, h, qi, in2.add(j0, j),
+                                                  withMask, s.lanes);
+                            in2.vstore(sc, t.sT, {j, c});
+                            // Scores are never NaN here: a compare and select is
+                            // one vmaxps, where maximumf would also propagate NaN.
+                            ImplicitLocOpBuilder &b2 = in2.builder();
+                            Value gt = arith::CmpFOp::create(b2, arith::CmpFPredicate::OGT,
+                                                             sc, acc[0]);
+                            return SmallVector<Value>{
+                                arith::SelectOp::create(b2, gt, sc, acc[0])};
+                          })[0];
+    // A row with nothing kept so far has max -inf: subtract 0 instead, so exp2 gives 0.
+    Value none = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ, mx, ninf);
+    Value mUse = arith::SelectOp::create(ib, none, in.fconst(vt, 0.0), mx);
+    Value corr = emitExp2(in, arith::SubFOp::create(ib, mOld, mUse));
+    in.vstore(mx, t.m, {c});
+    in.vstore(corr, t.corr, {c});
+    Value sum = in.forLoop(in.idx(0), cols, in.idx(1), {in.fconst(vt, 0.0)},
+                           [&](KernelBuilder &in2, Value j, ValueRange acc) {
+                             ImplicitLocOpBuilder &b2 = in2.builder();
+                             Value sc = in2.vload(vt, t.sT, {j, c});
+                             Value p = emitExp2(in2, arith::SubFOp::create(b2, sc, mUse));
+                             in2.vstore(p, t.sT, {j, c});
+                             return SmallVector<Value>{arith::AddFOp::create(b2, acc[0], p)};
+                           })[0];
+    Value l = in.vload(vt, t.l, {c});
+    in.vstore(math::FmaOp::create(ib, l, corr, sum), t.l, {c});
+  });
+}
+
+/// sT[j][i] = sum_d K[b, hk, j0 + j, d] * qT[d][i] for j < cols.
+void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                const TileBuffers &t, Value b, Value hk, Value j0, Value cols) {
+  GemmSpec g;
+  g.elem = a.ft;
+  g.lanes = s.lanes;
+  g.nc = s.qTile / s.lanes;
+  g.mr = gemmRowsFor(g.nc, s.registers);
+  g.M = cols;
+  g.K = a.nDh;
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  g.a = [&](KernelBuilder &in, Value i, Value k) {
+    return in.load(a.k, a.at(b, hk, in.add(j0, i), k));
+  };
+  g.b = [&](KernelBuilder &in, Value k, int64_t c) {
+    return in.vload(vt, t.qT, {k, in.idx(c * s.lanes)});
+  };
+  g.init = [&](KernelBuilder &in, Value, int64_t) { return in.fconst(vt, 0.0); };
+  g.store = [&](KernelBuilder &in, Value i, int64_t c, Value v) {
+    in.vstore(v, t.sT, {i, in.idx(c * s.lanes)});
+  };
+  emitGemm(kb, g);
+}
+
+/// oT[d][i] = oT[d][i] * corr[i] + sum_j V[b, hk, j0 + j, d] * sT[j][i] for d < Dv.
+void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                const TileBuffers &t, Value b, Value hk, Value j0, Value cols) {
+  GemmSpec g;
+  g.elem = a.ft;
+  g.lanes = s.lanes;
+  g.nc = s.qTile / s.lanes;
+  g.mr = gemmRowsFor(g.nc, s.registers);
+  g.M = a.nDv;
+  g.staticM = a.staticDv;
+  g.K = cols;
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  SmallVector<Value> corr;
+  for (int64_t c = 0; c < g.nc; ++c)
+    corr.push_back(kb.vload(vt, t.corr, {kb.idx(c * s.lanes)}));
+  g.a = [&](KernelBuilder &in, Value i, Value k) {
+    return in.load(a.v, a.at(b, hk, in.add(j0, k), i));
+  };
+  g.b = [&](KernelBuilder &in, Value k, int64_t c) {
+    return in.vload(vt, t.sT, {k, in.idx(c * s.lanes)});
+  };
+  g.init = [&](KernelBuilder &in, Value i, int64_t c) {
+    Value o = in.vload(vt, t.oT, {i, in.idx(c * s.lanes)});
+    return arith::MulFOp::create(in.builder(), o, corr[c]).getResult();
+  };
+  g.store = [&](KernelBuilder &in, Value i, int64_t c, Value v) {
+    in.vstore(v, t.oT, {i, in.idx(c * s.lanes)});
+  };
+  emitGemm(kb, g);
+}
+
+/// One key tile: skipped when the mask proves it empty, without mask code when full.
+void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+             const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows, Value kt) {
+  Value j0 = kb.mul(kt, s.kvTile);
+  Value cols = kb.min(kb.idx(s.kvTile), kb.sub(a.nS, j0));
+  auto work = [&](KernelBuilder &in, std::optional<Value> full) {
+    tileScores(in, a, s, t, b, hk, j0, cols);
+    if (full)
+      in.ifThen(
+          *full, [&](KernelBuilder &x) { tileSoftmax(x, a, s, t, b, h, i0, j0, cols, false); },
+          [&](KernelBuilder &x) { tileSoftmax(x, a, s, t, b, h, i0, j0, cols, true); });
+    else
+      tileSoftmax(in, a, s, t, b, h, i0, j0, cols, a.mask != nullptr);
+    tileValues(in, a, s, t, b, hk, j0, cols);
+  };
+  std::optional<TileClass> cls;
+  if (a.mask) {
+    Value one = kb.idx(1);
+    SmallVector<Interval> ranges = {{b, b},
+                                    {h, h},
+                                    {i0, kb.sub(kb.add(i0, rows), one)},
+                                    {j0, kb.sub(kb.add(j0, cols), one)},
+                                    {a.nL, a.nL},
+                                    {a.nS, a.nS}};
+    cls = classifyTile(kb, *a.mask, ranges);
+  }
+  if (!cls) {
+    work(kb, std::nullopt);
+    return;
+  }
+  Value notEmpty = arith::XOrIOp::create(kb.builder(), cls->empty,
+                                         arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
+  kb.ifThen(notEmpty, [&](KernelBuilder &in) { work(in, cls->full); });
+}
+
+/// out[b, h, i0 + i, d] = oT[d][i] / l[i] (0 for a row that kept nothing).
+void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+               const TileBuffers &t, Value b, Value h, Value i0, Value rows) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
+    ImplicitLocOpBuilder &ib = in.builder();
+    Value l = in.vload(vt, t.l, {c});
+    Value any = arith::CmpFOp::create(ib, arith::CmpFPredicate::OGT, l, in.fconst(vt, 0.0));
+    Value inv = arith::DivFOp::create(ib, in.fconst(vt, 1.0), l);
+    in.vstore(arith::SelectOp::create(ib, any, inv, in.fconst(vt, 0.0)), t.corr, {c});
+  });
+  kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value i) {
+    Value inv = in.load(t.corr, {i});
+    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &in2, Value d) {
+      Value o = arith::MulFOp::create(in2.builder(), in2.load(t.oT, {d, i}), inv);
+      in2.store(o, a.out, a.at(b, h, in2.add(i0, i), d));
+    });
+  });
+}
+
+TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+  auto dimOf = [&](Value v, int64_t stat) -> std::pair<int64_t, SmallVector<Value>> {
+    if (stat != ShapedType::kDynamic)
+      return {stat, {}};
+    return {ShapedType::kDynamic, {v}};
+  };
+  auto qt = cast<MemRefType>(a.q.getType());
+  auto [dh, dhDyn] = dimOf(a.nDh, qt.getDimSize(a.rank - 1));
+  auto [dv, dvDyn] = dimOf(a.nDv, a.staticDv ? *a.staticDv : ShapedType::kDynamic);
+  TileBuffers t;
+  t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
+  t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
+  t.oT = kb.stackBuffer(a.ft, {dv, s.qTile}, dvDyn);
+  t.m = kb.stackBuffer(a.ft, {s.qTile}, {});
+  t.l = kb.stackBuffer(a.ft, {s.qTile}, {});
+  t.corr = kb.stackBuffer(a.ft, {s.qTile}, {});
+  return t;
+}
+
+/// Running state at the start of a query tile: m = -inf, l = 0, oT = 0.
+void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+              const TileBuffers &t) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  Value zero = kb.fconst(vt, 0.0);
+  Value ninf = kb.fconst(vt, -std::numeric_limits<double>::infinity());
+  kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
+    in.vstore(ninf, t.m, {c});
+    in.vstore(zero, t.l, {c});
+    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &in2, Value d) { in2.vstore(zero, t.oT, {d, c}); });
+  });
+}
+
+} // namespace
+
+namespace qkv::ir {
+
+void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+  Value nQT = kb.ceilDiv(a.nL, s.qTile);
+  Value nKT = kb.ceilDiv(a.nS, s.kvTile);
+  // Without a score mod, log2(e) joins the scale in q, so scores come out in log2 units.
+  Value qScale = a.score ? a.scale
+                         : Value(arith::MulFOp::create(kb.builder(), a.scale,
+                                                       kb.fconst(a.ft, M_LOG2E)));
+  kb.parallel({a.nB, a.nH, nQT}, [&](KernelBuilder &in, ValueRange iv) {
+    Value b = iv[0], h = iv[1], hk = in.divu(h, a.group);
+    Value i0 = in.mul(iv[2], s.qTile);
+    Value rows = in.min(in.idx(s.qTile), in.sub(a.nL, i0));
+    TileBuffers t = allocTileBuffers(in, a, s);
+    packQueries(in, a, s, t, b, h, i0, rows, qScale);
+    initTile(in, a, s, t);
+    in.forLoop(in.idx(0), nKT, 1, [&](KernelBuilder &in2, Value kt) {
+      keyTile(in2, a, s, t, b, h, hk, i0, rows, kt);
+    });
+    writeTile(in, a, s, t, b, h, i0, rows);
+  });
+}
+
+} // namespace qkv::ir
+
+namespace {
+
+Value readBuffer(ImplicitLocOpBuilder &b, Value t, bool identity) {
+  auto tt = cast<RankedTensorType>(t.getType());
+  MemRefLayoutAttrInterface layout;
+  if (!identity) {
+    // Any offset and strides, but unit stride along the last dim.
+    SmallVector<int64_t> strides(tt.getRank(), ShapedType::kDynamic);
+    if (tt.getRank() > 0)
+      strides.back() = 1;
+    layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+  }
+  auto mt = MemRefType::get(tt.getShape(), tt.getElementType(), layout);
+  return bufferization::ToBufferOp::create(b, mt, t, /*read_only=*/true);
+}
+
+Value sizeOf(ImplicitLocOpBuilder &b, Value t, int64_t d) {
+  return getValueOrCreateConstantIndexOp(b, b.getLoc(), tensor::getMixedSize(b, b.getLoc(), t, d));
+}
+
+AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  AttentionInfo a;
+  a.op = op;
+  Value q = op.getQ(), k = op.getK(), v = op.getV();
+  auto qt = cast<RankedTensorType>(q.getType());
+  a.rank = qt.getRank();
+  a.ft = qt.getElementType();
+  int64_t r = a.rank;
+  Value one = kb.idx(1);
+  a.nB = r == 4 ? sizeOf(b, q, 0) : one;
+  a.nH = r >= 3 ? sizeOf(b, q, r - 3) : one;
+  a.nHk = r >= 3 ? sizeOf(b, k, r - 3) : one;
+  a.nL = sizeOf(b, q, r - 2);
+  a.nS = sizeOf(b, k, r - 2);
+  a.nDh = sizeOf(b, q, r - 1);
+  a.nDv = sizeOf(b, v, r - 1);
+  a.group = kb.divu(a.nH, a.nHk);
+  int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(r - 1);
+  if (!ShapedType::isDynamic(dv))
+    a.staticDv = dv;
+  if (auto s = op.getScale())
+    a.scale = kb.fconst(a.ft, s->convertToDouble());
+  else
+    a.scale = arith::DivFOp::create(
+        b, kb.fconst(a.ft, 1.0),
+        math::SqrtOp::create(b, arith::SIToFPOp::create(
+                                    b, a.ft, arith::IndexCastOp::create(b, b.getI64Type(), a.nDh))));
+  a.q = readBuffer(b, q, false);
+  a.k = readBuffer(b, k, false);
+  a.v = readBuffer(b, v, false);
+  for (Value c : op.getCaptures())
+    a.captures.push_back(readBuffer(b, c, true));
+  if (!op.getScore().empty())
+    a.score = &op.getScore();
+  if (!op.getMask().empty())
+    a.mask = &op.getMask();
+  auto outT = cast<RankedTensorType>(op.getResult().getType());
+  SmallVector<Value> dyn;
+  for (int64_t i = 0; i < r; ++i)
+    if (outT.isDynamicDim(i))
+      dyn.push_back(i == r - 1 ? a.nDv : sizeOf(b, q, i));
+  a.out = memref::AllocOp::create(b, MemRefType::get(outT.getShape(), a.ft), dyn);
+  return a;
+}
+
+struct FlashOptions {
+  int64_t vectorBits, qTile, kvTile, decodeRows;
+};
+
+FlashSchedule resolveSchedule(const FlashOptions &o, Type ft) {
+  FlashSchedule s;
+  int64_t bits = ft.getIntOrFloatBitWidth();
+  s.lanes = std::max<int64_t>(1, o.vectorBits / bits);
+  s.registers = o.vectorBits >= 512 ? 32 : 16;
+  s.qTile = o.qTile > 0 ? o.qTile : 4 * s.lanes;
+  s.qTile = std::max(s.lanes, s.qTile / s.lanes * s.lanes);
+  // A multiple of the score kernel's register-tile rows, so full tiles have no remainder.
+  int64_t mr = gemmRowsFor(s.qTile / s.lanes, s.registers);
+  s.kvTile = o.kvTile > 0 ? o.kvTile : 16 * mr;
+  s.decodeRows = o.decodeRows;
+  s.minSplit = 256;
+  return s;
+}
+
+struct FlashLowering : OpRewritePattern<AttentionOp> {
+  FlashLowering(MLIRContext *ctx, FlashOptions o) : OpRewritePattern(ctx), opts(o) {}
+
+  LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rw) const override {
+    Type ft = cast<RankedTensorType>(op.getQ().getType()).getElementType();
+    if (!ft.isF32() && !ft.isF64())
+      return rw.notifyMatchFailure(op, "only f32 and f64 attention is lowered");
+    ImplicitLocOpBuilder ib(op.getLoc(), rw);
+    KernelBuilder kb(ib);
+    AttentionInfo a = describe(kb, op);
+    FlashSchedule s = resolveSchedule(opts, ft);
+    // Few queries: split the keys instead of tiling the queries (decided at run time
+    // when the query length is dynamic).
+    int64_t l = cast<RankedTensorType>(op.getQ().getType()).getDimSize(a.rank - 2);
+    if (!ShapedType::isDynamic(l)) {
+      if (l <= s.decodeRows)
+        emitDecodeAttention(kb, a, s);
+      else
+        emitTiledAttention(kb, a, s);
+    } else {
+      Value few = kb.cmp(arith::CmpIPredicate::sle, a.nL, kb.idx(s.decodeRows));
+      kb.ifThen(few, [&](KernelBuilder &in) { emitDecodeAttention(in, a, s); },
+                [&](KernelBuilder &in) { emitTiledAttention(in, a, s); });
+    }
+    Value res = bufferization::ToTensorOp::create(ib, op.getResult().getType(), a.out,
+                                                  /*restrict=*/true, /*writable=*/true);
+    rw.replaceOp(op, res);
+    return success();
+  }
+
+  FlashOptions opts;
+};
+
+struct LowerAttentionToFlashPass
+    : qkv::ir::impl::LowerAttentionToFlashBase<LowerAttentionToFlashPass> {
+  using LowerAttentionToFlashBase::LowerAttentionToFlashBase;
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FlashLowering>(&getContext(),
+                                FlashOptions{vectorBits, qTile, kvTile, decodeRows});
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+      return signalPassFailure();
+    WalkResult left = getOperation().walk([](AttentionOp op) {
+      op.emitError("qkv-lower-attention-to-flash: cannot lower this attention");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,55 @@
+// The fused attention kernels qkv-lower-attention-to-flash emits for one qkv.attention:
+// what they share (the op's operands as buffers, its sizes, the schedule) and the two
+// kernels, the tiled one (FlashAttention-2 style, vectorized over queries) and the
+// split-KV decode one (few queries, long KV, vectorized over the head dim).
+#pragma once
+
+#include "KernelBuilder.h"
+
+#include "qkv/compiler/ir/QkvDialect.h"
+
+namespace qkv::ir {
+
+/// Tile sizes and vector width, resolved for one element type.
+struct FlashSchedule {
+  int64_t lanes;      // elements per vector register
+  int64_t qTile;      // query rows per tile: a multiple of lanes
+  int64_t kvTile;     // keys per tile
+  int64_t registers;  // vector registers of the ISA (32 for AVX-512, 16 otherwise)
+  int64_t decodeRows; // at most this many queries take the split-KV decode kernel
+  int64_t minSplit;   // keys per split at least, in the decode kernel
+};
+
+/// One qkv.attention's operands and sizes, as the kernels read them.
+struct AttentionInfo {
+  AttentionOp op;
+  int64_t rank;      // 2, 3 or 4
+  mlir::Type ft;     // f32 or f64
+  mlir::Value q, k, v, out; // memrefs (out: a fresh buffer of the result's shape)
+  llvm::SmallVector<mlir::Value> captures; // memrefs with identity layout
+  mlir::Value nB, nH, nHk, nL, nS, nDh, nDv, group; // sizes (index)
+  std::optional<int64_t> staticDv;
+  mlir::Value scale; // the softmax scale (1/sqrt(Dh) by default)
+  mlir::Region *score = nullptr, *mask = nullptr; // the mods, when present
+
+  /// Index list into q/k/v/out for (b, h, row, col), without the absent leading dims.
+  llvm::SmallVector<mlir::Value> at(mlir::Value b, mlir::Value h, mlir::Value row,
+                                    mlir::Value col) const;
+};
+
+/// Score and mask for the lanes of one tile row: `s` holds the raw scores (scale * q.k)
+/// unless there is no score mod, in which case it is already in log2 units. Returns the
+/// scores in log2 units with masked, -inf and NaN scores as -inf. `qi`/`kv` are scalars
+/// or vectors of positions; `withMask` says whether the mask must run.
+mlir::Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, mlir::Value s,
+                             mlir::Value b, mlir::Value h, mlir::Value qi, mlir::Value kv,
+                             bool withMask, int64_t lanes);
+
+/// The tiled kernel: parallel over (b, h, query tile), online softmax over key tiles.
+void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s);
+
+/// The decode kernel: parallel over (b, kv head, key split); each split keeps a partial
+/// (max, sum, output) per query row, merged by log-sum-exp afterwards.
+void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s);
+
+} // namespace qkv::ir

@@ -1,0 +1,348 @@
+// The split-KV (flash-decoding) kernel for attention with few queries over many keys:
+// one decode step (Lq = 1) or a few speculative tokens. Vectorizing over queries would
+// waste most lanes, so this kernel vectorizes over the head dim (scores are dot
+// products) and over keys (mods, softmax). The keys are split into chunks so that there
+// are enough tasks for every thread even with one sequence and few heads; each task
+// keeps, for every query row of its kv head (all query heads of a GQA group share the
+// key/value reads), a running max, sum and output row; a second parallel loop merges
+// the splits by log-sum-exp. Everything is in log2 units, as in the tiled kernel.
+#include "FlashAttention.h"
+
+#include <limits>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include "TileClassifier.h"
+#include "VectorMath.h"
+
+using namespace mlir;
+using namespace qkv::ir;
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+/// The decode kernel's sizes and per-task buffers.
+struct DecodeState {
+  Value rows;   // query rows per kv head: group * L
+  Value chunk;  // keys per split, a multiple of the key tile
+  Value splits; // number of splits
+  Value qScale; // scale folded into the dot products (times log2 e without a score mod)
+  int64_t pLen; // key tile rounded up to whole vectors
+  // per task (stack):
+  Value o, m, l, p; // o: rows x Dv, m/l: rows, p: pLen scores of one row
+};
+
+/// Vector width chunks over [0, n): full vectors, then one masked vector for the tail.
+/// `body(kb, offset, mask)` gets a null mask for full vectors.
+void overVectors(KernelBuilder &kb, Value n, std::optional<int64_t> staticN, int64_t lanes,
+                 const std::function<void(KernelBuilder &, Value, Value)> &body) {
+  Value full = kb.mul(kb.divu(n, kb.idx(lanes)), lanes);
+  kb.forLoop(kb.idx(0), full, lanes, [&](KernelBuilder &in, Value c) { body(in, c, Value()); });
+  if (staticN && *staticN % lanes == 0)
+    return;
+  Value rest = kb.sub(n, full);
+  kb.ifThen(kb.cmp(arith::CmpIPredicate::sgt, rest, kb.idx(0)), [&](KernelBuilder &in) {
+    auto mt = VectorType::get({lanes}, in.builder().getI1Type());
+    body(in, full, vector::CreateMaskOp::create(in.builder(), mt, ValueRange{rest}));
+  });
+}
+
+Value loadVec(KernelBuilder &kb, VectorType vt, Value mem, ValueRange at, Value mask) {
+  if (!mask)
+    return kb.vload(vt, mem, at);
+  Value zero = kb.fconst(vt, 0.0);
+  return vector::MaskedLoadOp::create(kb.builder(), vt, mem, at, mask, zero);
+}
+
+void storeVec(KernelBuilder &kb, Value v, Value mem, ValueRange at, Value mask) {
+  if (!mask)
+    return kb.vstore(v, mem, at);
+  vector::MaskedStoreOp::create(kb.builder(), mem, at, mask, v);
+}
+
+std::optional<int64_t> staticDim(Value mem, int64_t d) {
+  int64_t s = cast<MemRefType>(mem.getType()).getDimSize(d);
+  return ShapedType::isDynamic(s) ? std::nullopt : std::optional<int64_t>(s);
+}
+
+/// p[j] = qScale * q[b, h, i, :] . k[b, hk, j0 + j, :] for j < cols; -inf up to pLen.
+void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+               const DecodeState &st, Value b, Value h, Value hk, Value i, Value j0, Value cols) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  kb.forLoop(kb.idx(0), cols, 1, [&](KernelBuilder &in, Value j) {
+    Value acc = in.fconst(vt, 0.0);
+    Value kr = in.add(j0, j);
+    Value sum = in.forLoop(in.idx(0), in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes),
+                           in.idx(s.lanes), {acc}, [&](KernelBuilder &x, Value d, ValueRange c) {
+                             Value qv = x.vload(vt, a.q, a.at(b, h, i, d));
+                             Value kv = x.vload(vt, a.k, a.at(b, hk, kr, d));
+                             return SmallVector<Value>{
+                                 vector::FMAOp::create(x.builder(), qv, kv, c[0])};
+                           })[0];
+    std::optional<int64_t> dh = staticDim(a.q, a.rank - 1);
+    if (!dh || *dh % s.lanes != 0) {
+      // The tail of the head dim, masked (zeros contribute nothing).
+      Value full = in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes);
+      auto mt = VectorType::get({s.lanes}, in.builder().getI1Type());
+      Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(a.nDh, full)});
+      Value qv = loadVec(in, vt, a.q, a.at(b, h, i, full), mask);
+      Value kv = loadVec(in, vt, a.k, a.at(b, hk, kr, full), mask);
+      sum = vector::FMAOp::create(in.builder(), qv, kv, sum);
+    }
+    Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sum,
+                                            arith::FastMathFlags::reassoc);
+    in.store(arith::MulFOp::create(in.builder(), dot, st.qScale), st.p, {j});
+  });
+  Value ninf = kb.fconst(a.ft, kNegInf);
+  kb.forLoop(cols, kb.idx(st.pLen), 1, [&](KernelBuilder &in, Value j) { in.store(ninf, st.p, {j}); });
+}
+
+/// Mods and mask over the row's scores (vectorized over keys), then the online-softmax
+/// update of row r: returns the rescale factor of its output row.
+Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                 const DecodeState &st, Value b, Value h, Value i, Value r, Value j0,
+                 Value cols, bool withMask) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  Value lastKv = kb.sub(a.nS, kb.idx(1));
+  Value colsV = kb.splat(cols, kb.vec(ib.getIndexType(), s.lanes));
+  Value ninfV = kb.fconst(vt, kNegInf);
+  Value vmax = kb.forLoop(kb.idx(0), kb.idx(st.pLen), kb.idx(s.lanes), {kb.fconst(vt, kNegInf)},
+                          [&](KernelBuilder &in, Value c, ValueRange acc) {
+                            Value sc = in.vload(vt, st.p, {c});
+                            Value kv = in.laneIds(in.add(j0, c), lastKv, s.lanes);
+                            sc = emitScoreAndMask(in, a, sc, b, h, i, kv, withMask, s.lanes);
+                            // Lanes past the tile's keys stay -inf whatever a mod made of them.
+                            Value lane = in.laneIds(c, in.idx(st.pLen), s.lanes);
+                            Value valid = arith::CmpIOp::create(in.builder(), arith::CmpIPredicate::slt,
+                                                                lane, colsV);
+                            sc = arith::SelectOp::create(in.builder(), valid, sc, ninfV);
+                            in.vstore(sc, st.p, {c});
+                            ImplicitLocOpBuilder &x = in.builder();
+                            Value gt = arith::CmpFOp::create(x, arith::CmpFPredicate::OGT, sc, acc[0]);
+                            return SmallVector<Value>{arith::SelectOp::create(x, gt, sc, acc[0])};
+                          })[0];
+  Value tileMax = vector::ReductionOp::create(ib, vector::CombiningKind::MAXIMUMF, vmax);
+  Value mOld = kb.load(st.m, {r});
+  Value gt = arith::CmpFOp::create(ib, arith::CmpFPredicate::OGT, tileMax, mOld);
+  Value mNew = arith::SelectOp::create(ib, gt, tileMax, mOld);
+  Value none = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ, mNew, kb.fconst(a.ft, kNegInf));
+  Value mUse = arith::SelectOp::create(ib, none, kb.fconst(a.ft, 0.0), mNew);
+  Value corr = emitExp2(kb, arith::SubFOp::create(ib, mOld, mUse));
+  Value mUseV = kb.splat(mUse, vt);
+  Value vsum = kb.forLoop(kb.idx(0), kb.idx(st.pLen), kb.idx(s.lanes), {kb.fconst(vt, 0.0)},
+                          [&](KernelBuilder &in, Value c, ValueRange acc) {
+                            ImplicitLocOpBuilder &x = in.builder();
+                            Value sc = in.vload(vt, st.p, {c});
+                            Value p = emitExp2(in, arith::SubFOp::create(x, sc, mUseV));
+                            in.vstore(p, st.p, {c});
+                            return SmallVector<Value>{arith::AddFOp::create(x, acc[0], p)};
+                          })[0];
+  Value sum = vector::ReductionOp::create(ib, vector::CombiningKind::ADD, vsum,
+                                          arith::FastMathFlags::reassoc);
+  kb.store(mNew, st.m, {r});
+  Value l = kb.load(st.l, {r});
+  kb.store(math::FmaOp::create(ib, l, corr, sum), st.l, {r});
+  return corr;
+}
+
+/// o[r, :] = o[r, :] * corr + sum_{j < cols} p[j] * v[b, hk, j0 + j, :]. With a static
+/// head dim the whole output row stays in registers and each value row is read once,
+/// front to back; otherwise one vector of the row at a time.
+void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+               const DecodeState &st, Value b, Value hk, Value r, Value j0, Value cols,
+               Value corr) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  Value corrV = kb.splat(corr, vt);
+  if (a.staticDv && *a.staticDv <= 16 * s.lanes) {
+    int64_t nv = (*a.staticDv + s.lanes - 1) / s.lanes;
+    Value tailMask;
+    if (*a.staticDv % s.lanes != 0) {
+      auto mt = VectorType::get({s.lanes}, kb.builder().getI1Type());
+      tailMask = vector::CreateMaskOp::create(kb.builder(), mt,
+                                              ValueRange{kb.idx(*a.staticDv % s.lanes)});
+    }
+    auto maskOf = [&](int64_t c) { return c == nv - 1 ? tailMask : Value(); };
+    SmallVector<Value> acc;
+    for (int64_t c = 0; c < nv; ++c) {
+      Value o = loadVec(kb, vt, st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
+      acc.push_back(arith::MulFOp::create(kb.builder(), o, corrV));
+    }
+    SmallVector<Value> res = kb.forLoop(
+        kb.idx(0), cols, kb.idx(1), acc, [&](KernelBuilder &x, Value j, ValueRange in) {
+          Value pj = x.splat(x.load(st.p, {j}), vt);
+          SmallVector<Value> out;
+          for (int64_t c = 0; c < nv; ++c) {
+            Value vv = loadVec(x, vt, a.v, a.at(b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
+            out.push_back(vector::FMAOp::create(x.builder(), pj, vv, in[c]));
+          }
+          return out;
+        });
+    for (int64_t c = 0; c < nv; ++c)
+      storeVec(kb, res[c], st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
+    return;
+  }
+  overVectors(kb, a.nDv, a.staticDv, s.lanes, [&](KernelBuilder &in, Value d, Value mask) {
+    Value o = loadVec(in, vt, st.o, {r, d}, mask);
+    o = arith::MulFOp::create(in.builder(), o, corrV);
+    Value acc = in.forLoop(in.idx(0), cols, in.idx(1), {o},
+                           [&](KernelBuilder &x, Value j, ValueRange c) {
+                             Value pj = x.splat(x.load(st.p, {j}), vt);
+                             Value vv = loadVec(x, vt, a.v, a.at(b, hk, x.add(j0, j), d), mask);
+                             return SmallVector<Value>{
+                                 vector::FMAOp::create(x.builder(), pj, vv, c[0])};
+                           })[0];
+    storeVec(in, acc, st.o, {r, d}, mask);
+  });
+}
+
+/// One key tile of one task, for every query row of the kv head.
+void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                const DecodeState &st, Value b, Value hk, Value j0, Value jEnd) {
+  Value cols = kb.min(kb.idx(s.kvTile), kb.sub(jEnd, j0));
+  Value one = kb.idx(1);
+  Value h0 = kb.mul(hk, a.group);
+  auto work = [&](KernelBuilder &in, std::optional<Value> full) {
+    in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
+      Value h = x.add(h0, x.divu(r, a.nL)), i = x.remu(r, a.nL);
+      rowScores(x, a, s, st, b, h, hk, i, j0, cols);
+      auto soft = [&](KernelBuilder &y, bool withMask) {
+        Value corr = rowSoftmax(y, a, s, st, b, h, i, r, j0, cols, withMask);
+        rowValues(y, a, s, st, b, hk, r, j0, cols, corr);
+      };
+      if (full)
+        x.ifThen(*full, [&](KernelBuilder &y) { soft(y, false); },
+                 [&](KernelBuilder &y) { soft(y, true); });
+      else
+        soft(x, a.mask != nullptr);
+    });
+  };
+  std::optional<TileClass> cls;
+  if (a.mask) {
+    SmallVector<Interval> ranges = {{b, b},
+                                    {h0, kb.sub(kb.add(h0, a.group), one)},
+                                    {kb.idx(0), kb.sub(a.nL, one)},
+                                    {j0, kb.sub(kb.add(j0, cols), one)},
+                                    {a.nL, a.nL},
+                                    {a.nS, a.nS}};
+    cls = classifyTile(kb, *a.mask, ranges);
+  }
+  if (!cls)
+    return work(kb, std::nullopt);
+  Value notEmpty = arith::XOrIOp::create(
+      kb.builder(), cls->empty, arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
+  kb.ifThen(notEmpty, [&](KernelBuilder &in) { work(in, cls->full); });
+}
+
+/// How many splits: enough tasks for 4 per thread, each split at least minSplit keys.
+Value chooseSplits(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  auto module = a.op->getParentOfType<ModuleOp>();
+  auto fnType = ib.getFunctionType({}, {ib.getI32Type()});
+  if (!module.lookupSymbol<func::FuncOp>("omp_get_max_threads")) {
+    OpBuilder mb(module.getBodyRegion());
+    auto f = func::FuncOp::create(mb, module.getLoc(), "omp_get_max_threads", fnType);
+    f.setPrivate();
+  }
+  Value threads = func::CallOp::create(ib, "omp_get_max_threads", TypeRange{ib.getI32Type()},
+                                       ValueRange{})
+                      .getResult(0);
+  threads = arith::IndexCastOp::create(ib, ib.getIndexType(), threads);
+  Value tasks = kb.mul(kb.mul(a.nB, a.nHk), kb.idx(1));
+  Value want = kb.ceilDiv(kb.mul(threads, 4), kb.max(tasks, kb.idx(1)));
+  Value most = kb.max(kb.ceilDiv(a.nS, s.minSplit), kb.idx(1));
+  return kb.max(kb.min(want, most), kb.idx(1));
+}
+
+} // namespace
+
+namespace qkv::ir {
+
+void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  DecodeState st;
+  st.rows = kb.mul(a.group, a.nL);
+  st.pLen = (s.kvTile + s.lanes - 1) / s.lanes * s.lanes;
+  Value want = chooseSplits(kb, a, s);
+  st.chunk = kb.mul(kb.ceilDiv(kb.ceilDiv(a.nS, want), s.kvTile), s.kvTile);
+  st.chunk = kb.max(st.chunk, kb.idx(s.kvTile));
+  st.splits = kb.ceilDiv(a.nS, st.chunk);
+  st.qScale = a.score ? a.scale : Value(arith::MulFOp::create(ib, a.scale, kb.fconst(a.ft, M_LOG2E)));
+  // Partial results: (b, hk, split, row) -> [o (Dv), m, l].
+  Value nPart = kb.mul(kb.mul(kb.mul(a.nB, a.nHk), st.splits), st.rows);
+  Value width = kb.add(a.nDv, 2);
+  Value part = memref::AllocOp::create(ib, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, a.ft),
+                                       ValueRange{nPart, width});
+  kb.parallel({a.nB, a.nHk, st.splits}, [&](KernelBuilder &in, ValueRange iv) {
+    Value b = iv[0], hk = iv[1], sp = iv[2];
+    DecodeState t = st;
+    auto dv = a.staticDv ? *a.staticDv : ShapedType::kDynamic;
+    SmallVector<Value> oDyn{st.rows};
+    if (!a.staticDv)
+      oDyn.push_back(a.nDv);
+    t.o = in.stackBuffer(a.ft, {ShapedType::kDynamic, dv}, oDyn);
+    t.m = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
+    t.l = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
+    t.p = in.stackBuffer(a.ft, {st.pLen}, {});
+    Value zero = in.fconst(a.ft, 0.0), ninf = in.fconst(a.ft, kNegInf);
+    in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
+      x.store(ninf, t.m, {r});
+      x.store(zero, t.l, {r});
+      x.forLoop(x.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) { y.store(zero, t.o, {r, d}); });
+    });
+    Value jBegin = in.mul(sp, st.chunk);
+    Value jEnd = in.min(a.nS, in.add(jBegin, st.chunk));
+    in.forLoop(jBegin, jEnd, s.kvTile, [&](KernelBuilder &x, Value j0) {
+      decodeTile(x, a, s, t, b, hk, j0, jEnd);
+    });
+    Value base = in.mul(in.add(in.mul(in.add(in.mul(b, a.nHk), hk), st.splits), sp), st.rows);
+    in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
+      Value row = x.add(base, r);
+      x.forLoop(x.idx(0), a.nDv, 1,
+                [&](KernelBuilder &y, Value d) { y.store(y.load(t.o, {r, d}), part, {row, d}); });
+      x.store(x.load(t.m, {r}), part, {row, a.nDv});
+      x.store(x.load(t.l, {r}), part, {row, x.add(a.nDv, 1)});
+    });
+  });
+  // Merge the splits: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
+  kb.parallel({a.nB, a.nH, a.nL}, [&](KernelBuilder &in, ValueRange iv) {
+    ImplicitLocOpBuilder &x = in.builder();
+    Value b = iv[0], h = iv[1], i = iv[2];
+    Value hk = in.divu(h, a.group);
+    Value r = in.add(in.mul(in.sub(h, in.mul(hk, a.group)), a.nL), i);
+    Value base = in.mul(in.add(in.mul(b, a.nHk), hk), st.splits);
+    auto rowOf = [&](KernelBuilder &y, Value sp) { return y.add(y.mul(y.add(base, sp), st.rows), r); };
+    Value mMax = in.forLoop(in.idx(0), st.splits, in.idx(1), {in.fconst(a.ft, kNegInf)},
+                            [&](KernelBuilder &y, Value sp, ValueRange acc) {
+                              Value m = y.load(part, {rowOf(y, sp), a.nDv});
+                              Value gt = arith::CmpFOp::create(y.builder(), arith::CmpFPredicate::OGT, m, acc[0]);
+                              return SmallVector<Value>{arith::SelectOp::create(y.builder(), gt, m, acc[0])};
+                            })[0];
+    Value none = arith::CmpFOp::create(x, arith::CmpFPredicate::OEQ, mMax, in.fconst(a.ft, kNegInf));
+    Value mUse = arith::SelectOp::create(x, none, in.fconst(a.ft, 0.0), mMax);
+    auto weight = [&](KernelBuilder &y, Value sp) {
+      Value m = y.load(part, {rowOf(y, sp), a.nDv});
+      return emitExp2(y, arith::SubFOp::create(y.builder(), m, mUse));
+    };
+    Value total = in.forLoop(in.idx(0), st.splits, in.idx(1), {in.fconst(a.ft, 0.0)},
+                             [&](KernelBuilder &y, Value sp, ValueRange acc) {
+                               Value l = y.load(part, {rowOf(y, sp), y.add(a.nDv, 1)});
+                               return SmallVector<Value>{math::FmaOp::create(y.builder(), weight(y, sp), l, acc[0])};
+                             })[0];
+    Value any = arith::CmpFOp::create(x, arith::CmpFPredicate::OGT, total, in.fconst(a.ft, 0.0));
+    Value inv = arith::SelectOp::create(x, any, arith::DivFOp::create(x, in.fconst(a.ft, 1.0), total),
+                                        in.fconst(a.ft, 0.0));
+    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) {
+      Value o = y.forLoop(y.idx(0), st.splits, y.idx(1), {y.fconst(a.ft, 0.0)},
+                          [&](KernelBuilder &z, Value sp, ValueRange acc) {
+                            Value od = z.load(part, {rowOf(z, sp), d});
+                            return SmallVector<Value>{math::FmaOp::create(z.builder(), weight(z, sp), od, acc[0])};
+                          })[0];
+      y.store(arith::MulFOp::create(y.builder(), o, inv), a.out, a.at(b, h, i, d));
+    });
+  });
+}
+
+} // namespace qkv::ir

@@ -1,0 +1,43 @@
+// A register-tiled matrix-product micro-kernel emitted with the vector dialect:
+//
+//   C[M x N] = init(C) + A[M x K] . B[K x N]
+//
+// vectorized along N (nc vectors of `lanes` elements) and tiled over mr rows of C, so an
+// mr x nc block of C lives in vector registers across the whole K loop: each step loads
+// nc vectors of a B row, broadcasts mr scalars of A and issues mr * nc FMAs. Callers say
+// how A, B and C are addressed, so one emitter serves QK^T and P.V inside flash attention
+// and the projections (linalg.matmul) alike.
+#pragma once
+
+#include <functional>
+#include <optional>
+
+#include "KernelBuilder.h"
+
+namespace qkv::ir {
+
+struct GemmSpec {
+  mlir::Type elem;
+  int64_t lanes = 16; // elements per vector
+  int64_t nc = 4;     // vectors of C per row
+  int64_t mr = 6;     // rows of C per register tile
+  mlir::Value M, K;
+  std::optional<int64_t> staticM; // when known, the last partial tile is one exact block
+  /// A[i][k] as a scalar (broadcast by the kernel).
+  std::function<mlir::Value(KernelBuilder &, mlir::Value i, mlir::Value k)> a;
+  /// B[k][c * lanes .. (c + 1) * lanes) as a vector.
+  std::function<mlir::Value(KernelBuilder &, mlir::Value k, int64_t c)> b;
+  /// The value C's vector (i, c) starts from: zero, or C itself (accumulate), or C scaled.
+  std::function<mlir::Value(KernelBuilder &, mlir::Value i, int64_t c)> init;
+  /// Writes C's vector (i, c).
+  std::function<void(KernelBuilder &, mlir::Value i, int64_t c, mlir::Value v)> store;
+};
+
+/// Emits the loops for `spec` at the builder's insertion point.
+void emitGemm(KernelBuilder &kb, const GemmSpec &spec);
+
+/// Register-tile rows for nc vectors per row: as many rows as keep the C tile, one B row
+/// and a broadcast within the 32 vector registers of AVX-512 (16 for AVX2).
+int64_t gemmRowsFor(int64_t nc, int64_t vectorRegisters);
+
+} // namespace qkv::ir

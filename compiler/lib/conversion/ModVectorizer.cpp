@@ -1,0 +1,131 @@
+#include "ModVectorizer.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "qkv/compiler/ir/QkvDialect.h"
+
+using namespace mlir;
+
+namespace qkv::ir {
+
+namespace {
+
+bool isVector(Value v) { return isa<VectorType>(v.getType()); }
+
+VectorType laneType(Type scalar, int64_t lanes) { return VectorType::get({lanes}, scalar); }
+
+/// The capture `mem` (identity layout) as a 1-D memref, and the flat position of `idx`.
+Value flatIndex(KernelBuilder &kb, Value mem, ArrayRef<Value> idx, int64_t lanes) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  auto mt = cast<MemRefType>(mem.getType());
+  VectorType vt = laneType(b.getIndexType(), lanes);
+  Value flat = kb.splat(kb.idx(0), vt);
+  Value stride = kb.idx(1);
+  for (int64_t d = mt.getRank() - 1; d >= 0; --d) {
+    Value term = arith::MulIOp::create(b, kb.splat(idx[d], vt), kb.splat(stride, vt));
+    flat = arith::AddIOp::create(b, flat, term);
+    if (d > 0)
+      stride = kb.mul(stride, memref::DimOp::create(b, mem, d));
+  }
+  return flat;
+}
+
+Value gather(KernelBuilder &kb, Value mem, ArrayRef<Value> idx, int64_t lanes) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  auto mt = cast<MemRefType>(mem.getType());
+  Value flatIdx = flatIndex(kb, mem, idx, lanes);
+  Value flatMem = mem;
+  if (mt.getRank() != 1) {
+    ReassociationIndices all;
+    for (int64_t d = 0; d < mt.getRank(); ++d)
+      all.push_back(d);
+    flatMem = memref::CollapseShapeOp::create(b, mem, ArrayRef<ReassociationIndices>{all});
+  }
+  VectorType vt = laneType(mt.getElementType(), lanes);
+  VectorType mt1 = laneType(b.getI1Type(), lanes);
+  Value allTrue =
+      arith::ConstantOp::create(b, mt1, DenseElementsAttr::get(mt1, b.getBoolAttr(true)));
+  Value zero = arith::ConstantOp::create(b, vt, b.getZeroAttr(vt));
+  return vector::GatherOp::create(b, vt, flatMem, ValueRange{kb.idx(0)}, flatIdx, allTrue, zero);
+}
+
+/// tensor.extract from a capture: a scalar load, or a gather when an index varies by lane.
+Value emitExtract(KernelBuilder &kb, tensor::ExtractOp ex, IRMapping &map, int64_t lanes) {
+  Value mem = map.lookup(ex.getTensor());
+  SmallVector<Value> idx;
+  bool varying = false;
+  for (Value i : ex.getIndices()) {
+    idx.push_back(map.lookupOrDefault(i));
+    varying |= isVector(idx.back());
+  }
+  if (!varying)
+    return kb.load(mem, idx);
+  if (cast<MemRefType>(mem.getType()).getRank() == 0)
+    return kb.load(mem, {});
+  return gather(kb, mem, idx, lanes);
+}
+
+/// An op with a vector operand, lane by lane: for ops without a vector form.
+void emitByLane(KernelBuilder &kb, Operation &op, IRMapping &map, int64_t lanes) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  SmallVector<SmallVector<Value>> perResult(op.getNumResults());
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    IRMapping laneMap;
+    for (Value v : op.getOperands()) {
+      Value m = map.lookupOrDefault(v);
+      laneMap.map(v, isVector(m) ? vector::ExtractOp::create(b, m, lane).getResult() : m);
+    }
+    Operation *c = b.clone(op, laneMap);
+    for (unsigned r = 0; r < op.getNumResults(); ++r)
+      perResult[r].push_back(c->getResult(r));
+  }
+  for (unsigned r = 0; r < op.getNumResults(); ++r)
+    map.map(op.getResult(r),
+            vector::FromElementsOp::create(b, laneType(op.getResult(r).getType(), lanes),
+                                           perResult[r]));
+}
+
+/// An elementwise-mappable op (arith, math) on vectors: clone, splat its scalar operands,
+/// widen its result types.
+void emitVectorOp(KernelBuilder &kb, Operation &op, IRMapping &map, int64_t lanes) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  Operation *c = b.clone(op, map);
+  for (OpOperand &o : c->getOpOperands())
+    if (!isVector(o.get()))
+      o.set(kb.splat(o.get(), laneType(o.get().getType(), lanes)));
+  // The splats were created after the clone: move the clone behind them.
+  c->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+  for (OpResult r : c->getResults())
+    r.setType(laneType(r.getType(), lanes));
+}
+
+} // namespace
+
+Value emitModRegion(KernelBuilder &kb, Region &region, ValueRange lead, ValueRange captures,
+                    int64_t lanes) {
+  Block &block = region.front();
+  IRMapping map;
+  unsigned i = 0;
+  for (Value v : lead)
+    map.map(block.getArgument(i++), v);
+  for (Value v : captures)
+    map.map(block.getArgument(i++), v);
+  for (Operation &op : block.without_terminator()) {
+    if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
+      map.map(ex.getResult(), emitExtract(kb, ex, map, lanes));
+      continue;
+    }
+    bool varying = llvm::any_of(op.getOperands(),
+                                [&](Value v) { return isVector(map.lookupOrDefault(v)); });
+    if (!varying)
+      kb.builder().clone(op, map);
+    else if (op.hasTrait<OpTrait::Elementwise>() && op.getNumRegions() == 0)
+      emitVectorOp(kb, op, map, lanes);
+    else
+      emitByLane(kb, op, map, lanes);
+  }
+  return map.lookupOrDefault(cast<YieldOp>(block.getTerminator()).getValue());
+}
+
+} // namespace qkv::ir

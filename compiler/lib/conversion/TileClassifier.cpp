@@ -1,0 +1,229 @@
+#include "TileClassifier.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
+
+#include "qkv/compiler/ir/QkvDialect.h"
+
+using namespace mlir;
+using arith::CmpIPredicate;
+
+namespace qkv::ir {
+
+namespace {
+
+/// Interval arithmetic over the ops a mask expression is made of. Index intervals may be
+/// unknown (no entry); i1 intervals are always known ("unknown" is [false, true]).
+class IntervalEval {
+public:
+  explicit IntervalEval(KernelBuilder &kb) : kb_(kb), b_(kb.builder()) {}
+
+  void bind(Value v, Interval i) { map_[v] = i; }
+  std::optional<Interval> get(Value v) {
+    auto it = map_.find(v);
+    if (it != map_.end())
+      return it->second;
+    if (v.getType().isInteger(1))
+      return Interval{boolean(false), boolean(true)};
+    return std::nullopt;
+  }
+
+  void eval(Operation &op) {
+    if (auto r = evalOp(op))
+      map_[op.getResult(0)] = *r;
+  }
+
+private:
+  Value boolean(bool v) { return arith::ConstantOp::create(b_, b_.getBoolAttr(v)); }
+  // Folding as we go keeps a mask the analysis cannot follow down to constants.
+  Value notI1(Value v) { return b_.createOrFold<arith::XOrIOp>(v, boolean(true)); }
+  Value andI1(Value a, Value c) { return b_.createOrFold<arith::AndIOp>(a, c); }
+  Value orI1(Value a, Value c) { return b_.createOrFold<arith::OrIOp>(a, c); }
+  Value cmp(CmpIPredicate p, Value a, Value c) { return b_.createOrFold<arith::CmpIOp>(p, a, c); }
+  Value sel(Value c, Value a, Value d) { return b_.createOrFold<arith::SelectOp>(c, a, d); }
+
+  static std::optional<int64_t> constantOf(Value v) {
+    APInt c;
+    if (matchPattern(v, m_ConstantInt(&c)))
+      return c.getSExtValue();
+    return std::nullopt;
+  }
+
+  std::optional<Interval> evalOp(Operation &op) {
+    if (op.getNumResults() != 1)
+      return std::nullopt;
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      if (!c.getType().isIntOrIndex())
+        return std::nullopt;
+      Value v = b_.clone(op)->getResult(0);
+      return Interval{v, v};
+    }
+    if (isa<arith::IndexCastOp, arith::ExtSIOp>(op))
+      return get(op.getOperand(0));
+    if (isa<arith::CmpIOp>(op))
+      return evalCmp(cast<arith::CmpIOp>(op));
+    if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op) && op.getResult(0).getType().isInteger(1))
+      return evalLogic(op);
+    if (auto s = dyn_cast<arith::SelectOp>(op))
+      return evalSelect(s);
+    return evalArith(op);
+  }
+
+  std::optional<Interval> evalArith(Operation &op) {
+    SmallVector<Interval> in;
+    for (Value v : op.getOperands()) {
+      auto i = get(v);
+      if (!i)
+        return std::nullopt;
+      in.push_back(*i);
+    }
+    if (isa<arith::AddIOp>(op))
+      return Interval{kb_.add(in[0].lo, in[1].lo), kb_.add(in[0].hi, in[1].hi)};
+    if (isa<arith::SubIOp>(op))
+      return Interval{kb_.sub(in[0].lo, in[1].hi), kb_.sub(in[0].hi, in[1].lo)};
+    if (isa<arith::MinSIOp>(op))
+      return Interval{kb_.min(in[0].lo, in[1].lo), kb_.min(in[0].hi, in[1].hi)};
+    if (isa<arith::MaxSIOp>(op))
+      return Interval{kb_.max(in[0].lo, in[1].lo), kb_.max(in[0].hi, in[1].hi)};
+    if (isa<arith::MulIOp>(op))
+      return mulInterval(in[0], in[1]);
+    if (isa<arith::DivSIOp, arith::FloorDivSIOp>(op))
+      return divInterval(op, in[0], constantOf(op.getOperand(1)));
+    if (isa<arith::RemSIOp>(op))
+      return remInterval(in[0], constantOf(op.getOperand(1)));
+    if (isa<math::AbsIOp>(op)) {
+      Value zero = kb_.idx(0);
+      Value negLo = kb_.sub(zero, in[0].lo), negHi = kb_.sub(zero, in[0].hi);
+      Value nonNeg = cmp(CmpIPredicate::sge, in[0].lo, zero);
+      Value nonPos = cmp(CmpIPredicate::sle, in[0].hi, zero);
+      Value lo = sel(nonNeg, in[0].lo, sel(nonPos, negHi, zero));
+      Value hi = sel(nonNeg, in[0].hi, sel(nonPos, negLo, kb_.max(negLo, in[0].hi)));
+      return Interval{lo, hi};
+    }
+    return std::nullopt;
+  }
+
+  Interval mulInterval(Interval a, Interval c) {
+    Value p[4] = {kb_.mul(a.lo, c.lo), kb_.mul(a.lo, c.hi), kb_.mul(a.hi, c.lo),
+                  kb_.mul(a.hi, c.hi)};
+    return Interval{kb_.min(kb_.min(p[0], p[1]), kb_.min(p[2], p[3])),
+                    kb_.max(kb_.max(p[0], p[1]), kb_.max(p[2], p[3]))};
+  }
+
+  /// Division by a constant is monotone (non-decreasing for a positive divisor).
+  std::optional<Interval> divInterval(Operation &op, Interval a, std::optional<int64_t> c) {
+    if (!c || *c == 0)
+      return std::nullopt;
+    auto div = [&](Value v) -> Value {
+      Value d = kb_.idx(*c);
+      if (isa<arith::DivSIOp>(op))
+        return arith::DivSIOp::create(b_, v, d);
+      return arith::FloorDivSIOp::create(b_, v, d);
+    };
+    Value lo = div(a.lo), hi = div(a.hi);
+    return *c > 0 ? Interval{lo, hi} : Interval{hi, lo};
+  }
+
+  /// x % c for c > 0: exact when the interval lies within one period of non-negative
+  /// values, otherwise the range of all remainders of that sign.
+  std::optional<Interval> remInterval(Interval a, std::optional<int64_t> c) {
+    if (!c || *c <= 0)
+      return std::nullopt;
+    Value cv = kb_.idx(*c), zero = kb_.idx(0);
+    Value nonNeg = cmp(CmpIPredicate::sge, a.lo, zero);
+    Value samePeriod = andI1(nonNeg, cmp(CmpIPredicate::eq, arith::DivSIOp::create(b_, a.lo, cv),
+                                         arith::DivSIOp::create(b_, a.hi, cv)));
+    Value lo = sel(samePeriod, arith::RemSIOp::create(b_, a.lo, cv),
+                   sel(nonNeg, zero, kb_.idx(1 - *c)));
+    Value negative = cmp(CmpIPredicate::slt, a.hi, zero);
+    Value hi = sel(samePeriod, arith::RemSIOp::create(b_, a.hi, cv),
+                   sel(negative, zero, kb_.idx(*c - 1)));
+    return Interval{lo, hi};
+  }
+
+  std::optional<Interval> evalCmp(arith::CmpIOp op) {
+    auto a = get(op.getLhs()), c = get(op.getRhs());
+    if (!a || !c)
+      return Interval{boolean(false), boolean(true)};
+    // x >= y certainly when x.lo >= y.hi, possibly when x.hi >= y.lo (likewise for >).
+    auto ge = [&](Interval x, Interval y, bool strict) {
+      CmpIPredicate p = strict ? CmpIPredicate::sgt : CmpIPredicate::sge;
+      return Interval{cmp(p, x.lo, y.hi), cmp(p, x.hi, y.lo)};
+    };
+    auto eq = [&]() {
+      Value points = andI1(cmp(CmpIPredicate::eq, a->lo, a->hi), cmp(CmpIPredicate::eq, c->lo, c->hi));
+      Value lo = andI1(points, cmp(CmpIPredicate::eq, a->lo, c->lo));
+      Value hi = andI1(cmp(CmpIPredicate::sge, a->hi, c->lo), cmp(CmpIPredicate::sge, c->hi, a->lo));
+      return Interval{lo, hi};
+    };
+    switch (op.getPredicate()) {
+    case CmpIPredicate::sge: return ge(*a, *c, false);
+    case CmpIPredicate::sgt: return ge(*a, *c, true);
+    case CmpIPredicate::sle: return ge(*c, *a, false);
+    case CmpIPredicate::slt: return ge(*c, *a, true);
+    case CmpIPredicate::eq: return eq();
+    case CmpIPredicate::ne: {
+      Interval e = eq();
+      return Interval{notI1(e.hi), notI1(e.lo)};
+    }
+    default: return Interval{boolean(false), boolean(true)};
+    }
+  }
+
+  std::optional<Interval> evalLogic(Operation &op) {
+    Interval a = *get(op.getOperand(0)), c = *get(op.getOperand(1));
+    if (isa<arith::AndIOp>(op))
+      return Interval{andI1(a.lo, c.lo), andI1(a.hi, c.hi)};
+    if (isa<arith::OrIOp>(op))
+      return Interval{orI1(a.lo, c.lo), orI1(a.hi, c.hi)};
+    // xor: certainly true when one is certainly true and the other certainly false;
+    // possibly true unless both are certainly equal.
+    Value lo = orI1(andI1(a.lo, notI1(c.hi)), andI1(notI1(a.hi), c.lo));
+    Value same = orI1(andI1(a.lo, c.lo), andI1(notI1(a.hi), notI1(c.hi)));
+    return Interval{lo, notI1(same)};
+  }
+
+  std::optional<Interval> evalSelect(arith::SelectOp op) {
+    Interval c = *get(op.getCondition());
+    auto x = get(op.getTrueValue()), y = get(op.getFalseValue());
+    if (!x || !y)
+      return std::nullopt;
+    if (op.getType().isInteger(1)) {
+      Value lo = orI1(orI1(andI1(c.lo, x->lo), andI1(notI1(c.hi), y->lo)), andI1(x->lo, y->lo));
+      Value hi = orI1(andI1(c.hi, x->hi), andI1(notI1(c.lo), y->hi));
+      return Interval{lo, hi};
+    }
+    // Certainly true: x; certainly false: y; otherwise their union.
+    Value lo = sel(c.lo, x->lo, sel(c.hi, kb_.min(x->lo, y->lo), y->lo));
+    Value hi = sel(c.lo, x->hi, sel(c.hi, kb_.max(x->hi, y->hi), y->hi));
+    return Interval{lo, hi};
+  }
+
+  KernelBuilder &kb_;
+  ImplicitLocOpBuilder &b_;
+  llvm::DenseMap<Value, Interval> map_;
+};
+
+bool isConstant(Value v, bool expected) {
+  APInt c;
+  return matchPattern(v, m_ConstantInt(&c)) && c.getBoolValue() == expected;
+}
+
+} // namespace
+
+std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<Interval> ranges) {
+  Block &block = mask.front();
+  IntervalEval ev(kb);
+  for (unsigned i = 0; i < ranges.size(); ++i)
+    ev.bind(block.getArgument(i), ranges[i]);
+  for (Operation &op : block.without_terminator())
+    ev.eval(op);
+  auto r = ev.get(cast<YieldOp>(block.getTerminator()).getValue());
+  if (!r || (isConstant(r->lo, false) && isConstant(r->hi, true)))
+    return std::nullopt;
+  Value empty = arith::XOrIOp::create(kb.builder(), r->hi,
+                                      arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
+  return TileClass{r->lo, empty};
+}
+
+} // namespace qkv::ir

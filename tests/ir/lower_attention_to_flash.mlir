@@ -1,0 +1,158 @@
+// qkv-lower-attention-to-flash: the fused kernel. Query tiles are transposed so vectors
+// run along queries; scores and P.V are register-tiled vector micro-kernels; the mods are
+// inlined and vectorized; exp2 is a polynomial; no L x S tensor exists.
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512},canonicalize,cse)" | FileCheck %s
+
+// The decode kernel asks OpenMP how many threads it may split the keys over.
+// CHECK: func.func private @omp_get_max_threads() -> i32
+
+// GQA (2 query heads on 1 kv head), an ALiBi-like score_mod and a causal mask, static
+// shapes: 33 queries (> decode-rows) take the tiled kernel only.
+// CHECK-LABEL: func.func @tiled
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<2x33x4xf32>, %[[K:[a-z0-9]+]]: tensor<1x40x4xf32>, %[[V:[a-z0-9]+]]: tensor<1x40x3xf32>, %[[SL:[a-z0-9]+]]: tensor<2xf32>
+// CHECK-NOT: qkv.attention
+// CHECK-DAG: %[[LOG2E:.*]] = arith.constant dense<1.44269502> : vector<16xf32>
+// CHECK-DAG: %[[NINF:.*]] = arith.constant dense<0xFF800000> : vector<16xf32>
+// CHECK-DAG: %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<2x33x3xf32>
+// one task per (head, query tile of 64)
+// CHECK: scf.parallel (%[[H:.*]]) = (%c0) to (%c2) step (%c1)
+// query head h reads kv head h / (Hq / Hkv)
+// CHECK: %[[HK:.*]] = arith.divui %[[H]], %c2 : index
+// CHECK: %[[QT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
+// CHECK: %[[ST:.*]] = memref.alloca() {alignment = 64 : i64} : memref<96x64xf32>
+// CHECK: %[[OT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<3x64xf32>
+// CHECK: %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
+// CHECK: %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
+// CHECK: %[[CORR:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
+// queries transposed and scaled by 1/sqrt(4) (log2 e joins only without a score mod)
+// CHECK: %[[QX:.*]] = tensor.extract %[[Q]][%[[H]], %[[I:.*]], %[[D:.*]]] : tensor<2x33x4xf32>
+// CHECK: %[[QS:.*]] = arith.mulf %[[QX]], %[[SCALE]] : f32
+// CHECK: memref.store %[[QS]], %[[QT]][%[[D]], %[[I]]] : memref<4x64xf32>
+// the running max starts at -inf
+// CHECK: vector.store %[[NINF]], %[[M]]
+// scores: a 6 (keys) x 4 (vectors of queries) register tile over the head dim
+// CHECK: scf.for %[[KD:.*]] = %c0 to %c4 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>,
+// CHECK: %[[QV:.*]] = vector.load %[[QT]][%[[KD]], %c0] : memref<4x64xf32>, vector<16xf32>
+// CHECK: %[[KX:.*]] = tensor.extract %[[K]][%[[HK]], %[[J:.*]], %[[KD]]] : tensor<1x40x4xf32>
+// CHECK: %[[KB:.*]] = vector.broadcast %[[KX]] : f32 to vector<16xf32>
+// CHECK: vector.fma %[[KB]], %[[QV]], %{{.*}} : vector<16xf32>
+// CHECK: vector.store %{{.*}}, %[[ST]][%[[J]], %c0] : memref<96x64xf32>, vector<16xf32>
+// online softmax, 16 queries at a time: their positions as a vector
+// CHECK: scf.for %[[C:.*]] = %c0 to %c64 step %c16
+// CHECK: %[[MOLD:.*]] = vector.load %[[M]][%[[C]]]
+// CHECK: %[[STEP:.*]] = vector.step : vector<16xindex>
+// CHECK: %[[QI:.*]] = arith.addi %[[STEP]], %{{.*}} : vector<16xindex>
+// CHECK: %[[QC:.*]] = arith.minsi %[[QI]], %{{.*}} : vector<16xindex>
+// CHECK: %[[MX:.*]] = scf.for %[[JJ:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[MOLD]]) -> (vector<16xf32>)
+// CHECK: %[[S:.*]] = vector.load %[[ST]][%[[JJ]], %[[C]]]
+// the score_mod, inlined: the capture is read once at the head, a scalar
+// CHECK: %[[SLOPE:.*]] = tensor.extract %[[SL]][%[[H]]] : tensor<2xf32>
+// CHECK: %[[SLOPEV:.*]] = vector.broadcast %[[SLOPE]] : f32 to vector<16xf32>
+// CHECK: %[[SM:.*]] = arith.addf %[[S]], %[[SLOPEV]] : vector<16xf32>
+// CHECK: %[[S2:.*]] = arith.mulf %[[SM]], %[[LOG2E]] : vector<16xf32>
+// -inf and NaN scores count as masked
+// CHECK: %[[FIN:.*]] = arith.cmpf ogt, %[[S2]], %[[NINF]] : vector<16xf32>
+// the mask, vectorized over the 16 queries
+// CHECK: %[[KVV:.*]] = vector.broadcast %[[JJ]] : index to vector<16xindex>
+// CHECK: %[[CAUSAL:.*]] = arith.cmpi sge, %[[QC]], %[[KVV]] : vector<16xindex>
+// CHECK: %[[KEEP:.*]] = arith.andi %[[FIN]], %[[CAUSAL]] : vector<16xi1>
+// CHECK: %[[SK:.*]] = arith.select %[[KEEP]], %[[S2]], %[[NINF]]
+// CHECK: vector.store %[[SK]], %[[ST]][%[[JJ]], %[[C]]]
+// CHECK: %[[GT:.*]] = arith.cmpf ogt, %[[SK]], %[[ACC]]
+// CHECK: arith.select %[[GT]], %[[SK]], %[[ACC]]
+// a row with nothing kept subtracts 0, not -inf
+// CHECK: %[[NONE:.*]] = arith.cmpf oeq, %[[MX]], %[[NINF]]
+// CHECK: %[[MUSE:.*]] = arith.select %[[NONE]], %{{.*}}, %[[MX]]
+// the rescale factor exp2(m_old - m_new), by the polynomial
+// CHECK: %[[DM:.*]] = arith.subf %[[MOLD]], %[[MUSE]] : vector<16xf32>
+// CHECK: math.floor
+// CHECK-COUNT-7: math.fma
+// CHECK: arith.shli
+// CHECK: %[[P2:.*]] = arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK: %[[CORRV:.*]] = arith.mulf %{{.*}}, %[[P2]] : vector<16xf32>
+// CHECK: vector.store %[[MX]], %[[M]][%[[C]]]
+// CHECK: vector.store %[[CORRV]], %[[CORR]][%[[C]]]
+// probabilities exp2(s - m) replace the scores; their sum rescales l
+// CHECK: %[[S3:.*]] = vector.load %[[ST]]
+// CHECK: arith.subf %[[S3]], %[[MUSE]]
+// CHECK: %[[LOLD:.*]] = vector.load %[[L]][%[[C]]]
+// CHECK: %[[LNEW:.*]] = math.fma %[[LOLD]], %[[CORRV]], %{{.*}} : vector<16xf32>
+// CHECK: vector.store %[[LNEW]], %[[L]][%[[C]]]
+// P.V: the output tile (3 rows of Dv x 64 queries) rescaled by corr, then accumulated
+// CHECK: %[[CORR0:.*]] = vector.load %[[CORR]][%c0]
+// CHECK: %[[O0:.*]] = vector.load %[[OT]][%c0, %c0]
+// CHECK: %[[OS:.*]] = arith.mulf %[[O0]], %[[CORR0]]
+// CHECK: scf.for %[[PJ:.*]] = %c0 to %{{.*}} step %c1 iter_args(%{{.*}} = %[[OS]],
+// CHECK: %[[PV:.*]] = vector.load %[[ST]][%[[PJ]], %c0]
+// CHECK: %[[VX:.*]] = tensor.extract %[[V]][%[[HK]], %[[PJ]], %c0] : tensor<1x40x3xf32>
+// CHECK: %[[VB:.*]] = vector.broadcast %[[VX]]
+// CHECK: vector.fma %[[VB]], %[[PV]]
+// one division at the end; a row that kept nothing writes 0
+// CHECK: %[[LF:.*]] = vector.load %[[L]]
+// CHECK: %[[ANY:.*]] = arith.cmpf ogt, %[[LF]], %{{.*}}
+// CHECK: %[[INV:.*]] = arith.divf %{{.*}}, %[[LF]]
+// CHECK: arith.select %[[ANY]], %[[INV]], %{{.*}}
+// CHECK: %[[OV:.*]] = memref.load %[[OT]][%[[OD:.*]], %[[OI:.*]]] : memref<3x64xf32>
+// CHECK: memref.store %{{.*}}, %[[OUT]][%[[H]], %[[OI]], %[[OD]]]
+// CHECK: bufferization.to_tensor %[[OUT]] restrict writable
+func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40x3xf32>, %slopes: tensor<2xf32>) -> tensor<2x33x3xf32> {
+  %a = qkv.attention %q, %k, %v captures(%slopes : tensor<2xf32>) : tensor<2x33x4xf32>, tensor<1x40x4xf32>, tensor<1x40x3xf32> -> tensor<2x33x3xf32>
+    score {
+    ^bb0(%x: f32, %b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index, %sl: tensor<2xf32>):
+      %e = tensor.extract %sl[%h] : tensor<2xf32>
+      %y = arith.addf %x, %e : f32
+      qkv.yield %y : f32
+    } mask {
+    ^bb0(%b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index, %sl: tensor<2xf32>):
+      %c = arith.cmpi sge, %qi, %ki : index
+      qkv.yield %c : i1
+    }
+  return %a : tensor<2x33x3xf32>
+}
+
+// Dynamic lengths: the kernel picks the decode kernel for at most 4 queries at run
+// time, and classifies every key tile of the tiled kernel by the mask's intervals.
+// CHECK-LABEL: func.func @dynamic_causal
+// CHECK: %[[LQ:.*]] = tensor.dim %{{.*}}, %c2 : tensor<1x16x?x64xf32>
+// CHECK: %[[FEW:.*]] = arith.cmpi sle, %[[LQ]], %c4 : index
+// CHECK: scf.if %[[FEW]] {
+// decode: splits from the thread count, tasks over (kv head, split), partial results
+// CHECK: func.call @omp_get_max_threads() : () -> i32
+// CHECK: %[[PART:.*]] = memref.alloc(%{{.*}}) : memref<?x66xf32>
+// CHECK: scf.parallel (%{{.*}}, %[[SP:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
+// a dot product over the head dim per key, reduced across lanes
+// CHECK: vector.fma
+// CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
+// the mask over 16 keys at once in a partial tile
+// CHECK: arith.cmpi sge, %{{.*}}, %{{.*}} : vector<16xindex>
+// merge of the splits by log-sum-exp, one task per (head, query)
+// CHECK: scf.parallel
+// CHECK: } else {
+// tiled: tile kt covers keys [j0, j0 + cols); empty when q_hi < j0, full when q_lo >= kv_hi
+// CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
+// CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
+// CHECK: scf.for %[[KT:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: %[[J0:.*]] = arith.muli %[[KT]], %c96 : index
+// CHECK: %[[COLS:.*]] = arith.minsi %{{.*}}, %c96 : index
+// CHECK: %[[QHI:.*]] = arith.subi %{{.*}}, %c1 : index
+// CHECK: %[[KVEND:.*]] = arith.addi %[[J0]], %[[COLS]] : index
+// CHECK: %[[KVHI:.*]] = arith.subi %[[KVEND]], %c1 : index
+// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[I0]], %[[KVHI]] : index
+// CHECK: %[[NOTEMPTY:.*]] = arith.cmpi sge, %[[QHI]], %[[J0]] : index
+// CHECK: scf.if %[[NOTEMPTY]] {
+// CHECK: vector.fma
+// CHECK: scf.if %[[FULL]] {
+// a full tile has no mask code: the first compare is the -inf check
+// CHECK-NOT: vector<16xindex>
+// CHECK: } else {
+// CHECK: arith.cmpi sge, %{{.*}}, %{{.*}} : vector<16xindex>
+func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, %v: tensor<1x16x?x64xf32>) -> tensor<1x16x?x64xf32> {
+  %a = qkv.attention %q, %k, %v : tensor<1x16x?x64xf32>, tensor<1x16x?x64xf32>, tensor<1x16x?x64xf32> -> tensor<1x16x?x64xf32>
+    mask {
+    ^bb0(%b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index):
+      %c = arith.cmpi sge, %qi, %ki : index
+      qkv.yield %c : i1
+    }
+  return %a : tensor<1x16x?x64xf32>
+}
