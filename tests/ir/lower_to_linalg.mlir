@@ -56,10 +56,11 @@ func.func @mask(%s: tensor<2x?x?xf32>) -> tensor<2x?x?xf32> {
   return %0 : tensor<2x?x?xf32>
 }
 
-// linear with bias: the output starts as the broadcast bias, then accumulates x . w.
+// linear with bias: the output starts as the broadcast bias, then linalg.matmul
+// accumulates x . w into it.
 // CHECK-LABEL: func.func @linear
 // CHECK: %[[INIT:.*]] = linalg.generic {{.*}} ins(%arg2 : tensor<3xf32>)
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<?x4xf32>, tensor<4x3xf32>) outs(%[[INIT]] : tensor<?x3xf32>)
+// CHECK: linalg.matmul ins(%arg0, %arg1 : tensor<?x4xf32>, tensor<4x3xf32>) outs(%[[INIT]] : tensor<?x3xf32>)
 func.func @linear(%x: tensor<?x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>) -> tensor<?x3xf32> {
   %0 = qkv.linear %x, %w bias %b : tensor<?x4xf32>, tensor<4x3xf32>, tensor<3xf32> -> tensor<?x3xf32>
   return %0 : tensor<?x3xf32>
@@ -92,10 +93,11 @@ func.func @embedding(%ids: tensor<?xi32>, %table: tensor<10x6xf32>) -> tensor<?x
   return %0 : tensor<?x6xf32>
 }
 
-// Batched matmul with a broadcast 2-D rhs: the rhs map drops the batch loop (maps A, B, O
-// are checked at the top: MLIR prints them before the module).
+// Batched matmul with a broadcast 2-D rhs: linalg.batch_matmul whose rhs map drops the
+// batch loop (maps A, B, O are checked at the top: MLIR prints them before the module).
 // CHECK-LABEL: func.func @matmul_broadcast
-// CHECK: linalg.generic {indexing_maps = [#[[A]], #[[B]], #[[O]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK: %[[ZERO:.*]] = linalg.fill
+// CHECK: linalg.batch_matmul indexing_maps = [#[[A]], #[[B]], #[[O]]] ins(%arg0, %arg1 : tensor<?x?x4xf32>, tensor<4x3xf32>) outs(%[[ZERO]] : tensor<?x?x3xf32>)
 func.func @matmul_broadcast(%a: tensor<?x?x4xf32>, %b: tensor<4x3xf32>) -> tensor<?x?x3xf32> {
   %0 = qkv.matmul %a, %b : (tensor<?x?x4xf32>, tensor<4x3xf32>) -> tensor<?x?x3xf32>
   return %0 : tensor<?x?x3xf32>

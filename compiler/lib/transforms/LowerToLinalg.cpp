@@ -102,36 +102,129 @@ Value sigmoidTimes(OpBuilder &b, Location loc, Value x, Value y) {
 
 // ---- ops -----------------------------------------------------------------------------------
 
+/// x with its leading dims [0, n) merged into one: (d0, ..., dn-1, rest...) ->
+/// (d0 * ... * dn-1, rest...).
+Value collapseLeading(OpBuilder &b, Location loc, Value x, unsigned n) {
+  unsigned r = tensorType(x).getRank();
+  SmallVector<ReassociationIndices> re;
+  ReassociationIndices first;
+  for (unsigned i = 0; i < n; ++i)
+    first.push_back(i);
+  re.push_back(first);
+  for (unsigned i = n; i < r; ++i)
+    re.push_back({static_cast<int64_t>(i)});
+  return tensor::CollapseShapeOp::create(b, loc, x, re);
+}
+
+/// The inverse of collapseLeading for a result whose leading dims are `lead`.
+Value expandLeading(OpBuilder &b, Location loc, Value y, ArrayRef<OpFoldResult> lead,
+                    RankedTensorType resultType) {
+  unsigned n = lead.size(), r = tensorType(y).getRank();
+  SmallVector<ReassociationIndices> re;
+  ReassociationIndices first;
+  for (unsigned i = 0; i < n; ++i)
+    first.push_back(i);
+  re.push_back(first);
+  for (unsigned i = 1; i < r; ++i)
+    re.push_back({static_cast<int64_t>(n + i - 1)});
+  SmallVector<OpFoldResult> shape(lead.begin(), lead.end());
+  for (unsigned i = 1; i < r; ++i)
+    shape.push_back(sizeOf(b, loc, y, i));
+  return tensor::ExpandShapeOp::create(b, loc, resultType, y, re, shape);
+}
+
+/// Whether merging the leading n dims of t leaves a reshape MLIR can lower: at most one
+/// of them dynamic (memref.expand_shape with two dynamic sizes in one group crashes
+/// expand-strided-metadata in MLIR 22).
+bool mergeable(Value t, unsigned n) {
+  auto tt = tensorType(t);
+  unsigned dynamic = 0;
+  for (unsigned i = 0; i < n; ++i)
+    dynamic += tt.isDynamicDim(i);
+  return dynamic <= 1;
+}
+
+/// C = init + A . B as a named op that qkv-lower-matmul-to-microkernels turns into
+/// register-tiled vector code: linalg.matmul for 2-D A, linalg.batch_matmul for 3-D A,
+/// with B shared by every batch (a broadcast indexing map) when B is 2-D.
+Value namedMatmul(OpBuilder &b, Location loc, Value a, Value bb, Value init) {
+  if (tensorType(a).getRank() == 2)
+    return linalg::MatmulOp::create(b, loc, ValueRange{a, bb}, ValueRange{init}).getResult(0);
+  SmallVector<NamedAttribute> attrs;
+  if (tensorType(bb).getRank() == 2) {
+    MLIRContext *ctx = b.getContext();
+    AffineMap maps[] = {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {3, 2}),
+                        dimsMap(ctx, 4, {0, 1, 2})};
+    SmallVector<Attribute> mapAttrs;
+    for (AffineMap m : maps)
+      mapAttrs.push_back(AffineMapAttr::get(m));
+    attrs.push_back(b.getNamedAttr("indexing_maps", b.getArrayAttr(mapAttrs)));
+  }
+  return linalg::BatchMatmulOp::create(b, loc, ValueRange{a, bb}, ValueRange{init}, attrs)
+      .getResult(0);
+}
+
+/// A (..., M, K) . B (K, N) or (..., K, N) with the same leading dims: batch dims merged
+/// into one for linalg.batch_matmul when more than one; null when they cannot be merged.
+Value batchedMatmul(OpBuilder &b, Location loc, Value a, Value bb, Value init,
+                    RankedTensorType resT) {
+  unsigned r = tensorType(a).getRank(), nb = r - 2;
+  bool sharedB = tensorType(bb).getRank() == 2;
+  if (nb == 1)
+    return namedMatmul(b, loc, a, bb, init);
+  if (!mergeable(a, nb))
+    return Value();
+  SmallVector<OpFoldResult> lead;
+  for (unsigned i = 0; i < nb; ++i)
+    lead.push_back(sizeOf(b, loc, a, i));
+  Value res = namedMatmul(b, loc, collapseLeading(b, loc, a, nb),
+                          sharedB ? bb : collapseLeading(b, loc, bb, nb),
+                          collapseLeading(b, loc, init, nb));
+  return expandLeading(b, loc, res, lead, resT);
+}
+
+/// The product as a linalg.generic: for shapes the named ops do not take.
+Value genericMatmul(OpBuilder &b, Location loc, Value a, Value bb, Value init) {
+  unsigned ra = tensorType(a).getRank(), rb = tensorType(bb).getRank();
+  unsigned r = std::max(ra, rb), nb = r - 2;
+  unsigned m = nb, n = nb + 1, k = nb + 2, loops = r + 1;
+  auto batch = range(0, nb);
+  SmallVector<unsigned> am = ra == r ? batch : SmallVector<unsigned>{};
+  am.append({m, k});
+  SmallVector<unsigned> bm = rb == r ? batch : SmallVector<unsigned>{};
+  bm.append({k, n});
+  SmallVector<unsigned> om = batch;
+  om.append({m, n});
+  MLIRContext *ctx = b.getContext();
+  return generic(b, loc, init, {a, bb}, {dimsMap(ctx, loops, am), dimsMap(ctx, loops, bm)},
+                 dimsMap(ctx, loops, om), iterators(r, 1),
+                 [](OpBuilder &nb2, Location l, ValueRange args) -> Value {
+                   Value p = arith::MulFOp::create(nb2, l, args[0], args[1]);
+                   return arith::AddFOp::create(nb2, l, args[2], p);
+                 });
+}
+
 struct MatMulLowering : OpRewritePattern<MatMulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatMulOp op, PatternRewriter &rw) const override {
     Location loc = op.getLoc();
     Value a = op.getLhs(), bb = op.getRhs();
     unsigned ra = tensorType(a).getRank(), rb = tensorType(bb).getRank();
-    unsigned r = std::max(ra, rb), nb = r - 2;
-    unsigned m = nb, n = nb + 1, k = nb + 2, loops = r + 1;
-    auto batch = range(0, nb);
-    SmallVector<unsigned> am = ra == r ? batch : SmallVector<unsigned>{};
-    am.append({m, k});
-    SmallVector<unsigned> bm = rb == r ? batch : SmallVector<unsigned>{};
-    bm.append({k, n});
-    SmallVector<unsigned> om = batch;
-    om.append({m, n});
-    Value full = ra == r ? a : bb;
+    auto resT = tensorType(op.getResult());
+    Value full = ra >= rb ? a : bb;
     SmallVector<OpFoldResult> sizes;
-    for (unsigned i = 0; i < nb; ++i)
+    for (unsigned i = 0; i + 2 < std::max(ra, rb); ++i)
       sizes.push_back(sizeOf(rw, loc, full, i));
     sizes.push_back(sizeOf(rw, loc, a, ra - 2));
     sizes.push_back(sizeOf(rw, loc, bb, rb - 1));
-    Type elem = tensorType(op.getResult()).getElementType();
-    Value init = filled(rw, loc, sizes, elem, 0.0);
-    MLIRContext *ctx = rw.getContext();
-    Value res = generic(rw, loc, init, {a, bb}, {dimsMap(ctx, loops, am), dimsMap(ctx, loops, bm)},
-                        dimsMap(ctx, loops, om), iterators(r, 1),
-                        [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                          Value p = arith::MulFOp::create(b, l, args[0], args[1]);
-                          return arith::AddFOp::create(b, l, args[2], p);
-                        });
+    Value init = filled(rw, loc, sizes, resT.getElementType(), 0.0);
+    Value res;
+    if (ra == 2 && rb == 2)
+      res = namedMatmul(rw, loc, a, bb, init);
+    else if (ra >= 3 && (rb == 2 || rb == ra))
+      res = batchedMatmul(rw, loc, a, bb, init, resT);
+    if (!res) // a 2-D A broadcast over B's batches, or batch dims that cannot merge
+      res = genericMatmul(rw, loc, a, bb, init);
     rw.replaceOp(op, res);
     return success();
   }
@@ -141,33 +234,39 @@ struct LinearLowering : OpRewritePattern<LinearOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LinearOp op, PatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    MLIRContext *ctx = rw.getContext();
     Value x = op.getX(), w = op.getWeight();
     unsigned rx = tensorType(x).getRank();
-    unsigned p = rx - 1, n = p, k = p + 1, loops = rx + 1;
+    auto resT = tensorType(op.getResult());
+    Type elem = resT.getElementType();
     SmallVector<OpFoldResult> sizes;
-    for (unsigned i = 0; i < p; ++i)
+    for (unsigned i = 0; i + 1 < rx; ++i)
       sizes.push_back(sizeOf(rw, loc, x, i));
     sizes.push_back(sizeOf(rw, loc, w, 1));
-    Type elem = tensorType(op.getResult()).getElementType();
     Value init;
-    if (Value bias = op.getBias()) {
+    if (Value bias = op.getBias())
       init = elementwise(rw, loc, emptyOf(rw, loc, sizes, elem), elem, {bias},
                          [](OpBuilder &, Location, ValueRange args) { return args[0]; });
-    } else {
+    else
       init = filled(rw, loc, sizes, elem, 0.0);
+    Value res;
+    if (rx == 2)
+      res = namedMatmul(rw, loc, x, w, init);
+    else if (rx >= 3)
+      res = batchedMatmul(rw, loc, x, w, init, resT);
+    if (!res) { // x (K) or batch dims that cannot merge
+      MLIRContext *ctx = rw.getContext();
+      unsigned p = rx - 1, n = p, k = p + 1, loops = rx + 1;
+      auto xm = range(0, p);
+      xm.push_back(k);
+      auto om = range(0, p);
+      om.push_back(n);
+      res = generic(rw, loc, init, {x, w}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {k, n})},
+                    dimsMap(ctx, loops, om), iterators(rx, 1),
+                    [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                      Value pr = arith::MulFOp::create(b, l, args[0], args[1]);
+                      return arith::AddFOp::create(b, l, args[2], pr);
+                    });
     }
-    auto xm = range(0, p);
-    xm.push_back(k);
-    auto om = range(0, p);
-    om.push_back(n);
-    Value res =
-        generic(rw, loc, init, {x, w}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {k, n})},
-                dimsMap(ctx, loops, om), iterators(rx, 1),
-                [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                  Value pr = arith::MulFOp::create(b, l, args[0], args[1]);
-                  return arith::AddFOp::create(b, l, args[2], pr);
-                });
     rw.replaceOp(op, res);
     return success();
   }
