@@ -1,0 +1,218 @@
+// The fused attention kernel (qkv-lower-attention-to-flash) against the interpreter at
+// every tile edge: lengths below, at and past a tile, Lq != Lkv, every head dim the
+// micro-kernels are tuned for and a dynamic one, fully masked rows and tiles, the
+// split-KV decode kernel (few queries, keys split across tasks), and every schedule
+// (tile sizes, vector width, 1 and 2 threads) giving the interpreter's answer.
+#include "differential.hpp"
+
+#include <cmath>
+
+namespace qkv::test {
+namespace {
+
+using DB = DimBindings;
+
+/// q (B, H, L, Dh), k/v (B, Hkv, S, Dh) with static H, Hkv, Dh.
+struct Qkv {
+  Value q, k, v;
+};
+Qkv inputs(Graph &g, std::int64_t h, std::int64_t hkv, std::int64_t dh) {
+  Dim B = g.dim("B"), L = g.dim("L"), S = g.dim("S");
+  Dim H = g.dim("H", h), Hk = hkv == h ? H : g.dim("Hkv", hkv), Dh = g.dim("Dh", dh);
+  return {g.input("q", DType::F32, {B, H, L, Dh}), g.input("k", DType::F32, {B, Hk, S, Dh}),
+          g.input("v", DType::F32, {B, Hk, S, Dh})};
+}
+
+/// Compiles `build` with `options` and compares it with the interpreter on each shape.
+void check(const std::string &name, const std::function<Graph()> &build,
+           const std::vector<DB> &shapes, const CompileOptions &options = {},
+           double atol = 1e-4, double rtol = 1e-3) {
+  Graph g = build();
+  Kernel k = compile(g, Target::host(), options);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    SCOPED_TRACE(name + " [" + shape_name(shapes[i]) + "]");
+    TensorMap in = random_inputs(g, shapes[i], 77 + i);
+    TensorMap want = reference::run(g, in);
+    TensorMap got = k.run(in);
+    for (const auto &[out, t] : want) {
+      Comparison c = compare(got.at(out), t, atol, rtol);
+      EXPECT_TRUE(c.ok) << "output '" << out << "': " << c.message;
+    }
+  }
+}
+
+Graph plain(std::int64_t dh) {
+  Graph g("plain_dh" + std::to_string(dh));
+  auto [q, k, v] = inputs(g, 2, 2, dh);
+  g.output("o", attention(q, k, v).value());
+  return g;
+}
+
+// Lengths: decode kernel (1, 3), one partial query tile (17), exactly one tile (64),
+// one past (65), several tiles with a remainder (130); keys past one key tile (97,
+// 300) and far fewer keys than queries.
+const std::vector<DB> kEdges = {
+    {{"B", 1}, {"L", 1}, {"S", 1}},    {{"B", 2}, {"L", 3}, {"S", 300}},
+    {{"B", 1}, {"L", 17}, {"S", 17}},  {{"B", 1}, {"L", 64}, {"S", 97}},
+    {{"B", 1}, {"L", 65}, {"S", 96}},  {{"B", 1}, {"L", 130}, {"S", 5}},
+    {{"B", 1}, {"L", 4}, {"S", 1000}}, {{"B", 1}, {"L", 5}, {"S", 200}}};
+
+class HeadDim : public ::testing::TestWithParam<std::int64_t> {};
+
+TEST_P(HeadDim, EveryTileEdgeMatchesInterpreter) {
+  std::int64_t dh = GetParam();
+  check("plain", [dh] { return plain(dh); }, kEdges);
+}
+
+INSTANTIATE_TEST_SUITE_P(Flash, HeadDim, ::testing::Values(32, 64, 80, 96, 128, 256),
+                         [](const auto &info) { return "dh" + std::to_string(info.param); });
+
+TEST(Flash, DynamicHeadDim) {
+  check(
+      "dynamic_dh",
+      [] {
+        Graph g("dyn_dh");
+        Dim L = g.dim("L"), S = g.dim("S"), Dh = g.dim("Dh");
+        Value q = g.input("q", DType::F32, {L, Dh}), k = g.input("k", DType::F32, {S, Dh}),
+              v = g.input("v", DType::F32, {S, Dh});
+        g.output("o", attention(q, k, v).value());
+        return g;
+      },
+      {{{"L", 1}, {"S", 40}, {"Dh", 17}},
+       {{"L", 2}, {"S", 500}, {"Dh", 80}},
+       {{"L", 70}, {"S", 100}, {"Dh", 3}},
+       {{"L", 33}, {"S", 9}, {"Dh", 130}}});
+}
+
+template <class Mask> Graph masked(const std::string &name, Mask mask) {
+  Graph g(name);
+  auto [q, k, v] = inputs(g, 2, 2, 16);
+  g.output("o", attention(q, k, v).mask(mask).value());
+  return g;
+}
+
+TEST(Flash, CausalAndWindowOverManyTiles) {
+  std::vector<DB> shapes = {{{"B", 1}, {"L", 300}, {"S", 300}},
+                            {{"B", 2}, {"L", 3}, {"S", 3}},
+                            {{"B", 1}, {"L", 129}, {"S", 400}}};
+  check("causal", [] { return masked("causal", causal_mask()); }, shapes);
+  check("window", [] { return masked("window", sliding_window_mask(50)); }, shapes);
+  check(
+      "causal_bottom_right",
+      [] {
+        return masked("bottom_right", [](auto, auto, auto qi, auto ki) {
+          return qi + (len_kv() - len_q()) >= ki;
+        });
+      },
+      {{{"B", 1}, {"L", 40}, {"S", 300}}, {{"B", 1}, {"L", 2}, {"S", 700}}});
+}
+
+TEST(Flash, FullyMaskedRowsAndTiles) {
+  std::vector<DB> shapes = {{{"B", 1}, {"L", 200}, {"S", 250}},
+                            {{"B", 1}, {"L", 2}, {"S", 600}}};
+  // Whole key tiles masked: only keys in [100, 120) are visible.
+  check("band", [] {
+    return masked("band", [](auto, auto, auto, auto ki) { return ki >= 100 && ki < 120; });
+  }, shapes);
+  // Rows with nothing visible give 0: odd queries see nothing.
+  check("odd_rows_empty", [] {
+    return masked("odd_rows", [](auto, auto, auto qi, auto ki) { return qi % 2 == 0 && ki <= qi; });
+  }, shapes);
+  // Everything masked.
+  check("nothing", [] {
+    return masked("nothing", [](auto, auto, auto qi, auto) { return qi < 0; });
+  }, shapes);
+}
+
+TEST(Flash, DecodeWithGqaModsAndGathers) {
+  // 8 query heads on 2 kv heads, ALiBi and a document mask read from a captured tensor
+  // (a gather over keys in the decode kernel, over queries in the tiled one).
+  auto build = [] {
+    Graph g("decode_gqa");
+    auto [q, k, v] = inputs(g, 8, 2, 32);
+    Value slopes = g.param("slopes", DType::F32, {g.dim("H", 8)});
+    Value doc = g.input("doc", DType::I32, {g.dim("S")});
+    g.output("o", attention(q, k, v)
+                      .mask([&](auto, auto, auto qi, auto ki) { return doc[ki] <= doc[qi]; })
+                      .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+                        return s + slopes[h] * (ki - qi);
+                      })
+                      .value());
+    return g;
+  };
+  check("decode_gqa", build,
+        {{{"B", 1}, {"L", 1}, {"S", 1000}},
+         {{"B", 2}, {"L", 4}, {"S", 333}},
+         {{"B", 1}, {"L", 70}, {"S", 150}}});
+}
+
+TEST(Flash, LargeScoresStayStable) {
+  // Scores in the hundreds: without the running max, exp overflows.
+  auto build = [] {
+    Graph g("large");
+    auto [q, k, v] = inputs(g, 2, 2, 16);
+    g.output("o", attention(q, k, v).scale(40.0).mask(causal_mask()).value());
+    return g;
+  };
+  check("large", build,
+        {{{"B", 1}, {"L", 150}, {"S", 150}}, {{"B", 1}, {"L", 1}, {"S", 700}}}, {}, 1e-4, 1e-3);
+}
+
+TEST(Flash, F64) {
+  auto build = [] {
+    Graph g("f64");
+    Dim L = g.dim("L"), S = g.dim("S"), Dh = g.dim("Dh", 24);
+    Value q = g.input("q", DType::F64, {L, Dh}), k = g.input("k", DType::F64, {S, Dh}),
+          v = g.input("v", DType::F64, {S, Dh});
+    g.output("o", attention(q, k, v).mask(causal_mask()).value());
+    return g;
+  };
+  // f64 all the way, exp2 by a degree-12 polynomial: close to the double oracle.
+  check("f64", build, {{{"L", 1}, {"S", 400}}, {{"L", 77}, {"S", 77}}}, {}, 1e-12, 1e-10);
+}
+
+TEST(Flash, EveryScheduleAgrees) {
+  auto build = [] {
+    Graph g("sched");
+    auto [q, k, v] = inputs(g, 2, 1, 24);
+    g.output("o", attention(q, k, v).mask(sliding_window_mask(37)).value());
+    return g;
+  };
+  std::vector<DB> shapes = {{{"B", 1}, {"L", 150}, {"S", 150}},
+                            {{"B", 2}, {"L", 2}, {"S", 600}},
+                            {{"B", 1}, {"L", 9}, {"S", 9}}};
+  for (int threads : {1, 2})
+    for (auto [qt, kt] : {std::pair{16, 7}, {32, 48}, {128, 200}, {0, 0}})
+      for (int bits : {0, 256}) {
+        CompileOptions o;
+        o.schedule.threads = threads;
+        o.schedule.q_tile = qt;
+        o.schedule.kv_tile = kt;
+        o.schedule.vector_bits = bits;
+        check("threads=" + std::to_string(threads) + " q_tile=" + std::to_string(qt) +
+                  " kv_tile=" + std::to_string(kt) + " vector_bits=" + std::to_string(bits),
+              build, shapes, o);
+      }
+}
+
+TEST(Flash, BadScheduleIsAnError) {
+  CompileOptions o;
+  o.schedule.vector_bits = 300;
+  try {
+    compile(plain(16), Target::host(), o);
+    FAIL() << "vector_bits=300 was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("vector_bits must be"), std::string::npos) << e.what();
+  }
+  o = CompileOptions{};
+  o.schedule.threads = -1;
+  try {
+    compile(plain(16), Target::host(), o);
+    FAIL() << "threads=-1 was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("threads"), std::string::npos) << e.what();
+  }
+}
+
+} // namespace
+} // namespace qkv::test
