@@ -20,7 +20,7 @@
 // query head h reads kv head h / (Hq / Hkv)
 // CHECK: %[[HK:.*]] = arith.divui %[[H]], %c2 : index
 // CHECK: %[[QT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
-// CHECK: %[[ST:.*]] = memref.alloca() {alignment = 64 : i64} : memref<96x64xf32>
+// CHECK: %[[ST:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64x64xf32>
 // CHECK: %[[OT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<3x64xf32>
 // CHECK: %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
 // CHECK: %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
@@ -37,7 +37,7 @@
 // CHECK: %[[KX:.*]] = tensor.extract %[[K]][%[[HK]], %[[J:.*]], %[[KD]]] : tensor<1x40x4xf32>
 // CHECK: %[[KB:.*]] = vector.broadcast %[[KX]] : f32 to vector<16xf32>
 // CHECK: vector.fma %[[KB]], %[[QV]], %{{.*}} : vector<16xf32>
-// CHECK: vector.store %{{.*}}, %[[ST]][%[[J]], %c0] : memref<96x64xf32>, vector<16xf32>
+// CHECK: vector.store %{{.*}}, %[[ST]][%[[J]], %c0] : memref<64x64xf32>, vector<16xf32>
 // online softmax, 16 queries at a time: their positions as a vector
 // CHECK: scf.for %[[C:.*]] = %c0 to %c64 step %c16
 // CHECK: %[[MOLD:.*]] = vector.load %[[M]][%[[C]]]
@@ -133,8 +133,8 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
 // CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
 // CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
 // CHECK: scf.for %[[KT:.*]] = %c0 to %{{.*}} step %c1 {
-// CHECK: %[[J0:.*]] = arith.muli %[[KT]], %c96 : index
-// CHECK: %[[COLS:.*]] = arith.minsi %{{.*}}, %c96 : index
+// CHECK: %[[J0:.*]] = arith.muli %[[KT]], %c64 : index
+// CHECK: %[[COLS:.*]] = arith.minsi %{{.*}}, %c64 : index
 // CHECK: %[[QHI:.*]] = arith.subi %{{.*}}, %c1 : index
 // CHECK: %[[KVEND:.*]] = arith.addi %[[J0]], %[[COLS]] : index
 // CHECK: %[[KVHI:.*]] = arith.subi %[[KVEND]], %c1 : index
