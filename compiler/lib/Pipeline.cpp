@@ -61,7 +61,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
            "function-boundary-type-conversion=identity-layout-map},"
            "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
            "func.func(qkv-lower-matmul-to-microkernels{vector-bits=" +
-           std::to_string(o.vectorBits) + "},convert-linalg-to-loops),"
+           std::to_string(o.vectorBits) + "},convert-linalg-to-parallel-loops),"
            "buffer-deallocation-pipeline,canonicalize,cse";
   if (stage == "llvm")
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the

@@ -48,7 +48,7 @@ func.func @shared_b(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x?x
   return
 }
 
-// B's rows are not contiguous: left for convert-linalg-to-loops.
+// B's rows are not contiguous: left for convert-linalg-to-parallel-loops.
 // CHECK-LABEL: func.func @strided
 // CHECK: linalg.matmul
 func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %c: memref<?x64xf32>) {

@@ -30,7 +30,7 @@
 // PIPE: qkv-lower-to-linalg
 // PIPE: one-shot-bufferize
 // PIPE: buffer-results-to-out-params
-// PIPE: convert-linalg-to-loops
+// PIPE: convert-linalg-to-parallel-loops
 // PIPE: convert-scf-to-openmp
 // PIPE: convert-vector-to-llvm
 // PIPE: finalize-memref-to-llvm

@@ -7,7 +7,7 @@
 // are read as broadcasts. Columns past the last whole panel are done one masked vector
 // at a time. B and C need unit stride along their last dim (they always have it in the
 // CPU pipeline: operands are fresh buffers or identity-layout arguments); a matmul that
-// does not is left to convert-linalg-to-loops.
+// does not is left to convert-linalg-to-parallel-loops.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"

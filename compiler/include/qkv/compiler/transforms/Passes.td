@@ -63,7 +63,7 @@ def LowerMatmulToMicrokernels
     block runs the same register-tiled micro-kernel as the attention kernel (a tile of
     C in vector registers across the whole K loop, broadcasts of A, vector rows of B).
     Columns past the last whole panel go one masked vector at a time. Matmuls whose B
-    or C rows are not contiguous are left for convert-linalg-to-loops.
+    or C rows are not contiguous are left for convert-linalg-to-parallel-loops.
   }];
   let options = [
     Option<"vectorBits", "vector-bits", "int64_t", "512",
