@@ -195,6 +195,31 @@ TEST(Flash, EveryScheduleAgrees) {
       }
 }
 
+TEST(Flash, HeadsReadAndWrittenInPlace) {
+  // split_heads feeding attention and merge_heads after it: the kernel reads and writes
+  // the unsplit tensors directly. Rank 3 (no batch) and rank 4, with GQA.
+  check("rank3", [] {
+    Graph g("heads3");
+    Dim L = g.dim("L"), D = g.dim("D", 24), H = g.dim("H", 3), Dh = g.dim("Dh", 8);
+    Value x = g.input("x", DType::F32, {L, D});
+    Value q = split_heads(x, H, Dh);
+    g.output("o", merge_heads(attention(q, q, q).mask(causal_mask()).value(), D));
+    return g;
+  }, {{{"L", 1}}, {{"L", 3}}, {{"L", 70}}});
+  check("rank4_gqa", [] {
+    Graph g("heads4");
+    Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 32), H = g.dim("H", 4);
+    Dim Hk = g.dim("Hkv", 2), Dh = g.dim("Dh", 8), Dk = g.dim("Dk", 16);
+    Value x = g.input("x", DType::F32, {B, L, D});
+    Value kv = g.input("kv", DType::F32, {B, g.dim("S"), Dk});
+    Value o = attention(split_heads(x, H, Dh), split_heads(kv, Hk, Dh), split_heads(kv, Hk, Dh))
+                  .value();
+    g.output("o", merge_heads(o, D));
+    g.output("o_split", o); // a second user: the heads are not merged in place here
+    return g;
+  }, {{{"B", 2}, {"L", 2}, {"S", 300}}, {{"B", 1}, {"L", 67}, {"S", 65}}});
+}
+
 TEST(Flash, BadScheduleIsAnError) {
   CompileOptions o;
   o.schedule.vector_bits = 300;

@@ -156,3 +156,27 @@ func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, 
     }
   return %a : tensor<1x16x?x64xf32>
 }
+
+// Heads split from a (B, L, H*Dh) tensor and merged back: the kernel reads q, k and v in
+// the unsplit tensor at (b, i, h*Dh + d) and writes (b, i, h*Dv + d) of the merged
+// result, so neither reshape makes a copy (both ops are gone).
+// CHECK-LABEL: func.func @heads_in_place
+// CHECK-SAME: (%[[X:.*]]: tensor<1x?x32xf32>)
+// CHECK-NOT: qkv.split_heads
+// CHECK: %[[L:.*]] = tensor.dim %[[X]], %c1 : tensor<1x?x32xf32>
+// CHECK: %[[XM:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<1x?x32xf32> to memref<1x?x32xf32, strided<[?, ?, 1], offset: ?>>
+// CHECK: %[[OUT:.*]] = memref.alloc(%[[L]]) : memref<1x?x32xf32>
+// decode: q and k rows are vector loads at h*16 (+ d, 0 here: one vector per row)
+// CHECK: %[[HOFF:.*]] = arith.muli %{{.*}}, %c16 : index
+// CHECK: vector.load %[[XM]][%c0, %{{.*}}, %[[HOFF]]]
+// the merged output, written at (0, i, h*16 + d)
+// CHECK: memref.store %{{.*}}, %[[OUT]][%c0, %{{.*}}, %{{.*}}] : memref<1x?x32xf32>
+// CHECK-NOT: qkv.merge_heads
+// CHECK: %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<1x?x32xf32> to tensor<1x?x32xf32>
+// CHECK: return %[[RES]]
+func.func @heads_in_place(%x: tensor<1x?x32xf32>) -> tensor<1x?x32xf32> {
+  %q = qkv.split_heads %x heads 2 : tensor<1x?x32xf32> -> tensor<1x2x?x16xf32>
+  %a = qkv.attention %q, %q, %q : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32> -> tensor<1x2x?x16xf32>
+  %m = qkv.merge_heads %a : tensor<1x2x?x16xf32> -> tensor<1x?x32xf32>
+  return %m : tensor<1x?x32xf32>
+}

@@ -35,10 +35,14 @@ using namespace qkv::ir;
 
 namespace qkv::ir {
 
-SmallVector<Value> AttentionInfo::at(Value b, Value h, Value row, Value col) const {
+SmallVector<Value> HeadView::at(KernelBuilder &kb, Value b, Value h, Value row, Value col) const {
   SmallVector<Value> idx;
   if (rank == 4)
     idx.push_back(b);
+  if (merged) {
+    idx.append({row, kb.add(kb.mul(h, headDim), col)});
+    return idx;
+  }
   if (rank >= 3)
     idx.push_back(h);
   idx.append({row, col});
@@ -81,7 +85,7 @@ void packQueries(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
                  const TileBuffers &t, Value b, Value h, Value i0, Value rows, Value qScale) {
   kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value i) {
     in.forLoop(in.idx(0), a.nDh, 1, [&](KernelBuilder &in2, Value d) {
-      Value x = in2.load(a.q, a.at(b, h, in2.add(i0, i), d));
+      Value x = in2.load(a.q.mem, a.q.at(in2, b, h, in2.add(i0, i), d));
       in2.store(arith::MulFOp::create(in2.builder(), x, qScale), t.qT, {d, i});
     });
   });
@@ -152,7 +156,7 @@ void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   g.K = a.nDh;
   VectorType vt = kb.vec(a.ft, s.lanes);
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return in.load(a.k, a.at(b, hk, in.add(j0, i), k));
+    return in.load(a.k.mem, a.k.at(in, b, hk, in.add(j0, i), k));
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.qT, {k, in.idx(c * s.lanes)});
@@ -180,7 +184,7 @@ void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   for (int64_t c = 0; c < g.nc; ++c)
     corr.push_back(kb.vload(vt, t.corr, {kb.idx(c * s.lanes)}));
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return in.load(a.v, a.at(b, hk, in.add(j0, k), i));
+    return in.load(a.v.mem, a.v.at(in, b, hk, in.add(j0, k), i));
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.sT, {k, in.idx(c * s.lanes)});
@@ -253,7 +257,7 @@ void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     Value inv = in.load(t.corr, {i});
     in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &in2, Value d) {
       Value o = arith::MulFOp::create(in2.builder(), in2.load(t.oT, {d, i}), inv);
-      in2.store(o, a.out, a.at(b, h, in2.add(i0, i), d));
+      in2.store(o, a.out.mem, a.out.at(in2, b, h, in2.add(i0, i), d));
     });
   });
 }
@@ -264,8 +268,7 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
       return {stat, {}};
     return {ShapedType::kDynamic, {v}};
   };
-  auto qt = cast<MemRefType>(a.q.getType());
-  auto [dh, dhDyn] = dimOf(a.nDh, qt.getDimSize(a.rank - 1));
+  auto [dh, dhDyn] = dimOf(a.nDh, a.staticDh ? *a.staticDh : ShapedType::kDynamic);
   auto [dv, dvDyn] = dimOf(a.nDv, a.staticDv ? *a.staticDv : ShapedType::kDynamic);
   TileBuffers t;
   t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
@@ -333,8 +336,63 @@ Value readBuffer(ImplicitLocOpBuilder &b, Value t, bool identity) {
   return bufferization::ToBufferOp::create(b, mt, t, /*read_only=*/true);
 }
 
+/// Extent d of an attention operand. An operand made by qkv.split_heads is measured on
+/// the split's input, which the kernel reads in place: asking the split itself would
+/// keep it (and the copy it lowers to) alive.
 Value sizeOf(ImplicitLocOpBuilder &b, Value t, int64_t d) {
-  return getValueOrCreateConstantIndexOp(b, b.getLoc(), tensor::getMixedSize(b, b.getLoc(), t, d));
+  auto tt = cast<RankedTensorType>(t.getType());
+  if (!tt.isDynamicDim(d))
+    return arith::ConstantIndexOp::create(b, tt.getDimSize(d));
+  if (auto split = t.getDefiningOp<SplitHeadsOp>()) {
+    // (..., L, H*D) -> (..., H, L, D): H is static.
+    Value x = split.getX();
+    int64_t r = tt.getRank();
+    auto dimOfX = [&](int64_t i) { return Value(tensor::DimOp::create(b, x, i)); };
+    if (d == r - 1)
+      return arith::DivUIOp::create(b, dimOfX(r - 2),
+                                    arith::ConstantIndexOp::create(b, split.getHeads()));
+    return dimOfX(d == r - 2 ? r - 3 : d);
+  }
+  return tensor::DimOp::create(b, t, d);
+}
+
+/// An operand read in place: through the qkv.split_heads that produced it when there is
+/// one (the kernel then reads the unsplit tensor), else as it is.
+HeadView viewOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
+  HeadView v;
+  v.rank = rank;
+  if (auto split = t.getDefiningOp<SplitHeadsOp>()) {
+    v.mem = readBuffer(b, split.getX(), false);
+    v.merged = true;
+    v.headDim = headDim;
+    return v;
+  }
+  v.mem = readBuffer(b, t, false);
+  return v;
+}
+
+/// The output buffer: in the (..., L, H*Dv) layout of the qkv.merge_heads that is the
+/// result's only user, when there is one, else the result's own shape.
+HeadView outputOf(KernelBuilder &kb, AttentionOp op, const AttentionInfo &a) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  HeadView v;
+  v.rank = a.rank;
+  Value res = op.getResult();
+  auto merge = res.hasOneUse() ? dyn_cast<MergeHeadsOp>(*res.getUsers().begin()) : MergeHeadsOp();
+  auto outT = cast<RankedTensorType>(merge ? merge.getType() : res.getType());
+  SmallVector<Value> dyn;
+  for (int64_t i = 0; i < outT.getRank(); ++i) {
+    if (!outT.isDynamicDim(i))
+      continue;
+    if (!merge)
+      dyn.push_back(i == a.rank - 1 ? a.nDv : sizeOf(b, op.getQ(), i));
+    else // (..., L, H*Dv): leading dims and L from q, the last from H*Dv
+      dyn.push_back(i == outT.getRank() - 1 ? kb.mul(a.nH, a.nDv) : sizeOf(b, op.getQ(), i == outT.getRank() - 2 ? a.rank - 2 : i));
+  }
+  v.mem = memref::AllocOp::create(b, MemRefType::get(outT.getShape(), a.ft), dyn);
+  v.merged = bool(merge);
+  v.headDim = a.nDv;
+  return v;
 }
 
 AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
@@ -355,9 +413,12 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   a.nDh = sizeOf(b, q, r - 1);
   a.nDv = sizeOf(b, v, r - 1);
   a.group = kb.divu(a.nH, a.nHk);
-  int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(r - 1);
-  if (!ShapedType::isDynamic(dv))
-    a.staticDv = dv;
+  auto staticOf = [](Value t, int64_t d) -> std::optional<int64_t> {
+    int64_t n = cast<RankedTensorType>(t.getType()).getDimSize(d);
+    return ShapedType::isDynamic(n) ? std::nullopt : std::optional<int64_t>(n);
+  };
+  a.staticDh = staticOf(q, r - 1);
+  a.staticDv = staticOf(v, r - 1);
   if (auto s = op.getScale())
     a.scale = kb.fconst(a.ft, s->convertToDouble());
   else
@@ -365,21 +426,16 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
         b, kb.fconst(a.ft, 1.0),
         math::SqrtOp::create(b, arith::SIToFPOp::create(
                                     b, a.ft, arith::IndexCastOp::create(b, b.getI64Type(), a.nDh))));
-  a.q = readBuffer(b, q, false);
-  a.k = readBuffer(b, k, false);
-  a.v = readBuffer(b, v, false);
+  a.q = viewOf(b, q, r, a.nDh);
+  a.k = viewOf(b, k, r, a.nDh);
+  a.v = viewOf(b, v, r, a.nDv);
   for (Value c : op.getCaptures())
     a.captures.push_back(readBuffer(b, c, true));
   if (!op.getScore().empty())
     a.score = &op.getScore();
   if (!op.getMask().empty())
     a.mask = &op.getMask();
-  auto outT = cast<RankedTensorType>(op.getResult().getType());
-  SmallVector<Value> dyn;
-  for (int64_t i = 0; i < r; ++i)
-    if (outT.isDynamicDim(i))
-      dyn.push_back(i == r - 1 ? a.nDv : sizeOf(b, q, i));
-  a.out = memref::AllocOp::create(b, MemRefType::get(outT.getShape(), a.ft), dyn);
+  a.out = outputOf(kb, op, a);
   return a;
 }
 
@@ -426,9 +482,17 @@ struct FlashLowering : OpRewritePattern<AttentionOp> {
       kb.ifThen(few, [&](KernelBuilder &in) { emitDecodeAttention(in, a, s); },
                 [&](KernelBuilder &in) { emitTiledAttention(in, a, s); });
     }
-    Value res = bufferization::ToTensorOp::create(ib, op.getResult().getType(), a.out,
-                                                  /*restrict=*/true, /*writable=*/true);
-    rw.replaceOp(op, res);
+    auto outType = cast<MemRefType>(a.out.mem.getType());
+    Value res = bufferization::ToTensorOp::create(
+        ib, RankedTensorType::get(outType.getShape(), a.ft), a.out.mem,
+        /*restrict=*/true, /*writable=*/true);
+    if (a.out.merged) { // the kernel wrote the merge_heads result itself
+      Operation *merge = *op.getResult().getUsers().begin();
+      rw.replaceOp(merge, res);
+      rw.eraseOp(op);
+    } else {
+      rw.replaceOp(op, res);
+    }
     return success();
   }
 

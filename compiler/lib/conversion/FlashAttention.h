@@ -20,21 +20,31 @@ struct FlashSchedule {
   int64_t minSplit;   // keys per split at least, in the decode kernel
 };
 
+/// How a kernel addresses q, k, v or the output. The buffer has the operand's own shape
+/// (..., H, L, D), or it is the (..., L, H*D) tensor that qkv.split_heads read or
+/// qkv.merge_heads writes: then element (b, h, row, col) lives at (b, row, h*D + col),
+/// and the kernel reads or writes it there, saving the copy the reshape would make.
+struct HeadView {
+  mlir::Value mem;
+  int64_t rank = 4;         // rank of the (..., H, L, D) operand
+  mlir::Value headDim;      // D, when merged
+  bool merged = false;
+  /// Indices of element (b, h, row, col), without the absent leading dims.
+  llvm::SmallVector<mlir::Value> at(KernelBuilder &kb, mlir::Value b, mlir::Value h,
+                                    mlir::Value row, mlir::Value col) const;
+};
+
 /// One qkv.attention's operands and sizes, as the kernels read them.
 struct AttentionInfo {
   AttentionOp op;
   int64_t rank;      // 2, 3 or 4
   mlir::Type ft;     // f32 or f64
-  mlir::Value q, k, v, out; // memrefs (out: a fresh buffer of the result's shape)
+  HeadView q, k, v, out; // out: a fresh buffer
   llvm::SmallVector<mlir::Value> captures; // memrefs with identity layout
   mlir::Value nB, nH, nHk, nL, nS, nDh, nDv, group; // sizes (index)
-  std::optional<int64_t> staticDv;
+  std::optional<int64_t> staticDh, staticDv;
   mlir::Value scale; // the softmax scale (1/sqrt(Dh) by default)
   mlir::Region *score = nullptr, *mask = nullptr; // the mods, when present
-
-  /// Index list into q/k/v/out for (b, h, row, col), without the absent leading dims.
-  llvm::SmallVector<mlir::Value> at(mlir::Value b, mlir::Value h, mlir::Value row,
-                                    mlir::Value col) const;
 };
 
 /// Score and mask for the lanes of one tile row: `s` holds the raw scores (scale * q.k)

@@ -76,19 +76,19 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     Value kr = in.add(j0, j);
     Value sum = in.forLoop(in.idx(0), in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes),
                            in.idx(s.lanes), {acc}, [&](KernelBuilder &x, Value d, ValueRange c) {
-                             Value qv = x.vload(vt, a.q, a.at(b, h, i, d));
-                             Value kv = x.vload(vt, a.k, a.at(b, hk, kr, d));
+                             Value qv = x.vload(vt, a.q.mem, a.q.at(x, b, h, i, d));
+                             Value kv = x.vload(vt, a.k.mem, a.k.at(x, b, hk, kr, d));
                              return SmallVector<Value>{
                                  vector::FMAOp::create(x.builder(), qv, kv, c[0])};
                            })[0];
-    std::optional<int64_t> dh = staticDim(a.q, a.rank - 1);
+    std::optional<int64_t> dh = a.staticDh;
     if (!dh || *dh % s.lanes != 0) {
       // The tail of the head dim, masked (zeros contribute nothing).
       Value full = in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes);
       auto mt = VectorType::get({s.lanes}, in.builder().getI1Type());
       Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(a.nDh, full)});
-      Value qv = loadVec(in, vt, a.q, a.at(b, h, i, full), mask);
-      Value kv = loadVec(in, vt, a.k, a.at(b, hk, kr, full), mask);
+      Value qv = loadVec(in, vt, a.q.mem, a.q.at(in, b, h, i, full), mask);
+      Value kv = loadVec(in, vt, a.k.mem, a.k.at(in, b, hk, kr, full), mask);
       sum = vector::FMAOp::create(in.builder(), qv, kv, sum);
     }
     Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sum,
@@ -175,7 +175,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
           Value pj = x.splat(x.load(st.p, {j}), vt);
           SmallVector<Value> out;
           for (int64_t c = 0; c < nv; ++c) {
-            Value vv = loadVec(x, vt, a.v, a.at(b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
+            Value vv = loadVec(x, vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
             out.push_back(vector::FMAOp::create(x.builder(), pj, vv, in[c]));
           }
           return out;
@@ -190,7 +190,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     Value acc = in.forLoop(in.idx(0), cols, in.idx(1), {o},
                            [&](KernelBuilder &x, Value j, ValueRange c) {
                              Value pj = x.splat(x.load(st.p, {j}), vt);
-                             Value vv = loadVec(x, vt, a.v, a.at(b, hk, x.add(j0, j), d), mask);
+                             Value vv = loadVec(x, vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), d), mask);
                              return SmallVector<Value>{
                                  vector::FMAOp::create(x.builder(), pj, vv, c[0])};
                            })[0];
@@ -340,7 +340,7 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
                             Value od = z.load(part, {rowOf(z, sp), d});
                             return SmallVector<Value>{math::FmaOp::create(z.builder(), weight(z, sp), od, acc[0])};
                           })[0];
-      y.store(arith::MulFOp::create(y.builder(), o, inv), a.out, a.at(b, h, i, d));
+      y.store(arith::MulFOp::create(y.builder(), o, inv), a.out.mem, a.out.at(y, b, h, i, d));
     });
   });
 }
