@@ -59,7 +59,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "loops")
     return "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map},"
-           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs hoist-dynamic-allocs},"
            "func.func(qkv-lower-matmul-to-microkernels{vector-bits=" +
            std::to_string(o.vectorBits) + "},convert-linalg-to-parallel-loops),"
            "buffer-deallocation-pipeline,canonicalize,cse";
