@@ -124,6 +124,16 @@ TEST(Flash, FullyMaskedRowsAndTiles) {
   }, shapes);
 }
 
+TEST(Flash, MasksOverOtherIntegerTypes) {
+  // to_float(q) > -1 canonicalizes to a compare of i64 casts: the tile classifier must
+  // follow the casts (it once compared an index interval with an i64 constant).
+  check("i64_compare", [] {
+    return masked("i64_compare", [](auto, auto, auto qi, auto ki) {
+      return to_float(qi) > -1.0 && to_float(ki % 5) < 3.0;
+    });
+  }, {{{"B", 1}, {"L", 70}, {"S", 90}}, {{"B", 1}, {"L", 1}, {"S", 300}}});
+}
+
 TEST(Flash, DecodeWithGqaModsAndGathers) {
   // 8 query heads on 2 kv heads, ALiBi and a document mask read from a captured tensor
   // (a gather over keys in the decode kernel, over queries in the tiled one).

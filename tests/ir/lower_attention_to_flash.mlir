@@ -13,27 +13,36 @@
 // CHECK-NOT: qkv.attention
 // CHECK-DAG: %[[LOG2E:.*]] = arith.constant dense<1.44269502> : vector<16xf32>
 // CHECK-DAG: %[[NINF:.*]] = arith.constant dense<0xFF800000> : vector<16xf32>
-// CHECK-DAG: %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-DAG: %[[SCALE:.*]] = arith.constant dense<5.000000e-01> : vector<16xf32>
+// CHECK: %[[QM:.*]] = bufferization.to_buffer %[[Q]] read_only
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<2x33x3xf32>
 // one task per (head, query tile of 64)
 // CHECK: scf.parallel (%[[H:.*]]) = (%c0) to (%c2) step (%c1)
 // query head h reads kv head h / (Hq / Hkv)
 // CHECK: %[[HK:.*]] = arith.divui %[[H]], %c2 : index
-// CHECK: %[[QT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
+// transposed tiles with Dh and Dv rounded up to whole 16 x 16 blocks
+// CHECK: %[[QT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
 // CHECK: %[[ST:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64x64xf32>
-// CHECK: %[[OT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<3x64xf32>
+// CHECK: %[[OT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
 // CHECK: %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
 // CHECK: %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
 // CHECK: %[[CORR:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
-// queries transposed and scaled by 1/sqrt(4) (log2 e joins only without a score mod)
-// CHECK: %[[QX:.*]] = tensor.extract %[[Q]][%[[H]], %[[I:.*]], %[[D:.*]]] : tensor<2x33x4xf32>
-// CHECK: %[[QS:.*]] = arith.mulf %[[QX]], %[[SCALE]] : f32
-// CHECK: memref.store %[[QS]], %[[QT]][%[[D]], %[[I]]] : memref<4x64xf32>
+// queries scaled by 1/sqrt(4) (log2 e joins only without a score mod): 16 rows read as
+// vectors along Dh (4 of 16 lanes), rows past the 33 queries zeroed, then transposed in
+// registers by 4 stages of shuffles
+// CHECK: scf.for %[[IB:.*]] = %c0 to %c64 step %c16
+// CHECK: %[[QROW:.*]] = arith.minsi %[[IB]], %c32 : index
+// CHECK: %[[QX:.*]] = vector.maskedload %[[QM]][%[[H]], %[[QROW]], %c0]
+// CHECK: %[[QS:.*]] = arith.mulf %[[QX]], %[[SCALE]] : vector<16xf32>
+// CHECK: %[[QIN:.*]] = arith.cmpi slt, %[[IB]], %c33 : index
+// CHECK: arith.select %[[QIN]], %[[QS]], %{{.*}} : vector<16xf32>
+// CHECK-COUNT-64: vector.shuffle
+// CHECK: vector.store %{{.*}}, %[[QT]][%c0, %[[IB]]] : memref<16x64xf32>, vector<16xf32>
 // the running max starts at -inf
 // CHECK: vector.store %[[NINF]], %[[M]]
 // scores: a 6 (keys) x 4 (vectors of queries) register tile over the head dim
 // CHECK: scf.for %[[KD:.*]] = %c0 to %c4 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>,
-// CHECK: %[[QV:.*]] = vector.load %[[QT]][%[[KD]], %c0] : memref<4x64xf32>, vector<16xf32>
+// CHECK: %[[QV:.*]] = vector.load %[[QT]][%[[KD]], %c0] : memref<16x64xf32>, vector<16xf32>
 // CHECK: %[[KX:.*]] = tensor.extract %[[K]][%[[HK]], %[[J:.*]], %[[KD]]] : tensor<1x40x4xf32>
 // CHECK: %[[KB:.*]] = vector.broadcast %[[KX]] : f32 to vector<16xf32>
 // CHECK: vector.fma %[[KB]], %[[QV]], %{{.*}} : vector<16xf32>
@@ -88,13 +97,17 @@
 // CHECK: %[[VX:.*]] = tensor.extract %[[V]][%[[HK]], %[[PJ]], %c0] : tensor<1x40x3xf32>
 // CHECK: %[[VB:.*]] = vector.broadcast %[[VX]]
 // CHECK: vector.fma %[[VB]], %[[PV]]
-// one division at the end; a row that kept nothing writes 0
+// one division at the end; a row that kept nothing writes 0; 16 x 16 blocks of Oᵀ are
+// transposed back and each query's row written along Dv (3 of 16 lanes, rows past the
+// 33 queries masked off)
 // CHECK: %[[LF:.*]] = vector.load %[[L]]
 // CHECK: %[[ANY:.*]] = arith.cmpf ogt, %[[LF]], %{{.*}}
 // CHECK: %[[INV:.*]] = arith.divf %{{.*}}, %[[LF]]
-// CHECK: arith.select %[[ANY]], %[[INV]], %{{.*}}
-// CHECK: %[[OV:.*]] = memref.load %[[OT]][%[[OD:.*]], %[[OI:.*]]] : memref<3x64xf32>
-// CHECK: memref.store %{{.*}}, %[[OUT]][%[[H]], %[[OI]], %[[OD]]]
+// CHECK: %[[INVS:.*]] = arith.select %[[ANY]], %[[INV]], %{{.*}}
+// CHECK: %[[OV:.*]] = vector.load %[[OT]][%c0, %[[OB:.*]]] : memref<16x64xf32>, vector<16xf32>
+// CHECK: arith.mulf %[[OV]], %[[INVS]]
+// CHECK-COUNT-64: vector.shuffle
+// CHECK: vector.maskedstore %[[OUT]][%[[H]], %{{.*}}, %c0], %{{.*}}, %{{.*}} : memref<2x33x3xf32>
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable
 func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40x3xf32>, %slopes: tensor<2xf32>) -> tensor<2x33x3xf32> {
   %a = qkv.attention %q, %k, %v captures(%slopes : tensor<2xf32>) : tensor<2x33x4xf32>, tensor<1x40x4xf32>, tensor<1x40x3xf32> -> tensor<2x33x3xf32>
@@ -129,17 +142,25 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
 // merge of the splits by log-sum-exp, one task per (head, query)
 // CHECK: scf.parallel
 // CHECK: } else {
-// tiled: tile kt covers keys [j0, j0 + cols); empty when q_hi < j0, full when q_lo >= kv_hi
+// tiled: groups of 8 key tiles (512 keys) are tested first, empty when q_hi < j0
 // CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
 // CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
-// CHECK: scf.for %[[KT:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK: %[[NG:.*]] = arith.divui %{{.*}}, %c8 : index
+// CHECK: scf.for %[[KG:.*]] = %c0 to %[[NG]] step %c1 {
+// CHECK: %[[FROM:.*]] = arith.muli %[[KG]], %c8 : index
+// CHECK: %[[G0:.*]] = arith.muli %[[KG]], %c512 : index
+// CHECK: %[[GQHI:.*]] = arith.subi %{{.*}}, %c1 : index
+// CHECK: %[[GANY:.*]] = arith.cmpi sge, %[[GQHI]], %[[G0]] : index
+// CHECK: scf.if %[[GANY]] {
+// then each tile kt of the group covers keys [j0, j0 + cols): empty when q_hi < j0,
+// full when q_lo >= kv_hi
+// CHECK: scf.for %[[KT:.*]] = %[[FROM]] to %{{.*}} step %c1 {
 // CHECK: %[[J0:.*]] = arith.muli %[[KT]], %c64 : index
 // CHECK: %[[COLS:.*]] = arith.minsi %{{.*}}, %c64 : index
-// CHECK: %[[QHI:.*]] = arith.subi %{{.*}}, %c1 : index
 // CHECK: %[[KVEND:.*]] = arith.addi %[[J0]], %[[COLS]] : index
 // CHECK: %[[KVHI:.*]] = arith.subi %[[KVEND]], %c1 : index
 // CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[I0]], %[[KVHI]] : index
-// CHECK: %[[NOTEMPTY:.*]] = arith.cmpi sge, %[[QHI]], %[[J0]] : index
+// CHECK: %[[NOTEMPTY:.*]] = arith.cmpi sge, %[[GQHI]], %[[J0]] : index
 // CHECK: scf.if %[[NOTEMPTY]] {
 // CHECK: vector.fma
 // CHECK: scf.if %[[FULL]] {

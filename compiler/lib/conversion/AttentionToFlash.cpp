@@ -80,18 +80,45 @@ struct TileBuffers {
   Value corr; // qTile: this tile's rescale factor, at the end 1 / l
 };
 
-/// qT[d][i] = q[b, h, i0 + i, d] * scale for the tile's rows; 0 in the padding.
+/// n rounded up to whole vectors: qT and oT have that many rows, so every transpose block
+/// is whole (rows past n hold zeros or values no one reads).
+Value paddedRows(KernelBuilder &kb, Value n, int64_t lanes) {
+  return kb.mul(kb.ceilDiv(n, lanes), lanes);
+}
+
+/// The mask for the vector of a head dim (Dh or Dv, `n`) starting at d0: null when the
+/// dim is a static multiple of the lanes.
+Value headDimMask(KernelBuilder &kb, Value n, std::optional<int64_t> staticN, Value d0,
+                  int64_t lanes) {
+  if (staticN && *staticN % lanes == 0)
+    return Value();
+  return kb.firstLanes(kb.sub(n, d0), lanes);
+}
+
+/// qT[d][i] = q[b, h, i0 + i, d] * scale for the tile's rows, 0 in the padding, by
+/// blocks of lanes x lanes: rows read as vectors along d, transposed in registers.
 void packQueries(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                  const TileBuffers &t, Value b, Value h, Value i0, Value rows, Value qScale) {
-  kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value i) {
-    in.forLoop(in.idx(0), a.nDh, 1, [&](KernelBuilder &in2, Value d) {
-      Value x = in2.load(a.q.mem, a.q.at(in2, b, h, in2.add(i0, i), d));
-      in2.store(arith::MulFOp::create(in2.builder(), x, qScale), t.qT, {d, i});
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  Value lastQ = kb.sub(a.nL, kb.idx(1));
+  Value scaleV = kb.splat(qScale, vt);
+  kb.forLoop(kb.idx(0), paddedRows(kb, a.nDh, s.lanes), s.lanes, [&](KernelBuilder &in, Value d0) {
+    Value mask = headDimMask(in, a.nDh, a.staticDh, d0, s.lanes);
+    in.forLoop(in.idx(0), in.idx(s.qTile), s.lanes, [&](KernelBuilder &x, Value ib) {
+      ImplicitLocOpBuilder &xb = x.builder();
+      SmallVector<Value> block;
+      for (int64_t i = 0; i < s.lanes; ++i) {
+        Value r = x.add(ib, i);
+        Value row = x.min(x.add(i0, r), lastQ); // in bounds; zeroed below when past rows
+        Value v = x.vload(vt, a.q.mem, a.q.at(x, b, h, row, d0), mask);
+        v = arith::MulFOp::create(xb, v, scaleV);
+        Value valid = x.cmp(arith::CmpIPredicate::slt, r, rows);
+        block.push_back(arith::SelectOp::create(xb, valid, v, x.fconst(vt, 0.0)));
+      }
+      SmallVector<Value> cols = emitTranspose(x, block);
+      for (int64_t j = 0; j < s.lanes; ++j)
+        x.vstore(cols[j], t.qT, {x.add(d0, j), ib});
     });
-  });
-  Value zero = kb.fconst(a.ft, 0.0);
-  kb.forLoop(rows, kb.idx(s.qTile), 1, [&](KernelBuilder &in, Value i) {
-    in.forLoop(in.idx(0), a.nDh, 1, [&](KernelBuilder &in2, Value d) { in2.store(zero, t.qT, {d, i}); });
   });
 }
 
@@ -199,6 +226,26 @@ void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   emitGemm(kb, g);
 }
 
+Value notI1(KernelBuilder &kb, Value v) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  return arith::XOrIOp::create(b, v, arith::ConstantOp::create(b, b.getBoolAttr(true)));
+}
+
+/// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h).
+std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, Value b,
+                                      Value h, Value i0, Value rows, Value j0, Value cols) {
+  if (!a.mask)
+    return std::nullopt;
+  Value one = kb.idx(1);
+  SmallVector<Interval> ranges = {{b, b},
+                                  {h, h},
+                                  {i0, kb.sub(kb.add(i0, rows), one)},
+                                  {j0, kb.sub(kb.add(j0, cols), one)},
+                                  {a.nL, a.nL},
+                                  {a.nS, a.nS}};
+  return classifyTile(kb, *a.mask, ranges);
+}
+
 /// One key tile: skipped when the mask proves it empty, without mask code when full.
 void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
              const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows, Value kt) {
@@ -222,42 +269,68 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
       tileSoftmax(in, a, s, t, b, h, i0, j0, cols, a.mask != nullptr);
     tileValues(in, a, s, t, b, hk, j0, cols);
   };
-  std::optional<TileClass> cls;
-  if (a.mask) {
-    Value one = kb.idx(1);
-    SmallVector<Interval> ranges = {{b, b},
-                                    {h, h},
-                                    {i0, kb.sub(kb.add(i0, rows), one)},
-                                    {j0, kb.sub(kb.add(j0, cols), one)},
-                                    {a.nL, a.nL},
-                                    {a.nS, a.nS}};
-    cls = classifyTile(kb, *a.mask, ranges);
-  }
+  std::optional<TileClass> cls = classifyKeys(kb, a, b, h, i0, rows, j0, cols);
   if (!cls) {
     work(kb, std::nullopt);
     return;
   }
-  Value notEmpty = arith::XOrIOp::create(kb.builder(), cls->empty,
-                                         arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
-  kb.ifThen(notEmpty, [&](KernelBuilder &in) { work(in, cls->full); });
+  kb.ifThen(notI1(kb, cls->empty), [&](KernelBuilder &in) { work(in, cls->full); });
 }
 
-/// out[b, h, i0 + i, d] = oT[d][i] / l[i] (0 for a row that kept nothing).
+/// The key tiles [0, nKT) of a query tile. With a mask, groups of 8 tiles are classified
+/// first, so a sliding window over a long sequence skips most of them with one test per
+/// group instead of one per tile.
+void keyTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+              const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows,
+              Value nKT) {
+  auto tiles = [&](KernelBuilder &in, Value from, Value to) {
+    in.forLoop(from, to, 1, [&](KernelBuilder &x, Value kt) {
+      keyTile(x, a, s, t, b, h, hk, i0, rows, kt);
+    });
+  };
+  if (!a.mask)
+    return tiles(kb, kb.idx(0), nKT);
+  constexpr int64_t group = 8;
+  kb.forLoop(kb.idx(0), kb.ceilDiv(nKT, group), 1, [&](KernelBuilder &in, Value kg) {
+    Value from = in.mul(kg, group), to = in.min(nKT, in.add(from, group));
+    Value j0 = in.mul(from, s.kvTile);
+    Value cols = in.min(in.idx(group * s.kvTile), in.sub(a.nS, j0));
+    std::optional<TileClass> cls = classifyKeys(in, a, b, h, i0, rows, j0, cols);
+    if (!cls)
+      return tiles(in, from, to);
+    in.ifThen(notI1(in, cls->empty), [&](KernelBuilder &x) { tiles(x, from, to); });
+  });
+}
+
+/// out[b, h, i0 + i, d] = oT[d][i] / l[i] (0 for a row that kept nothing), by blocks of
+/// lanes x lanes transposed in registers, each output row written as vectors along d.
 void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                const TileBuffers &t, Value b, Value h, Value i0, Value rows) {
   VectorType vt = kb.vec(a.ft, s.lanes);
-  kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
-    ImplicitLocOpBuilder &ib = in.builder();
-    Value l = in.vload(vt, t.l, {c});
-    Value any = arith::CmpFOp::create(ib, arith::CmpFPredicate::OGT, l, in.fconst(vt, 0.0));
-    Value inv = arith::DivFOp::create(ib, in.fconst(vt, 1.0), l);
-    in.vstore(arith::SelectOp::create(ib, any, inv, in.fconst(vt, 0.0)), t.corr, {c});
-  });
-  kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value i) {
-    Value inv = in.load(t.corr, {i});
-    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &in2, Value d) {
-      Value o = arith::MulFOp::create(in2.builder(), in2.load(t.oT, {d, i}), inv);
-      in2.store(o, a.out.mem, a.out.at(in2, b, h, in2.add(i0, i), d));
+  Value lastQ = kb.sub(a.nL, kb.idx(1));
+  kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value ib) {
+    ImplicitLocOpBuilder &ib2 = in.builder();
+    Value l = in.vload(vt, t.l, {ib});
+    Value any = arith::CmpFOp::create(ib2, arith::CmpFPredicate::OGT, l, in.fconst(vt, 0.0));
+    Value inv = arith::SelectOp::create(ib2, any, arith::DivFOp::create(ib2, in.fconst(vt, 1.0), l),
+                                        in.fconst(vt, 0.0));
+    in.forLoop(in.idx(0), paddedRows(in, a.nDv, s.lanes), s.lanes, [&](KernelBuilder &x, Value d0) {
+      ImplicitLocOpBuilder &xb = x.builder();
+      SmallVector<Value> block;
+      for (int64_t j = 0; j < s.lanes; ++j)
+        block.push_back(arith::MulFOp::create(xb, x.vload(vt, t.oT, {x.add(d0, j), ib}), inv));
+      SmallVector<Value> outRows = emitTranspose(x, block);
+      Value dMask = headDimMask(x, a.nDv, a.staticDv, d0, s.lanes);
+      if (!dMask)
+        dMask = x.firstLanes(x.idx(s.lanes), s.lanes);
+      Value none = x.firstLanes(x.idx(0), s.lanes);
+      for (int64_t i = 0; i < s.lanes; ++i) {
+        Value r = x.add(ib, i);
+        Value valid = x.cmp(arith::CmpIPredicate::slt, r, rows);
+        Value row = x.min(x.add(i0, r), lastQ);
+        Value mask = arith::SelectOp::create(xb, valid, dMask, none);
+        x.vstore(outRows[i], a.out.mem, a.out.at(x, b, h, row, d0), mask);
+      }
     });
   });
 }
@@ -268,8 +341,11 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
       return {stat, {}};
     return {ShapedType::kDynamic, {v}};
   };
-  auto [dh, dhDyn] = dimOf(a.nDh, a.staticDh ? *a.staticDh : ShapedType::kDynamic);
-  auto [dv, dvDyn] = dimOf(a.nDv, a.staticDv ? *a.staticDv : ShapedType::kDynamic);
+  auto padded = [&](std::optional<int64_t> n) {
+    return n ? (*n + s.lanes - 1) / s.lanes * s.lanes : ShapedType::kDynamic;
+  };
+  auto [dh, dhDyn] = dimOf(paddedRows(kb, a.nDh, s.lanes), padded(a.staticDh));
+  auto [dv, dvDyn] = dimOf(paddedRows(kb, a.nDv, s.lanes), padded(a.staticDv));
   TileBuffers t;
   t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
   t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
@@ -289,7 +365,8 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
     in.vstore(ninf, t.m, {c});
     in.vstore(zero, t.l, {c});
-    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &in2, Value d) { in2.vstore(zero, t.oT, {d, c}); });
+    in.forLoop(in.idx(0), paddedRows(in, a.nDv, s.lanes), 1,
+               [&](KernelBuilder &in2, Value d) { in2.vstore(zero, t.oT, {d, c}); });
   });
 }
 
@@ -311,9 +388,7 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
     TileBuffers t = allocTileBuffers(in, a, s);
     packQueries(in, a, s, t, b, h, i0, rows, qScale);
     initTile(in, a, s, t);
-    in.forLoop(in.idx(0), nKT, 1, [&](KernelBuilder &in2, Value kt) {
-      keyTile(in2, a, s, t, b, h, hk, i0, rows, kt);
-    });
+    keyTiles(in, a, s, t, b, h, hk, i0, rows, nKT);
     writeTile(in, a, s, t, b, h, i0, rows);
   });
 }

@@ -49,24 +49,6 @@ void overVectors(KernelBuilder &kb, Value n, std::optional<int64_t> staticN, int
   });
 }
 
-Value loadVec(KernelBuilder &kb, VectorType vt, Value mem, ValueRange at, Value mask) {
-  if (!mask)
-    return kb.vload(vt, mem, at);
-  Value zero = kb.fconst(vt, 0.0);
-  return vector::MaskedLoadOp::create(kb.builder(), vt, mem, at, mask, zero);
-}
-
-void storeVec(KernelBuilder &kb, Value v, Value mem, ValueRange at, Value mask) {
-  if (!mask)
-    return kb.vstore(v, mem, at);
-  vector::MaskedStoreOp::create(kb.builder(), mem, at, mask, v);
-}
-
-std::optional<int64_t> staticDim(Value mem, int64_t d) {
-  int64_t s = cast<MemRefType>(mem.getType()).getDimSize(d);
-  return ShapedType::isDynamic(s) ? std::nullopt : std::optional<int64_t>(s);
-}
-
 /// p[j] = qScale * q[b, h, i, :] . k[b, hk, j0 + j, :] for j < cols; -inf up to pLen.
 void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                const DecodeState &st, Value b, Value h, Value hk, Value i, Value j0, Value cols) {
@@ -87,8 +69,8 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       Value full = in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes);
       auto mt = VectorType::get({s.lanes}, in.builder().getI1Type());
       Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(a.nDh, full)});
-      Value qv = loadVec(in, vt, a.q.mem, a.q.at(in, b, h, i, full), mask);
-      Value kv = loadVec(in, vt, a.k.mem, a.k.at(in, b, hk, kr, full), mask);
+      Value qv = in.vload(vt, a.q.mem, a.q.at(in, b, h, i, full), mask);
+      Value kv = in.vload(vt, a.k.mem, a.k.at(in, b, hk, kr, full), mask);
       sum = vector::FMAOp::create(in.builder(), qv, kv, sum);
     }
     Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sum,
@@ -167,7 +149,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     auto maskOf = [&](int64_t c) { return c == nv - 1 ? tailMask : Value(); };
     SmallVector<Value> acc;
     for (int64_t c = 0; c < nv; ++c) {
-      Value o = loadVec(kb, vt, st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
+      Value o = kb.vload(vt, st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
       acc.push_back(arith::MulFOp::create(kb.builder(), o, corrV));
     }
     SmallVector<Value> res = kb.forLoop(
@@ -175,26 +157,26 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
           Value pj = x.splat(x.load(st.p, {j}), vt);
           SmallVector<Value> out;
           for (int64_t c = 0; c < nv; ++c) {
-            Value vv = loadVec(x, vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
+            Value vv = x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
             out.push_back(vector::FMAOp::create(x.builder(), pj, vv, in[c]));
           }
           return out;
         });
     for (int64_t c = 0; c < nv; ++c)
-      storeVec(kb, res[c], st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
+      kb.vstore(res[c], st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
     return;
   }
   overVectors(kb, a.nDv, a.staticDv, s.lanes, [&](KernelBuilder &in, Value d, Value mask) {
-    Value o = loadVec(in, vt, st.o, {r, d}, mask);
+    Value o = in.vload(vt, st.o, {r, d}, mask);
     o = arith::MulFOp::create(in.builder(), o, corrV);
     Value acc = in.forLoop(in.idx(0), cols, in.idx(1), {o},
                            [&](KernelBuilder &x, Value j, ValueRange c) {
                              Value pj = x.splat(x.load(st.p, {j}), vt);
-                             Value vv = loadVec(x, vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), d), mask);
+                             Value vv = x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), d), mask);
                              return SmallVector<Value>{
                                  vector::FMAOp::create(x.builder(), pj, vv, c[0])};
                            })[0];
-    storeVec(in, acc, st.o, {r, d}, mask);
+    in.vstore(acc, st.o, {r, d}, mask);
   });
 }
 

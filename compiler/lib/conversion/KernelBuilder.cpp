@@ -24,6 +24,23 @@ Value KernelBuilder::laneIds(Value base, Value last, int64_t lanes) {
   return arith::MinSIOp::create(b_, ids, splat(last, vt));
 }
 
+Value KernelBuilder::vload(VectorType t, Value mem, ValueRange at, Value mask) {
+  if (!mask)
+    return vload(t, mem, at);
+  return vector::MaskedLoadOp::create(b_, t, mem, at, mask, fconst(t, 0.0));
+}
+
+void KernelBuilder::vstore(Value v, Value mem, ValueRange at, Value mask) {
+  if (!mask)
+    return vstore(v, mem, at);
+  vector::MaskedStoreOp::create(b_, mem, at, mask, v);
+}
+
+Value KernelBuilder::firstLanes(Value n, int64_t lanes) {
+  auto mt = VectorType::get({lanes}, b_.getI1Type());
+  return vector::CreateMaskOp::create(b_, mt, ValueRange{n});
+}
+
 void KernelBuilder::forLoop(Value lb, Value ub, Value step, const Body &body) {
   scf::ForOp::create(b_, lb, ub, step, ValueRange{},
                      [&](OpBuilder &nb, Location l, Value iv, ValueRange) {

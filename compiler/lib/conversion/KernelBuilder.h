@@ -51,6 +51,12 @@ public:
   void vstore(mlir::Value v, mlir::Value mem, mlir::ValueRange at) {
     mlir::vector::StoreOp::create(b_, v, mem, at);
   }
+  /// Masked forms: lanes off in `mask` are not read (they come back 0) or not written;
+  /// a null mask means every lane.
+  mlir::Value vload(mlir::VectorType t, mlir::Value mem, mlir::ValueRange at, mlir::Value mask);
+  void vstore(mlir::Value v, mlir::Value mem, mlir::ValueRange at, mlir::Value mask);
+  /// The mask of the first `n` lanes (n may exceed the vector: all lanes).
+  mlir::Value firstLanes(mlir::Value n, int64_t lanes);
   mlir::Value load(mlir::Value mem, mlir::ValueRange at) {
     return mlir::memref::LoadOp::create(b_, mem, at);
   }

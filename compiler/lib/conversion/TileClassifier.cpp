@@ -35,6 +35,10 @@ public:
 
 private:
   Value boolean(bool v) { return arith::ConstantOp::create(b_, b_.getBoolAttr(v)); }
+  /// An integer constant of the type of `like` (index, i32 or i64).
+  Value cst(Value like, int64_t v) {
+    return arith::ConstantOp::create(b_, b_.getIntegerAttr(like.getType(), v));
+  }
   // Folding as we go keeps a mask the analysis cannot follow down to constants.
   Value notI1(Value v) { return b_.createOrFold<arith::XOrIOp>(v, boolean(true)); }
   Value andI1(Value a, Value c) { return b_.createOrFold<arith::AndIOp>(a, c); }
@@ -58,8 +62,18 @@ private:
       Value v = b_.clone(op)->getResult(0);
       return Interval{v, v};
     }
-    if (isa<arith::IndexCastOp, arith::ExtSIOp>(op))
-      return get(op.getOperand(0));
+    if (isa<arith::IndexCastOp, arith::ExtSIOp>(op)) {
+      auto in = get(op.getOperand(0));
+      if (!in)
+        return std::nullopt;
+      Type t = op.getResult(0).getType();
+      auto cast = [&](Value v) -> Value {
+        if (isa<arith::IndexCastOp>(op))
+          return arith::IndexCastOp::create(b_, t, v);
+        return arith::ExtSIOp::create(b_, t, v);
+      };
+      return Interval{cast(in->lo), cast(in->hi)};
+    }
     if (isa<arith::CmpIOp>(op))
       return evalCmp(cast<arith::CmpIOp>(op));
     if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op) && op.getResult(0).getType().isInteger(1))
@@ -92,7 +106,7 @@ private:
     if (isa<arith::RemSIOp>(op))
       return remInterval(in[0], constantOf(op.getOperand(1)));
     if (isa<math::AbsIOp>(op)) {
-      Value zero = kb_.idx(0);
+      Value zero = cst(in[0].lo, 0);
       Value negLo = kb_.sub(zero, in[0].lo), negHi = kb_.sub(zero, in[0].hi);
       Value nonNeg = cmp(CmpIPredicate::sge, in[0].lo, zero);
       Value nonPos = cmp(CmpIPredicate::sle, in[0].hi, zero);
@@ -115,7 +129,7 @@ private:
     if (!c || *c == 0)
       return std::nullopt;
     auto div = [&](Value v) -> Value {
-      Value d = kb_.idx(*c);
+      Value d = cst(v, *c);
       if (isa<arith::DivSIOp>(op))
         return arith::DivSIOp::create(b_, v, d);
       return arith::FloorDivSIOp::create(b_, v, d);
@@ -129,15 +143,15 @@ private:
   std::optional<Interval> remInterval(Interval a, std::optional<int64_t> c) {
     if (!c || *c <= 0)
       return std::nullopt;
-    Value cv = kb_.idx(*c), zero = kb_.idx(0);
+    Value cv = cst(a.lo, *c), zero = cst(a.lo, 0);
     Value nonNeg = cmp(CmpIPredicate::sge, a.lo, zero);
     Value samePeriod = andI1(nonNeg, cmp(CmpIPredicate::eq, arith::DivSIOp::create(b_, a.lo, cv),
                                          arith::DivSIOp::create(b_, a.hi, cv)));
     Value lo = sel(samePeriod, arith::RemSIOp::create(b_, a.lo, cv),
-                   sel(nonNeg, zero, kb_.idx(1 - *c)));
+                   sel(nonNeg, zero, cst(a.lo, 1 - *c)));
     Value negative = cmp(CmpIPredicate::slt, a.hi, zero);
     Value hi = sel(samePeriod, arith::RemSIOp::create(b_, a.hi, cv),
-                   sel(negative, zero, kb_.idx(*c - 1)));
+                   sel(negative, zero, cst(a.lo, *c - 1)));
     return Interval{lo, hi};
   }
 
