@@ -51,7 +51,6 @@ std::int64_t count(const Shape &shape) {
   return n;
 }
 
-
 /// Enough digits to tell any two doubles apart.
 std::string num(double v) {
   char buf[40];
