@@ -151,7 +151,8 @@ std::vector<DiffCase> cases() {
                                .value();
                          },
                          {{{"L", 1}}, {{"L", 5}}})
-                  .may_be_zero());
+                  .may_be_zero()
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output("score_mod_to_minus_inf",
                          [](Graph &g) {
                            // A score_mod may drop scores itself by returning -inf; odd rows keep
@@ -284,14 +285,16 @@ std::vector<DiffCase> zero_length_cases() {
                          {{{"B", 2}, {"L", 0}, {"S", 3}},
                           {{"B", 2}, {"L", 3}, {"S", 0}},
                           {{"B", 0}, {"L", 2}, {"S", 2}}})
-                  .may_be_zero());
+                  .may_be_zero()
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output("linear_attention_no_keys",
                          [](Graph &g) {
                            auto [q, k, v] = qkv_inputs(g, 3, 2, 2, true);
                            return linear_attention(q, k, v);
                          },
                          {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 3}}})
-                  .may_be_zero());
+                  .may_be_zero()
+                  .large_inputs(40, 1000, {"q", "k"}));
   return c;
 }
 

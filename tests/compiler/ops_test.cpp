@@ -438,7 +438,8 @@ std::vector<DiffCase> zero_length_cases() {
                            Dim L = g.dim("L"), S = g.dim("S");
                            return softmax(g.input("x", DType::F32, {L, S}));
                          },
-                         {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 5}}}));
+                         {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 5}}})
+                  .large_inputs(1000, 1000));
   c.push_back(one_output("norms_heads_no_rows",
                          [](Graph &g) {
                            Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 8);
@@ -447,7 +448,8 @@ std::vector<DiffCase> zero_length_cases() {
                            return merge_heads(rope(split_heads(y, g.dim("H", 2), g.dim("Dh", 4))),
                                               D);
                          },
-                         {{{"B", 0}, {"L", 3}}, {{"B", 2}, {"L", 0}}}));
+                         {{{"B", 0}, {"L", 3}}, {{"B", 2}, {"L", 0}}})
+                  .large_inputs(1000, 1000));
   c.push_back(one_output(
       "concat_with_an_empty_part",
       [](Graph &g) {
@@ -471,7 +473,8 @@ std::vector<DiffCase> zero_length_cases() {
                                                });
                            return softmax(mask(s, causal_mask()));
                          },
-                         {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 3}}}));
+                         {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 3}}})
+                  .large_inputs(1000, 1000));
   return c;
 }
 
