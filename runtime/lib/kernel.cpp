@@ -77,12 +77,15 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
       continue;
     const Tensor &t = inputs.at(ids.name);
     std::int64_t vocab = resolve(g.node(n.inputs[1]).dims, b)[0];
+    // Read as integers: through a double, i64 ids past 2^53 would round (and the
+    // message would name another id).
+    bool wide = t.dtype() == DType::I64;
     for (std::int64_t i = 0; i < t.numel(); ++i) {
-      double v = t.get(i);
-      if (v < 0 || v >= static_cast<double>(vocab))
-        user_error("embedding '" + n.name + "': id " + std::to_string(static_cast<long long>(v)) +
-                   " at flat position " + std::to_string(i) + " of '" + ids.name +
-                   "' is outside the table's " + std::to_string(vocab) + " rows");
+      std::int64_t v = wide ? t.data_as<std::int64_t>()[i] : t.data_as<std::int32_t>()[i];
+      if (v < 0 || v >= vocab)
+        user_error("embedding '" + n.name + "': id " + std::to_string(v) + " at flat position " +
+                   std::to_string(i) + " of '" + ids.name + "' is outside the table's " +
+                   std::to_string(vocab) + " rows");
     }
   }
 

@@ -41,94 +41,118 @@ const std::vector<DB> kCross = {{{"B", 1}, {"L", 1}, {"S", 1}},
 std::vector<DiffCase> cases() {
   std::vector<DiffCase> c;
   c.push_back(one_output(
-      "rank2_single_head",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false, 6, 6);
-        return attention(q, k, v).value();
-      },
-      kSelf));
+                  "rank2_single_head",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 2, 1, 1, false, 6, 6);
+                    return attention(q, k, v).value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "rank3_heads_explicit_scale",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 3, 3, 3, false, 5, 7);
-        return attention(q, k, v).scale(0.9).value();
-      },
-      kSelf));
+                  "rank3_heads_explicit_scale",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 3, 3, 3, false, 5, 7);
+                    return attention(q, k, v).scale(0.9).value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "rank4_causal",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
-        return attention(q, k, v).mask(causal_mask()).value();
-      },
-      kSelf));
+                  "rank4_causal",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+                    return attention(q, k, v).mask(causal_mask()).value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "gqa_sliding_window",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 4, 4, 2, false);
-        return attention(q, k, v).mask(sliding_window_mask(4)).value();
-      },
-      kSelf));
+                  "gqa_sliding_window",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 4, 4, 2, false);
+                    return attention(q, k, v).mask(sliding_window_mask(4)).value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "mqa_alibi",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 4, 4, 1, false);
-        Value slopes = g.param("slopes", DType::F32, {g.dim("H", 4)});
-        return attention(q, k, v)
-            .mask(causal_mask())
-            .score_mod(
-                [&](auto s, auto, auto h, auto qi, auto ki) { return s + slopes[h] * (ki - qi); })
-            .value();
-      },
-      kSelf));
+                  "mqa_alibi",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 4, 4, 1, false);
+                    Value slopes = g.param("slopes", DType::F32, {g.dim("H", 4)});
+                    return attention(q, k, v)
+                        .mask(causal_mask())
+                        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+                          return s + slopes[h] * (ki - qi);
+                        })
+                        .value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "cross_attention",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, true, 8, 3);
-        return attention(q, k, v).value();
-      },
-      kCross));
+                  "cross_attention",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, true, 8, 3);
+                    return attention(q, k, v).value();
+                  },
+                  kCross)
+                  .sums({"Dh", "S"})
+                  .large_inputs(40, 1000, {"q", "k"}));
+  c.push_back(
+      one_output(
+          "cross_causal_bottom_right",
+          [](Graph &g) {
+            // causal aligned to the last query: q + (len_kv - len_q) >= kv; rows with nothing
+            // visible (S < L) must come out 0.
+            auto [q, k, v] = qkv_inputs(g, 3, 2, 2, true);
+            return attention(q, k, v)
+                .mask([](auto, auto, auto qi, auto ki) { return qi + (len_kv() - len_q()) >= ki; })
+                .value();
+          },
+          kCross)
+          .sums({"Dh", "S"})
+          .large_inputs(40, 1000, {"q", "k"}));
+  c.push_back(
+      one_output(
+          "document_mask_and_softcap",
+          [](Graph &g) {
+            auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+            Value doc = g.input("doc", DType::I32, {g.dim("B"), g.dim("L")});
+            return attention(q, k, v)
+                .mask([&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); })
+                .score_mod([](auto s, auto, auto, auto, auto) { return 2.0 * tanh(s / 2.0); })
+                .value();
+          },
+          kSelf)
+          .sums({"Dh", "L"})
+          .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "cross_causal_bottom_right",
-      [](Graph &g) {
-        // causal aligned to the last query: q + (len_kv - len_q) >= kv; rows with nothing
-        // visible (S < L) must come out 0.
-        auto [q, k, v] = qkv_inputs(g, 3, 2, 2, true);
-        return attention(q, k, v)
-            .mask([](auto, auto, auto qi, auto ki) { return qi + (len_kv() - len_q()) >= ki; })
-            .value();
-      },
-      kCross));
-  c.push_back(one_output(
-      "document_mask_and_softcap",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
-        Value doc = g.input("doc", DType::I32, {g.dim("B"), g.dim("L")});
-        return attention(q, k, v)
-            .mask([&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); })
-            .score_mod([](auto s, auto, auto, auto, auto) { return 2.0 * tanh(s / 2.0); })
-            .value();
-      },
-      kSelf));
-  c.push_back(one_output(
-      "relative_bias_table",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
-        // bias[h, clamp(kv - q + 8, 0, 16)]
-        Value bias = g.param("bias", DType::F32, {g.dim("H", 2), g.dim("R", 17)});
-        return attention(q, k, v)
-            .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
-              return s + bias(h, min(max(ki - qi + 8, 0), 16));
-            })
-            .value();
-      },
-      kSelf));
-  c.push_back(one_output(
-      "fully_masked",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
-        return attention(q, k, v).mask([](auto, auto, auto qi, auto) { return qi < 0; }).value();
-      },
-      {{{"L", 1}}, {{"L", 5}}}));
+                  "relative_bias_table",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+                    // bias[h, clamp(kv - q + 8, 0, 16)]
+                    Value bias = g.param("bias", DType::F32, {g.dim("H", 2), g.dim("R", 17)});
+                    return attention(q, k, v)
+                        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+                          return s + bias(h, min(max(ki - qi + 8, 0), 16));
+                        })
+                        .value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
+  c.push_back(one_output("fully_masked",
+                         [](Graph &g) {
+                           auto [q, k, v] = qkv_inputs(g, 3, 2, 2, false);
+                           return attention(q, k, v)
+                               .mask([](auto, auto, auto qi, auto) { return qi < 0; })
+                               .value();
+                         },
+                         {{{"L", 1}}, {{"L", 5}}})
+                  .may_be_zero()
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output("score_mod_to_minus_inf",
                          [](Graph &g) {
                            // A score_mod may drop scores itself by returning -inf; odd rows keep
@@ -141,7 +165,9 @@ std::vector<DiffCase> cases() {
                                })
                                .value();
                          },
-                         {{{"L", 1}}, {{"L", 7}}}));
+                         {{{"L", 1}}, {{"L", 7}}})
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output("dynamic_head_dim",
                          [](Graph &g) {
                            // Dh bound at run time: the default scale 1/sqrt(Dh) is computed in the
@@ -152,21 +178,27 @@ std::vector<DiffCase> cases() {
                                  v = g.input("v", DType::F32, {L, Dh});
                            return attention(q, k, v).value();
                          },
-                         {{{"L", 1}, {"Dh", 1}}, {{"L", 9}, {"Dh", 3}}, {{"L", 4}, {"Dh", 17}}}));
+                         {{{"L", 1}, {"Dh", 1}}, {{"L", 9}, {"Dh", 3}}, {{"L", 4}, {"Dh", 17}}})
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "linear_attention_elu",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false, 6, 5);
-        return linear_attention(q, k, v);
-      },
-      kSelf));
+                  "linear_attention_elu",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false, 6, 5);
+                    return linear_attention(q, k, v);
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1, {"q", "k"}));
   c.push_back(one_output(
-      "linear_attention_gqa_relu",
-      [](Graph &g) {
-        auto [q, k, v] = qkv_inputs(g, 3, 4, 2, true);
-        return linear_attention(q, k, v, FeatureMap::Relu);
-      },
-      kCross));
+                  "linear_attention_gqa_relu",
+                  [](Graph &g) {
+                    auto [q, k, v] = qkv_inputs(g, 3, 4, 2, true);
+                    return linear_attention(q, k, v, FeatureMap::Relu);
+                  },
+                  kCross)
+                  .sums({"Dh", "S"})
+                  .large_inputs(40, 1, {"q", "k"}));
   c.push_back(
       one_output("linformer_then_attention",
                  [](Graph &g) {
@@ -174,18 +206,95 @@ std::vector<DiffCase> cases() {
                    Value e = g.param("e", DType::F32, {g.dim("Kp", 4), g.dim("L")});
                    return attention(q, linformer_project(k, e), linformer_project(v, e)).value();
                  },
-                 {{{"L", 1}}, {{"L", 17}}}));
+                 {{{"L", 1}}, {{"L", 17}}})
+          .sums({"Dh", "L", "Kp"})
+          .large_inputs(40, 1000, {"q", "k"}));
   c.push_back(one_output(
-      "seeds_way_masked",
-      [](Graph &g) {
-        // matmul -> scale -> score_mod -> mask -> softmax -> matmul: recognised as attention.
-        auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
-        Value s = scale(matmul(q, transpose(k)), 0.5);
-        s = score_mod(s, [](auto sc, auto, auto h, auto, auto) { return sc - to_float(h); });
-        s = mask(s, causal_mask());
-        return matmul(softmax(s), v);
-      },
-      kSelf));
+                  "seeds_way_masked",
+                  [](Graph &g) {
+                    // matmul -> scale -> score_mod -> mask -> softmax -> matmul: recognised as
+                    // attention.
+                    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+                    Value s = scale(matmul(q, transpose(k)), 0.5);
+                    s = score_mod(
+                        s, [](auto sc, auto, auto h, auto, auto) { return sc - to_float(h); });
+                    s = mask(s, causal_mask());
+                    return matmul(softmax(s), v);
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
+  c.push_back(one_output(
+                  "negative_div_rem_in_mods",
+                  [](Graph &g) {
+                    // C++ truncation on negative operands: (kv - q) / 2 and (kv - q) % 3 below the
+                    // diagonal; a floor division would move both the bias and the mask.
+                    auto [q, k, v] = qkv_inputs(g, 4, 2, 2, false);
+                    return attention(q, k, v)
+                        .score_mod([](auto s, auto, auto h, auto qi, auto ki) {
+                          return s + 0.5 * to_float((ki - qi) / 2) - to_float((ki - qi - h) % 3);
+                        })
+                        .mask([](auto, auto, auto qi, auto ki) { return (ki - qi) % 3 != -1; })
+                        .value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
+  c.push_back(one_output(
+                  "f64_gqa_causal_alibi",
+                  [](Graph &g) {
+                    Dim B = g.dim("B"), H = g.dim("H", 4), Hk = g.dim("Hkv", 2), L = g.dim("L"),
+                        Dh = g.dim("Dh", 8);
+                    Value q = g.input("q", DType::F64, {B, H, L, Dh});
+                    Value k = g.input("k", DType::F64, {B, Hk, L, Dh}),
+                          v = g.input("v", DType::F64, {B, Hk, L, Dh});
+                    Value slopes = g.param("slopes", DType::F64, {H});
+                    return attention(q, k, v)
+                        .mask(causal_mask())
+                        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+                          return s + slopes[h] * (ki - qi);
+                        })
+                        .value();
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1000, {"q", "k"}));
+  c.push_back(one_output(
+                  "f64_linear_attention",
+                  [](Graph &g) {
+                    Dim H = g.dim("H", 2), L = g.dim("L"), Dh = g.dim("Dh", 4);
+                    Value q = g.input("q", DType::F64, {H, L, Dh}),
+                          k = g.input("k", DType::F64, {H, L, Dh}),
+                          v = g.input("v", DType::F64, {H, L, Dh});
+                    return linear_attention(q, k, v);
+                  },
+                  kSelf)
+                  .sums({"Dh", "L"})
+                  .large_inputs(40, 1, {"q", "k"}));
+  return c;
+}
+
+// Dims bound to 0: no queries (an empty output), no keys (every row is fully masked: 0).
+std::vector<DiffCase> zero_length_cases() {
+  std::vector<DiffCase> c;
+  c.push_back(one_output("no_queries_or_no_keys",
+                         [](Graph &g) {
+                           auto [q, k, v] = qkv_inputs(g, 4, 4, 2, true);
+                           return attention(q, k, v).mask(causal_mask()).value();
+                         },
+                         {{{"B", 2}, {"L", 0}, {"S", 3}},
+                          {{"B", 2}, {"L", 3}, {"S", 0}},
+                          {{"B", 0}, {"L", 2}, {"S", 2}}})
+                  .may_be_zero()
+                  .large_inputs(40, 1000, {"q", "k"}));
+  c.push_back(one_output("linear_attention_no_keys",
+                         [](Graph &g) {
+                           auto [q, k, v] = qkv_inputs(g, 3, 2, 2, true);
+                           return linear_attention(q, k, v);
+                         },
+                         {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 3}}})
+                  .may_be_zero()
+                  .large_inputs(40, 1000, {"q", "k"}));
   return c;
 }
 
@@ -194,6 +303,8 @@ class Attn : public ::testing::TestWithParam<DiffCase> {};
 TEST_P(Attn, MatchesInterpreter) { run_differential(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Compiled, Attn, ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(ZeroLength, Attn, ::testing::ValuesIn(zero_length_cases()),
                          [](const auto &info) { return info.param.name; });
 
 TEST(Recognition, SeedsWayBecomesOneAttentionOp) {

@@ -1,6 +1,7 @@
 // Kernel behaviour around the compiled code: argument checks (nothing written on a bad
 // input), IR stages, QKV_DUMP, and compile-time errors.
 #include <cstdlib>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -84,6 +85,49 @@ TEST_F(KernelTest, OutOfRangeEmbeddingIdIsAnErrorNotACrash) {
   EXPECT_NE(e.find("6 rows"), std::string::npos) << e;
 }
 
+TEST_F(KernelTest, NegativeEmbeddingIdIsAnError) {
+  TensorMap in = inputs();
+  in["ids"].set(4, -1);
+  EXPECT_TRUE(test::ErrorSays([&] { kernel_->run(in); },
+                              {"id -1 at flat position 4 of 'ids'", "outside the table's 6 rows"}));
+}
+
+TEST_F(KernelTest, EdgeEmbeddingIdsWork) {
+  TensorMap in = inputs();
+  in["ids"].set(0, 0);
+  in["ids"].set(4, 5);
+  Comparison c =
+      compare(kernel_->run(in).at("y"), reference::run(kernel_->graph(), in).at("y"), 1e-5, 1e-4);
+  EXPECT_TRUE(c.ok) << c.message;
+}
+
+/// ids (L) i64 into a table of 6 rows.
+Graph i64_ids_graph() {
+  Graph g("wide_ids");
+  Dim L = g.dim("L"), D = g.dim("D", 3), V = g.dim("V", 6);
+  g.output("y", embedding(g.input("ids", DType::I64, {L}), g.param("table", DType::F32, {V, D})));
+  return g;
+}
+
+TEST(KernelIds, I64IdsAreCheckedExactly) {
+  Kernel k = compile(i64_ids_graph());
+  TensorMap in = random_inputs(k.graph(), {{"L", 4}}, 3);
+  Comparison c = compare(k.run(in).at("y"), reference::run(k.graph(), in).at("y"), 0, 0);
+  EXPECT_TRUE(c.ok) << c.message;
+  // Ids a double cannot hold exactly must be named exactly.
+  const std::int64_t big = (std::int64_t{1} << 53) + 1;
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  for (std::int64_t id : {std::int64_t{-1}, std::int64_t{6}, big, max, min}) {
+    TensorMap bad = in;
+    bad["ids"] = Tensor::from_i64({4}, {0, 1, id, 2});
+    EXPECT_TRUE(test::ErrorSays([&] { k.run(bad); },
+                                {"id " + std::to_string(id) + " at flat position 2 of 'ids'",
+                                 "outside the table's 6 rows"}))
+        << id;
+  }
+}
+
 TEST_F(KernelTest, EveryStageHasIr) {
   for (const std::string &s : Kernel::stage_names())
     EXPECT_FALSE(kernel_->ir(s).empty()) << s;
@@ -130,6 +174,37 @@ TEST(Compile, HalfPrecisionIsRejectedClearly) {
   g.output("y", silu(g.input("x", DType::F16, {L})));
   std::string e = error_of([&] { compile(g); });
   EXPECT_NE(e.find("'x' is f16"), std::string::npos) << e;
+}
+
+TEST(Compile, BFloat16IsRejectedClearly) {
+  Graph g("bf16");
+  Dim L = g.dim("L"), D = g.dim("D", 4);
+  g.output("y", linear(g.input("x", DType::BF16, {L, D}), g.param("w", DType::BF16, {D, D})));
+  EXPECT_TRUE(test::ErrorSays([&] { compile(g); },
+                              {"compile: 'x' is bf16", "f32/f64 only", "convert the inputs"}));
+}
+
+TEST(Compile, HalfPrecisionParamIsRejectedClearly) {
+  Graph g("half_param");
+  Dim L = g.dim("L"), D = g.dim("D", 4);
+  Value w = g.param("w", DType::F16, {D, D});
+  g.output("y", linear(g.input("x", DType::F16, {L, D}), w));
+  std::string e = error_of([&] { compile(g); });
+  EXPECT_NE(e.find("is f16"), std::string::npos) << e;
+}
+
+TEST(Compile, IntegerDivisionInModsTruncates) {
+  // C++ semantics: -7 / 3 == -2 and -7 % 3 == -1, i.e. arith.divsi and arith.remsi, not
+  // the floor variants (compiled and interpreted values: ops_test, attention_test).
+  Graph g("div_rem");
+  Dim L = g.dim("L"), S = g.dim("S");
+  g.output("y", mask(g.input("s", DType::F32, {L, S}),
+                     [](auto, auto, auto q, auto kv) { return (kv - q) / 3 + (kv - q) % 3 != 0; }));
+  std::string ir = compile(g).ir("qkv");
+  EXPECT_NE(ir.find("arith.divsi"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("arith.remsi"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("floordivsi"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("divui"), std::string::npos) << ir;
 }
 
 TEST(Compile, InvalidGraphIsRejectedBeforeMlir) {

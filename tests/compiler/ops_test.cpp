@@ -14,43 +14,53 @@ const std::vector<DB> kRows = {{{"L", 1}}, {{"L", 3}}, {{"L", 17}}, {{"L", 129}}
 std::vector<DiffCase> cases() {
   std::vector<DiffCase> c;
   // ---- matmul / linear ----
-  c.push_back(one_output(
-      "matmul_2d",
-      [](Graph &g) {
-        Dim M = g.dim("M"), K = g.dim("K"), N = g.dim("N");
-        return matmul(g.input("a", DType::F32, {M, K}), g.input("b", DType::F32, {K, N}));
-      },
-      {{{"M", 1}, {"K", 1}, {"N", 1}},
-       {{"M", 3}, {"K", 17}, {"N", 5}},
-       {{"M", 33}, {"K", 64}, {"N", 7}}}));
-  c.push_back(one_output(
-      "matmul_batched",
-      [](Graph &g) {
-        Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 6), N = g.dim("N");
-        return matmul(g.input("a", DType::F32, {B, M, K}), g.input("b", DType::F32, {B, K, N}));
-      },
-      {{{"B", 1}, {"M", 1}, {"N", 1}}, {{"B", 3}, {"M", 5}, {"N", 9}}}));
-  c.push_back(one_output(
-      "matmul_broadcast_rhs",
-      [](Graph &g) {
-        Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 8), N = g.dim("N", 3);
-        return matmul(g.input("a", DType::F32, {B, M, K}), g.param("w", DType::F32, {K, N}));
-      },
-      {{{"B", 2}, {"M", 7}}, {{"B", 1}, {"M", 1}}}));
-  c.push_back(one_output(
-      "matmul_broadcast_lhs",
-      [](Graph &g) {
-        Dim B = g.dim("B"), M = g.dim("M", 4), K = g.dim("K"), N = g.dim("N");
-        return matmul(g.param("e", DType::F32, {M, K}), g.input("b", DType::F32, {B, K, N}));
-      },
-      {{{"B", 2}, {"K", 5}, {"N", 3}}, {{"B", 1}, {"K", 1}, {"N", 1}}}));
-  c.push_back(one_output(
-      "linear",
-      [](Graph &g) {
-        Dim L = g.dim("L"), D = g.dim("D", 12), F = g.dim("F", 5);
-        return linear(g.input("x", DType::F32, {L, D}), g.param("w", DType::F32, {D, F}));
-      },
-      kRows));
+  c.push_back(
+      one_output(
+          "matmul_2d",
+          [](Graph &g) {
+            Dim M = g.dim("M"), K = g.dim("K"), N = g.dim("N");
+            return matmul(g.input("a", DType::F32, {M, K}), g.input("b", DType::F32, {K, N}));
+          },
+          {{{"M", 1}, {"K", 1}, {"N", 1}},
+           {{"M", 3}, {"K", 17}, {"N", 5}},
+           {{"M", 33}, {"K", 64}, {"N", 7}}})
+          .sums({"K"}));
+  c.push_back(
+      one_output(
+          "matmul_batched",
+          [](Graph &g) {
+            Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 6), N = g.dim("N");
+            return matmul(g.input("a", DType::F32, {B, M, K}), g.input("b", DType::F32, {B, K, N}));
+          },
+          {{{"B", 1}, {"M", 1}, {"N", 1}}, {{"B", 3}, {"M", 5}, {"N", 9}}})
+          .sums({"K"}));
+  c.push_back(
+      one_output(
+          "matmul_broadcast_rhs",
+          [](Graph &g) {
+            Dim B = g.dim("B"), M = g.dim("M"), K = g.dim("K", 8), N = g.dim("N", 3);
+            return matmul(g.input("a", DType::F32, {B, M, K}), g.param("w", DType::F32, {K, N}));
+          },
+          {{{"B", 2}, {"M", 7}}, {{"B", 1}, {"M", 1}}})
+          .sums({"K"}));
+  c.push_back(
+      one_output(
+          "matmul_broadcast_lhs",
+          [](Graph &g) {
+            Dim B = g.dim("B"), M = g.dim("M", 4), K = g.dim("K"), N = g.dim("N");
+            return matmul(g.param("e", DType::F32, {M, K}), g.input("b", DType::F32, {B, K, N}));
+          },
+          {{{"B", 2}, {"K", 5}, {"N", 3}}, {{"B", 1}, {"K", 1}, {"N", 1}}})
+          .sums({"K"}));
+  c.push_back(
+      one_output(
+          "linear",
+          [](Graph &g) {
+            Dim L = g.dim("L"), D = g.dim("D", 12), F = g.dim("F", 5);
+            return linear(g.input("x", DType::F32, {L, D}), g.param("w", DType::F32, {D, F}));
+          },
+          kRows)
+          .sums({"D"}));
   c.push_back(one_output("linear_bias_3d",
                          [](Graph &g) {
                            Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 7), F = g.dim("F", 9);
@@ -58,7 +68,8 @@ std::vector<DiffCase> cases() {
                                          g.param("w", DType::F32, {D, F}),
                                          g.param("b", DType::F32, {F}));
                          },
-                         {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
+                         {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}})
+                  .sums({"D"}));
   // ---- shape ops ----
   c.push_back(one_output("transpose",
                          [](Graph &g) {
@@ -81,13 +92,15 @@ std::vector<DiffCase> cases() {
       },
       kRows));
   c.push_back(one_output(
-      "split_merge_roundtrip",
-      [](Graph &g) {
-        Dim L = g.dim("L"), D = g.dim("D", 6);
-        Value x = g.input("x", DType::F32, {L, D});
-        return merge_heads(split_heads(x, g.dim("H", 2), g.dim("Dk", 3)), D) - x; // exactly 0
-      },
-      kRows));
+                  "split_merge_roundtrip",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 6);
+                    Value x = g.input("x", DType::F32, {L, D});
+                    return merge_heads(split_heads(x, g.dim("H", 2), g.dim("Dk", 3)), D) -
+                           x; // exactly 0
+                  },
+                  kRows)
+                  .may_be_zero());
   c.push_back(one_output(
       "concat_features",
       [](Graph &g) {
@@ -122,42 +135,49 @@ std::vector<DiffCase> cases() {
       },
       {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
   c.push_back(one_output(
-      "gelu_exact",
-      [](Graph &g) {
-        Dim L = g.dim("L"), D = g.dim("D", 7);
-        return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0));
-      },
-      kRows));
+                  "gelu_exact",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 7);
+                    return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0));
+                  },
+                  kRows)
+                  .sums({}, 4));
   c.push_back(one_output(
-      "gelu_tanh",
-      [](Graph &g) {
-        Dim L = g.dim("L"), D = g.dim("D", 7);
-        return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0), true);
-      },
-      kRows));
+                  "gelu_tanh",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 7);
+                    return gelu(scale(g.input("x", DType::F32, {L, D}), 4.0), true);
+                  },
+                  kRows)
+                  .sums({}, 4));
   c.push_back(one_output(
-      "silu_elu_swiglu",
-      [](Graph &g) {
-        Dim L = g.dim("L"), D = g.dim("D", 5);
-        Value x = scale(g.input("x", DType::F32, {L, D}), 3.0);
-        Value y = g.input("y", DType::F32, {L, D});
-        return add(swiglu(x, y), add(silu(y), elu(x, 0.7)));
-      },
-      kRows));
+                  "silu_elu_swiglu",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 5);
+                    Value x = scale(g.input("x", DType::F32, {L, D}), 3.0);
+                    Value y = g.input("y", DType::F32, {L, D});
+                    return add(swiglu(x, y), add(silu(y), elu(x, 0.7)));
+                  },
+                  kRows)
+                  .sums({}, 3));
   // ---- softmax ----
   c.push_back(one_output("softmax_last",
                          [](Graph &g) {
                            Dim L = g.dim("L"), S = g.dim("S");
                            return softmax(scale(g.input("x", DType::F32, {L, S}), 5.0));
                          },
-                         {{{"L", 1}, {"S", 1}}, {{"L", 3}, {"S", 17}}, {{"L", 2}, {"S", 129}}}));
+                         {{{"L", 1}, {"S", 1}}, {{"L", 3}, {"S", 17}}, {{"L", 2}, {"S", 129}}})
+                  .sums({"S"}, 5)
+                  .large_inputs(200, 1000));
   c.push_back(one_output(
-      "softmax_axis0",
-      [](Graph &g) {
-        Dim L = g.dim("L"), S = g.dim("S", 3);
-        return softmax(g.input("x", DType::F32, {L, S}), 0);
-      },
-      kRows));
+                  "softmax_axis0",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), S = g.dim("S", 3);
+                    return softmax(g.input("x", DType::F32, {L, S}), 0);
+                  },
+                  kRows)
+                  .sums({"L"})
+                  .large_inputs(1000, 1000));
   c.push_back(one_output("softmax_fully_masked_rows",
                          [](Graph &g) {
                            // Rows q < 2 are masked entirely: softmax must give 0 there, not NaN.
@@ -166,7 +186,9 @@ std::vector<DiffCase> cases() {
                                           [](auto, auto, auto q, auto) { return q >= 2; });
                            return softmax(m);
                          },
-                         {{{"L", 1}, {"S", 3}}, {{"L", 5}, {"S", 17}}}));
+                         {{{"L", 3}, {"S", 1}}, {{"L", 5}, {"S", 17}}})
+                  .sums({"S"})
+                  .large_inputs(1000, 1000));
   // ---- mods on score tensors ----
   c.push_back(
       one_output("mask_sliding_window_4d",
@@ -174,17 +196,21 @@ std::vector<DiffCase> cases() {
                    Dim B = g.dim("B"), H = g.dim("H", 2), L = g.dim("L"), S = g.dim("S");
                    return mask(g.input("s", DType::F32, {B, H, L, S}), sliding_window_mask(3));
                  },
-                 {{{"B", 1}, {"L", 1}, {"S", 1}}, {{"B", 2}, {"L", 9}, {"S", 17}}}));
+                 {{{"B", 1}, {"L", 1}, {"S", 1}}, {{"B", 2}, {"L", 9}, {"S", 17}}})
+          .may_be_infinite());
   c.push_back(one_output(
-      "mask_document_ids",
-      [](Graph &g) {
-        Dim L = g.dim("L");
-        Value doc = g.input("doc", DType::I32, {L});
-        Value s = g.input("s", DType::F32, {L, L});
-        return softmax(
-            mask(s, [&](auto, auto, auto q, auto kv) { return doc[q] == doc[kv] && q >= kv; }));
-      },
-      kRows));
+                  "mask_document_ids",
+                  [](Graph &g) {
+                    Dim L = g.dim("L");
+                    Value doc = g.input("doc", DType::I32, {L});
+                    Value s = g.input("s", DType::F32, {L, L});
+                    return softmax(mask(s, [&](auto, auto, auto q, auto kv) {
+                      return doc[q] == doc[kv] && q >= kv;
+                    }));
+                  },
+                  kRows)
+                  .sums({"L"})
+                  .large_inputs(1000, 1000));
   c.push_back(one_output("score_mod_alibi_softcap",
                          [](Graph &g) {
                            Dim H = g.dim("H", 3), L = g.dim("L"), S = g.dim("S");
@@ -198,7 +224,8 @@ std::vector<DiffCase> cases() {
                                     sqrt(pow(abs(sc), 1.5));
                            });
                          },
-                         {{{"L", 1}, {"S", 1}}, {{"L", 4}, {"S", 17}}}));
+                         {{{"L", 1}, {"S", 1}}, {{"L", 4}, {"S", 17}}})
+                  .sums({}, 10));
   // ---- positions ----
   c.push_back(one_output("sinusoidal_pe_odd_d",
                          [](Graph &g) {
@@ -222,26 +249,76 @@ std::vector<DiffCase> cases() {
       kRows));
   // ---- norms ----
   c.push_back(one_output(
-      "layer_norm_affine",
-      [](Graph &g) {
-        Dim L = g.dim("L"), D = g.dim("D", 9);
-        return layer_norm(g.input("x", DType::F32, {L, D}), g.param("gamma", DType::F32, {D}),
-                          g.param("beta", DType::F32, {D}), 1e-5);
-      },
-      kRows));
+                  "layer_norm_affine",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 9);
+                    return layer_norm(g.input("x", DType::F32, {L, D}),
+                                      g.param("gamma", DType::F32, {D}),
+                                      g.param("beta", DType::F32, {D}), 1e-5);
+                  },
+                  kRows)
+                  .sums({"D"})
+                  .large_inputs(1000, 1));
   c.push_back(one_output("layer_norm_plain_dynamic_d",
                          [](Graph &g) {
                            Dim L = g.dim("L"), D = g.dim("D");
                            return layer_norm(g.input("x", DType::F32, {L, D}), 1e-3);
                          },
-                         {{{"L", 1}, {"D", 2}}, {{"L", 3}, {"D", 17}}}));
+                         {{{"L", 1}, {"D", 2}}, {{"L", 3}, {"D", 17}}})
+                  .sums({"D"})
+                  .large_inputs(1000, 1));
   c.push_back(one_output("rms_norm",
                          [](Graph &g) {
                            Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 16);
                            Value x = g.input("x", DType::F32, {B, L, D});
                            return add(rms_norm(x, g.param("gamma", DType::F32, {D})), rms_norm(x));
                          },
-                         {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}}));
+                         {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}})
+                  .sums({"D"})
+                  .large_inputs(1000, 1));
+  // Epsilon must be visible: a variance of about 3e-5 (x / 100) next to eps 1e-5, or eps
+  // 1e-2 next to a variance of 1/3. Dropping eps changes these outputs by percents.
+  c.push_back(one_output(
+                  "layer_norm_small_variance",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 16);
+                    return layer_norm(g.input("x", DType::F32, {L, D}),
+                                      g.param("gamma", DType::F32, {D}),
+                                      g.param("beta", DType::F32, {D}), 1e-5);
+                  },
+                  kRows)
+                  .sums({"D"})
+                  .inputs(times("x", 0.01))
+                  .large_inputs(1000, 1));
+  c.push_back(one_output(
+                  "layer_norm_large_eps",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 16);
+                    return layer_norm(g.input("x", DType::F32, {L, D}), 1e-2);
+                  },
+                  kRows)
+                  .sums({"D"})
+                  .large_inputs(1000, 1));
+  c.push_back(one_output(
+                  "rms_norm_small_variance",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 16);
+                    return rms_norm(g.input("x", DType::F32, {L, D}),
+                                    g.param("gamma", DType::F32, {D}), 1e-5);
+                  },
+                  kRows)
+                  .sums({"D"})
+                  .inputs(times("x", 0.01))
+                  .large_inputs(1000, 1));
+  c.push_back(one_output(
+                  "rms_norm_large_eps",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 16);
+                    return rms_norm(g.input("x", DType::F32, {L, D}), 1e-2);
+                  },
+                  kRows)
+                  .sums({"D"})
+                  .large_inputs(1000, 1));
   // ---- lookups and projections ----
   c.push_back(one_output(
       "embedding",
@@ -264,7 +341,8 @@ std::vector<DiffCase> cases() {
                            return linformer_project(g.input("k", DType::F32, {H, S, Dh}),
                                                     g.param("e", DType::F32, {Kp, S}));
                          },
-                         {{{"S", 1}}, {{"S", 17}}}));
+                         {{{"S", 1}}, {{"S", 17}}})
+                  .sums({"S"}));
   c.push_back(one_output(
       "constant",
       [](Graph &g) {
@@ -272,6 +350,131 @@ std::vector<DiffCase> cases() {
         return add(g.input("x", DType::F32, {L, D}), g.constant("c", {D}, {0.5, -1.25, 3.0}));
       },
       kRows));
+  // ---- integer / and % in mods: C++ truncation (arith.divsi / arith.remsi) ----
+  // kv - q is negative below the diagonal: -7 / 3 is -2 and -7 % 3 is -1 in C++, where a
+  // floor division would give -3 and 2.
+  c.push_back(one_output("mod_negative_div_rem",
+                         [](Graph &g) {
+                           Dim H = g.dim("H", 2), L = g.dim("L"), S = g.dim("S");
+                           Value s = g.input("s", DType::F32, {H, L, S});
+                           s = score_mod(s, [](auto sc, auto, auto h, auto q, auto kv) {
+                             return sc + to_float((kv - q) / 3) + 0.25 * to_float((kv - q) % 3) +
+                                    to_float((q - kv - h) / (h - 2));
+                           });
+                           return mask(
+                               s, [](auto, auto, auto q, auto kv) { return (kv - q) % 4 != -1; });
+                         },
+                         {{{"L", 1}, {"S", 1}}, {{"L", 9}, {"S", 7}}, {{"L", 17}, {"S", 17}}})
+                  .may_be_infinite());
+  // ---- f64 graphs: the same lowerings in double precision ----
+  c.push_back(one_output(
+                  "f64_linear_softmax",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 12), S = g.dim("S", 5);
+                    Value x = g.input("x", DType::F64, {L, D});
+                    return softmax(scale(linear(x, g.param("w", DType::F64, {D, S})), 3.0));
+                  },
+                  kRows)
+                  .sums({"D", "S"}, 3)
+                  .large_inputs(300, 1000));
+  c.push_back(one_output(
+                  "f64_norms_activations",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 8);
+                    Value x = g.input("x", DType::F64, {L, D});
+                    Value ln = layer_norm(x, g.param("gamma", DType::F64, {D}),
+                                          g.param("beta", DType::F64, {D}), 1e-2);
+                    return add(add(gelu(ln), silu(rms_norm(x, 1e-2))), elu(scale(x, 2.0), 0.5));
+                  },
+                  kRows)
+                  .sums({"D"}, 2)
+                  .large_inputs(1000, 1000));
+  c.push_back(one_output(
+                  "f64_rope_pe_heads",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 8), H = g.dim("H", 2), Dh = g.dim("Dh", 4);
+                    Value x = sinusoidal_pe(g.input("x", DType::F64, {L, D}), 10000, 2);
+                    return merge_heads(rope(split_heads(x, H, Dh), {100, false, 1}), D);
+                  },
+                  kRows)
+                  .sums({}, 200)); // in f64 the angles' rounding shows: positions reach 131
+  c.push_back(one_output(
+                  "f64_embedding_matmul",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), V = g.dim("V", 7), D = g.dim("D", 5);
+                    Value e = embedding(g.input("ids", DType::I64, {L}),
+                                        g.param("table", DType::F64, {V, D}));
+                    return matmul(e, transpose(e));
+                  },
+                  kRows)
+                  .sums({"D"}));
+  return c;
+}
+
+// Dims bound to 0 at run time: empty outputs, and sums over nothing (0, not garbage).
+std::vector<DiffCase> zero_length_cases() {
+  std::vector<DiffCase> c;
+  c.push_back(one_output("linear_no_rows",
+                         [](Graph &g) {
+                           Dim L = g.dim("L"), D = g.dim("D", 4), F = g.dim("F", 3);
+                           return linear(g.input("x", DType::F32, {L, D}),
+                                         g.param("w", DType::F32, {D, F}),
+                                         g.param("b", DType::F32, {F}));
+                         },
+                         {{{"L", 0}}, {{"L", 2}}}));
+  c.push_back(
+      one_output(
+          "matmul_empty_contraction", // every element is a sum over nothing: 0
+          [](Graph &g) {
+            Dim M = g.dim("M"), K = g.dim("K"), N = g.dim("N");
+            return matmul(g.input("a", DType::F32, {M, K}), g.input("b", DType::F32, {K, N}));
+          },
+          {{{"M", 3}, {"K", 0}, {"N", 2}},
+           {{"M", 0}, {"K", 4}, {"N", 2}},
+           {{"M", 2}, {"K", 3}, {"N", 0}}})
+          .may_be_zero());
+  c.push_back(one_output("softmax_empty_axis_and_rows",
+                         [](Graph &g) {
+                           Dim L = g.dim("L"), S = g.dim("S");
+                           return softmax(g.input("x", DType::F32, {L, S}));
+                         },
+                         {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 5}}})
+                  .large_inputs(1000, 1000));
+  c.push_back(one_output("norms_heads_no_rows",
+                         [](Graph &g) {
+                           Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 8);
+                           Value x = g.input("x", DType::F32, {B, L, D});
+                           Value y = add(layer_norm(x), rms_norm(x));
+                           return merge_heads(rope(split_heads(y, g.dim("H", 2), g.dim("Dh", 4))),
+                                              D);
+                         },
+                         {{{"B", 0}, {"L", 3}}, {{"B", 2}, {"L", 0}}})
+                  .large_inputs(1000, 1000));
+  c.push_back(one_output(
+      "concat_with_an_empty_part",
+      [](Graph &g) {
+        Dim L = g.dim("L"), S = g.dim("S"), D = g.dim("D", 3);
+        return concat({g.input("a", DType::F32, {L, D}), g.input("b", DType::F32, {S, D})}, 0);
+      },
+      {{{"L", 2}, {"S", 0}}, {{"L", 0}, {"S", 3}}}));
+  c.push_back(one_output(
+      "embedding_no_ids",
+      [](Graph &g) {
+        Dim L = g.dim("L"), V = g.dim("V", 4), D = g.dim("D", 3);
+        return embedding(g.input("ids", DType::I32, {L}), g.param("table", DType::F32, {V, D}));
+      },
+      {{{"L", 0}}}));
+  c.push_back(one_output("mask_score_mod_no_keys",
+                         [](Graph &g) {
+                           Dim L = g.dim("L"), S = g.dim("S");
+                           Value s = score_mod(g.input("s", DType::F32, {L, S}),
+                                               [](auto sc, auto, auto, auto q, auto kv) {
+                                                 return sc * to_float(q - kv);
+                                               });
+                           return softmax(mask(s, causal_mask()));
+                         },
+                         {{{"L", 3}, {"S", 0}}, {{"L", 0}, {"S", 3}}})
+                  .large_inputs(1000, 1000));
   return c;
 }
 
@@ -280,6 +483,8 @@ class Ops : public ::testing::TestWithParam<DiffCase> {};
 TEST_P(Ops, MatchesInterpreter) { run_differential(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Compiled, Ops, ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(ZeroLength, Ops, ::testing::ValuesIn(zero_length_cases()),
                          [](const auto &info) { return info.param.name; });
 
 } // namespace

@@ -396,6 +396,7 @@ TEST(TypedCrossCheck, AWrapperWithOtherDimsIsAnInternalError) {
   EXPECT_NO_THROW((detail::wrap<TypedValue<f32, DL, DD>>(x, "test")));
   try {
     detail::wrap<TypedValue<f32, DD, DL>>(x, "test");
+    ADD_FAILURE() << "dims in another order must be an InternalError";
   } catch (const InternalError &e) {
     EXPECT_NE(std::string(e.what()).find("f32 (D=512, L=?)"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("f32 (L=?, D=512)"), std::string::npos) << e.what();

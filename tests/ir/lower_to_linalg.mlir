@@ -1,23 +1,44 @@
 // qkv-lower-to-linalg: qkv ops become linalg on tensors; positions come from linalg.index.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-lower-to-linalg))" | FileCheck %s
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-lower-to-linalg))" | FileCheck %s --check-prefix=NOQKV
+
+// No qkv op is left anywhere in the output.
+// NOQKV-NOT: qkv.
 
 // CHECK-DAG: #[[A:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
 // CHECK-DAG: #[[B:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
 // CHECK-DAG: #[[O:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 
 // Softmax: max, then sum of exp(x - max'), then normalise; max' = 0 for an all -inf row
-// and a zero sum gives 0, so a fully masked row is 0, not NaN.
+// and a zero sum gives 0, so a fully masked row is 0, not NaN. Each exp takes x minus
+// the (safe) max: without the subtraction, exp overflows for scores past 88.
 // CHECK-LABEL: func.func @softmax
-// CHECK-NOT: qkv.
-// CHECK: linalg.fill ins(%[[NINF:.*]] : f32)
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
-// CHECK: arith.maximumf
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
-// CHECK: arith.cmpf oeq, %{{.*}}, %[[NINF]]
-// CHECK: math.exp
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]
-// CHECK: %[[POS:.*]] = arith.cmpf ogt
-// CHECK: arith.select %[[POS]]
+// CHECK-SAME: (%[[X:arg0]]: tensor<?x5xf32>)
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[NINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%[[NINF]] : f32)
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<?x5xf32>) outs(%[[INIT]] : tensor<?xf32>)
+// CHECK-NEXT: ^bb0(%[[A0:[a-z0-9_]+]]: f32, %[[M0:[a-z0-9_]+]]: f32):
+// CHECK-NEXT: %[[MX:.*]] = arith.maximumf %[[A0]], %[[M0]] : f32
+// CHECK-NEXT: linalg.yield %[[MX]] : f32
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]], %[[MAX]] : tensor<?x5xf32>, tensor<?xf32>)
+// CHECK-NEXT: ^bb0(%[[A1:[a-z0-9_]+]]: f32, %[[M1:[a-z0-9_]+]]: f32, %[[L1:[a-z0-9_]+]]: f32):
+// CHECK-NEXT: %[[ISINF1:.*]] = arith.cmpf oeq, %[[M1]], %[[NINF]] : f32
+// CHECK-NEXT: %[[SAFE1:.*]] = arith.select %[[ISINF1]], %[[ZERO]], %[[M1]] : f32
+// CHECK-NEXT: %[[D1:.*]] = arith.subf %[[A1]], %[[SAFE1]] : f32
+// CHECK-NEXT: %[[E1:.*]] = math.exp %[[D1]] : f32
+// CHECK-NEXT: %[[S1:.*]] = arith.addf %[[L1]], %[[E1]] : f32
+// CHECK-NEXT: linalg.yield %[[S1]] : f32
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[MAX]], %[[SUM]] : tensor<?x5xf32>, tensor<?xf32>, tensor<?xf32>)
+// CHECK-NEXT: ^bb0(%[[A2:[a-z0-9_]+]]: f32, %[[M2:[a-z0-9_]+]]: f32, %[[L2:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[ISINF2:.*]] = arith.cmpf oeq, %[[M2]], %[[NINF]] : f32
+// CHECK-NEXT: %[[SAFE2:.*]] = arith.select %[[ISINF2]], %[[ZERO]], %[[M2]] : f32
+// CHECK-NEXT: %[[D2:.*]] = arith.subf %[[A2]], %[[SAFE2]] : f32
+// CHECK-NEXT: %[[E2:.*]] = math.exp %[[D2]] : f32
+// CHECK-NEXT: %[[POS:.*]] = arith.cmpf ogt, %[[L2]], %[[ZERO]] : f32
+// CHECK-NEXT: %[[Q:.*]] = arith.divf %[[E2]], %[[L2]] : f32
+// CHECK-NEXT: %[[R:.*]] = arith.select %[[POS]], %[[Q]], %[[ZERO]] : f32
+// CHECK-NEXT: linalg.yield %[[R]] : f32
 func.func @softmax(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
   %0 = qkv.softmax %x axis 1 : tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
@@ -101,4 +122,56 @@ func.func @embedding(%ids: tensor<?xi32>, %table: tensor<10x6xf32>) -> tensor<?x
 func.func @matmul_broadcast(%a: tensor<?x?x4xf32>, %b: tensor<4x3xf32>) -> tensor<?x?x3xf32> {
   %0 = qkv.matmul %a, %b : (tensor<?x?x4xf32>, tensor<4x3xf32>) -> tensor<?x?x3xf32>
   return %0 : tensor<?x?x3xf32>
+}
+
+// layer_norm: mean, sum of squared deviations, then (x - mean) / sqrt(var + eps) * gamma
+// + beta; eps is the op's, rounded to f32.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME: (%[[X:arg0]]: tensor<?x5xf32>, %[[G:arg1]]: tensor<5xf32>, %[[B:arg2]]: tensor<5xf32>)
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 9.99999974E-6 : f32
+// CHECK-DAG: %[[N:.*]] = arith.sitofp %{{.*}} : i64 to f32
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<?x5xf32>)
+// CHECK: arith.addf
+// CHECK: %[[MEAN:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<?xf32>)
+// CHECK-NEXT: ^bb0(%[[S:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: arith.divf %[[S]], %[[N]] : f32
+// CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[MEAN]] : tensor<?x5xf32>, tensor<?xf32>)
+// CHECK-NEXT: ^bb0(%[[A:[a-z0-9_]+]]: f32, %[[M:[a-z0-9_]+]]: f32, %[[ACC:[a-z0-9_]+]]: f32):
+// CHECK-NEXT: %[[C:.*]] = arith.subf %[[A]], %[[M]] : f32
+// CHECK-NEXT: %[[C2:.*]] = arith.mulf %[[C]], %[[C]] : f32
+// CHECK-NEXT: arith.addf %[[ACC]], %[[C2]] : f32
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %[[SQ]], %[[MEAN]], %[[G]], %[[B]] :
+// CHECK-NEXT: ^bb0(%[[XI:[a-z0-9_]+]]: f32, %[[SS:[a-z0-9_]+]]: f32, %[[MI:[a-z0-9_]+]]: f32, %[[GI:[a-z0-9_]+]]: f32, %[[BI:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[VAR:.*]] = arith.divf %[[SS]], %[[N]] : f32
+// CHECK-NEXT: %[[VE:.*]] = arith.addf %[[VAR]], %[[EPS]] : f32
+// CHECK-NEXT: %[[DEN:.*]] = math.sqrt %[[VE]] : f32
+// CHECK-NEXT: %[[DX:.*]] = arith.subf %[[XI]], %[[MI]] : f32
+// CHECK-NEXT: %[[Y:.*]] = arith.divf %[[DX]], %[[DEN]] : f32
+// CHECK-NEXT: %[[YG:.*]] = arith.mulf %[[Y]], %[[GI]] : f32
+// CHECK-NEXT: %[[YB:.*]] = arith.addf %[[YG]], %[[BI]] : f32
+// CHECK-NEXT: linalg.yield %[[YB]] : f32
+func.func @layer_norm(%x: tensor<?x5xf32>, %g: tensor<5xf32>, %b: tensor<5xf32>) -> tensor<?x5xf32> {
+  %0 = qkv.layer_norm %x gamma %g : tensor<5xf32> beta %b : tensor<5xf32> eps 0.00001 : tensor<?x5xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
+// rms_norm: x / sqrt(mean(x^2) + eps).
+// CHECK-LABEL: func.func @rms_norm
+// CHECK-SAME: (%[[X:arg0]]: tensor<?x5xf32>)
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 0.00999999977 : f32
+// CHECK-DAG: %[[N:.*]] = arith.sitofp %{{.*}} : i64 to f32
+// CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<?x5xf32>)
+// CHECK-NEXT: ^bb0(%[[A:[a-z0-9_]+]]: f32, %[[ACC:[a-z0-9_]+]]: f32):
+// CHECK-NEXT: %[[A2:.*]] = arith.mulf %[[A]], %[[A]] : f32
+// CHECK-NEXT: arith.addf %[[ACC]], %[[A2]] : f32
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %[[SQ]] : tensor<?x5xf32>, tensor<?xf32>)
+// CHECK-NEXT: ^bb0(%[[XI:[a-z0-9_]+]]: f32, %[[SS:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[MS:.*]] = arith.divf %[[SS]], %[[N]] : f32
+// CHECK-NEXT: %[[ME:.*]] = arith.addf %[[MS]], %[[EPS]] : f32
+// CHECK-NEXT: %[[DEN:.*]] = math.sqrt %[[ME]] : f32
+// CHECK-NEXT: %[[Y:.*]] = arith.divf %[[XI]], %[[DEN]] : f32
+// CHECK-NEXT: linalg.yield %[[Y]] : f32
+func.func @rms_norm(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
+  %0 = qkv.rms_norm %x eps 0.01 : tensor<?x5xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
 }

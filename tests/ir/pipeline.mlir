@@ -1,29 +1,55 @@
 // The CPU pipeline's stages as qkv-opt pipelines.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-cpu-to-qkv,qkv-cpu-to-linalg,qkv-cpu-to-loops)" | FileCheck %s --check-prefix=LOOPS
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-cpu-to-qkv,qkv-cpu-to-linalg,qkv-cpu-to-loops)" | FileCheck %s --check-prefix=LOOPSONLY
 // RUN: qkv-opt %s --qkv-cpu | FileCheck %s --check-prefix=LLVM
+// RUN: qkv-opt %s --qkv-cpu | FileCheck %s --check-prefix=LLVMONLY
 // RUN: qkv-opt %s --qkv-cpu --dump-pass-pipeline 2>&1 >/dev/null | FileCheck %s --check-prefix=PIPE
 
-// loops: buffers instead of tensors, the result became an out-param, loops instead of
-// linalg, and every allocation freed.
+// loops: buffers instead of tensors, the result became an out-param written in place (no
+// copy into it at the end), loops and vector code instead of linalg, every allocation
+// freed.
 // LOOPS-LABEL: func.func @block(
-// LOOPS-SAME: %{{.*}}: memref<?x8xf32>, %{{.*}}: memref<8x8xf32>, %{{.*}}: memref<?x8xf32>) attributes {llvm.emit_c_interface}
-// LOOPS-NOT: linalg.
-// LOOPS-NOT: tensor<
-// LOOPS: scf.for
+// LOOPS-SAME: %[[X:arg[0-9]+]]: memref<?x8xf32>, %[[W:arg[0-9]+]]: memref<8x8xf32>, %[[OUT:arg[0-9]+]]: memref<?x8xf32>) attributes {llvm.emit_c_interface}
+// the projection: parallel row blocks of the micro-kernel, x broadcast, rows of w as
+// (8 of 16 lanes) vectors
+// LOOPS: scf.parallel
+// LOOPS: memref.load %[[X]]
+// LOOPS: vector.maskedload %[[W]]
+// LOOPS: vector.fma
+// the attention kernel, then rms_norm
+// LOOPS: scf.parallel
+// LOOPS: math.sqrt
+// LOOPS-NOT: memref.copy
 // LOOPS: memref.dealloc
 // LOOPS: return
-// LOOPS-NOT: qkv.
+// LOOPS-NEXT: }
+
+// Nothing but loops and buffers from the label to the end of the module.
+// LOOPSONLY-LABEL: func.func @block(
+// LOOPSONLY-NOT: qkv.
+// LOOPSONLY-NOT: linalg.
+// LOOPSONLY-NOT: tensor.
+// LOOPSONLY-NOT: tensor<
+// LOOPSONLY-NOT: bufferization.
 
 // llvm: only the LLVM dialect is left, with the C interface wrapper.
-// LLVM-NOT: qkv.
-// LLVM-NOT: scf.
-// LLVM-NOT: memref.
-// LLVM: llvm.func @block(
+// LLVM-LABEL: llvm.func @block(
 // the attention's tasks run on OpenMP threads; its FMAs are vector FMAs
 // LLVM: omp.parallel
 // LLVM: omp.wsloop
 // LLVM: llvm.intr.fmuladd({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
-// LLVM: llvm.func @_mlir_ciface_block(
+// LLVM: llvm.intr.sqrt
+// LLVM: llvm.return
+// LLVM-LABEL: llvm.func @_mlir_ciface_block(
+// LLVM: llvm.call @block(
+// LLVM: llvm.return
+
+// Between the labels (the whole of @block) and from the wrapper's label to the end of
+// the module, no op of another dialect (OpenMP's stay until translation to LLVM IR).
+// LLVMONLY-LABEL: llvm.func @block(
+// LLVMONLY-NOT: {{[ "](qkv|scf|cf|memref|linalg|tensor|arith|math|func|bufferization|vector)\.}}
+// LLVMONLY-LABEL: llvm.func @_mlir_ciface_block(
+// LLVMONLY-NOT: {{[ "](qkv|scf|cf|memref|linalg|tensor|arith|math|func|bufferization|vector)\.}}
 
 // PIPE: qkv-recognize-attention
 // PIPE: qkv-lower-attention-to-flash

@@ -52,7 +52,8 @@ func.func @no_scale(%q: tensor<?x6xf32>, %k: tensor<?x6xf32>, %v: tensor<?x6xf32
 // Softmax over the wrong axis is not attention.
 // CHECK-LABEL: func.func @wrong_axis
 // CHECK-NOT: qkv.attention
-// CHECK: qkv.softmax
+// CHECK: qkv.softmax %{{.*}} axis 0
+// CHECK-NOT: qkv.attention
 func.func @wrong_axis(%q: tensor<?x6xf32>, %k: tensor<?x6xf32>, %v: tensor<?x6xf32>) -> tensor<?x6xf32> {
   %kt = qkv.transpose %k axes(0, 1) : tensor<?x6xf32> -> tensor<6x?xf32>
   %s = qkv.matmul %q, %kt : (tensor<?x6xf32>, tensor<6x?xf32>) -> tensor<?x?xf32>

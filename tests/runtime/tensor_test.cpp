@@ -259,7 +259,10 @@ TEST(Compare, ToleranceIsAtolPlusRtolTimesWant) {
 TEST(Compare, NaNAndInfinity) {
   Tensor nan = Tensor::from_f64({1}, {NAN}), one = Tensor::from_f64({1}, {1});
   Tensor inf = Tensor::from_f64({1}, {kInf}), ninf = Tensor::from_f64({1}, {-kInf});
-  EXPECT_TRUE(compare(nan, nan, 0, 0).ok);
+  // NaN vs NaN is a mismatch: a NaN reference proves nothing about the kernel.
+  EXPECT_FALSE(compare(nan, nan, 1e9, 1e9).ok);
+  EXPECT_EQ(compare(nan, nan, 0, 0).mismatches, 1);
+  EXPECT_NE(compare(nan, nan, 0, 0).message.find("got nan, want nan"), std::string::npos);
   EXPECT_FALSE(compare(nan, one, 1e9, 1e9).ok);
   EXPECT_FALSE(compare(one, nan, 1e9, 1e9).ok);
   EXPECT_TRUE(compare(inf, inf, 0, 0).ok);

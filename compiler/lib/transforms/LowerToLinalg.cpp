@@ -820,10 +820,15 @@ struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
     auto phi = [&](Value t) {
       return elementwise(
           rw, loc, t, elem, {t}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+            Value zero = floatConst(b, l, elem, 0.0);
             if (relu)
-              return arith::MaximumFOp::create(b, l, a[0], floatConst(b, l, elem, 0.0));
-            return arith::AddFOp::create(b, l, eluValue(b, l, a[0], 1.0),
-                                         floatConst(b, l, elem, 1.0));
+              return arith::MaximumFOp::create(b, l, a[0], zero);
+            // elu(x) + 1 as x > 0 ? x + 1 : exp(x): (exp(x) - 1) + 1 would cancel to 0
+            // for very negative x, where exp(x) is the (tiny, nonzero) answer.
+            Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[0], zero);
+            return arith::SelectOp::create(
+                b, l, pos, arith::AddFOp::create(b, l, a[0], floatConst(b, l, elem, 1.0)),
+                math::ExpOp::create(b, l, a[0]));
           });
     };
     Value pq = phi(q), pk = phi(k);

@@ -117,8 +117,8 @@ struct Comparison {
   bool ok = true;
   std::string message; // empty when ok; else names the worst element and both values
 };
-/// Elements pass when |got - want| <= atol + rtol * |want|; NaN never passes unless both
-/// are NaN; infinities must match exactly. Shapes must be equal.
+/// Elements pass when |got - want| <= atol + rtol * |want|; NaN never passes (not even
+/// against NaN); infinities must match exactly. Shapes must be equal.
 Comparison compare(const Tensor &got, const Tensor &want, double atol, double rtol);
 /// Throws qkv::Error with compare()'s message when the tensors are not close.
 void assert_close(const Tensor &got, const Tensor &want, double atol = 1e-5, double rtol = 1e-4,
