@@ -221,7 +221,8 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   std::function<llvm::Error(llvm::Module *)> transform = [&](llvm::Module *m) -> llvm::Error {
     // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to
     // 256-bit vectors on some AVX-512 machines).
-    std::string cpu = llvm::sys::getHostCPUName().str(), features = tm->getTargetFeatureString().str();
+    std::string cpu = llvm::sys::getHostCPUName().str(),
+                features = tm->getTargetFeatureString().str();
     for (llvm::Function &f : *m) {
       if (f.isDeclaration())
         continue;

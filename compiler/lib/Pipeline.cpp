@@ -26,12 +26,12 @@
 #include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -50,7 +50,8 @@ const char *const kStageNames[] = {"qkv", "linalg", "loops", "llvm"};
 
 std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o) {
   std::string flash = "qkv-lower-attention-to-flash{vector-bits=" + std::to_string(o.vectorBits) +
-                      " q-tile=" + std::to_string(o.qTile) + " kv-tile=" + std::to_string(o.kvTile) +
+                      " q-tile=" + std::to_string(o.qTile) +
+                      " kv-tile=" + std::to_string(o.kvTile) +
                       " decode-rows=" + std::to_string(o.decodeRows) + "}";
   if (stage == "qkv")
     return "canonicalize,func.func(qkv-recognize-attention),cse";
@@ -59,9 +60,11 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "loops")
     return "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map},"
-           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs hoist-dynamic-allocs},"
+           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs "
+           "hoist-dynamic-allocs},"
            "func.func(qkv-lower-matmul-to-microkernels{vector-bits=" +
-           std::to_string(o.vectorBits) + "},convert-linalg-to-parallel-loops),"
+           std::to_string(o.vectorBits) +
+           "},convert-linalg-to-parallel-loops),"
            "buffer-deallocation-pipeline,canonicalize,cse";
   if (stage == "llvm")
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
@@ -115,13 +118,12 @@ void registerQkvPassesAndPipelines() {
 }
 
 void registerQkvDialects(mlir::DialectRegistry &registry) {
-  registry
-      .insert<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-              mlir::math::MathDialect, mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
-              mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
-              mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
-              mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect,
-              mlir::vector::VectorDialect, mlir::omp::OpenMPDialect>();
+  registry.insert<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                  mlir::math::MathDialect, mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
+                  mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
+                  mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
+                  mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect,
+                  mlir::vector::VectorDialect, mlir::omp::OpenMPDialect>();
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   mlir::bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);

@@ -59,27 +59,27 @@ class HeadDim : public ::testing::TestWithParam<std::int64_t> {};
 
 TEST_P(HeadDim, EveryTileEdgeMatchesInterpreter) {
   std::int64_t dh = GetParam();
-  check("plain", [dh] { return plain(dh); }, kEdges);
+  check(
+      "plain", [dh] { return plain(dh); }, kEdges);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flash, HeadDim, ::testing::Values(32, 64, 80, 96, 128, 256),
                          [](const auto &info) { return "dh" + std::to_string(info.param); });
 
 TEST(Flash, DynamicHeadDim) {
-  check(
-      "dynamic_dh",
-      [] {
-        Graph g("dyn_dh");
-        Dim L = g.dim("L"), S = g.dim("S"), Dh = g.dim("Dh");
-        Value q = g.input("q", DType::F32, {L, Dh}), k = g.input("k", DType::F32, {S, Dh}),
-              v = g.input("v", DType::F32, {S, Dh});
-        g.output("o", attention(q, k, v).value());
-        return g;
-      },
-      {{{"L", 1}, {"S", 40}, {"Dh", 17}},
-       {{"L", 2}, {"S", 500}, {"Dh", 80}},
-       {{"L", 70}, {"S", 100}, {"Dh", 3}},
-       {{"L", 33}, {"S", 9}, {"Dh", 130}}});
+  check("dynamic_dh",
+        [] {
+          Graph g("dyn_dh");
+          Dim L = g.dim("L"), S = g.dim("S"), Dh = g.dim("Dh");
+          Value q = g.input("q", DType::F32, {L, Dh}), k = g.input("k", DType::F32, {S, Dh}),
+                v = g.input("v", DType::F32, {S, Dh});
+          g.output("o", attention(q, k, v).value());
+          return g;
+        },
+        {{{"L", 1}, {"S", 40}, {"Dh", 17}},
+         {{"L", 2}, {"S", 500}, {"Dh", 80}},
+         {{"L", 70}, {"S", 100}, {"Dh", 3}},
+         {{"L", 33}, {"S", 9}, {"Dh", 130}}});
 }
 
 template <class Mask> Graph masked(const std::string &name, Mask mask) {
@@ -93,29 +93,36 @@ TEST(Flash, CausalAndWindowOverManyTiles) {
   std::vector<DB> shapes = {{{"B", 1}, {"L", 300}, {"S", 300}},
                             {{"B", 2}, {"L", 3}, {"S", 3}},
                             {{"B", 1}, {"L", 129}, {"S", 400}}};
-  check("causal", [] { return masked("causal", causal_mask()); }, shapes);
-  check("window", [] { return masked("window", sliding_window_mask(50)); }, shapes);
   check(
-      "causal_bottom_right",
-      [] {
-        return masked("bottom_right", [](auto, auto, auto qi, auto ki) {
-          return qi + (len_kv() - len_q()) >= ki;
-        });
-      },
-      {{{"B", 1}, {"L", 40}, {"S", 300}}, {{"B", 1}, {"L", 2}, {"S", 700}}});
+      "causal", [] { return masked("causal", causal_mask()); }, shapes);
+  check(
+      "window", [] { return masked("window", sliding_window_mask(50)); }, shapes);
+  check("causal_bottom_right",
+        [] {
+          return masked("bottom_right", [](auto, auto, auto qi, auto ki) {
+            return qi + (len_kv() - len_q()) >= ki;
+          });
+        },
+        {{{"B", 1}, {"L", 40}, {"S", 300}}, {{"B", 1}, {"L", 2}, {"S", 700}}});
 }
 
 TEST(Flash, FullyMaskedRowsAndTiles) {
-  std::vector<DB> shapes = {{{"B", 1}, {"L", 200}, {"S", 250}},
-                            {{"B", 1}, {"L", 2}, {"S", 600}}};
+  std::vector<DB> shapes = {{{"B", 1}, {"L", 200}, {"S", 250}}, {{"B", 1}, {"L", 2}, {"S", 600}}};
   // Whole key tiles masked: only keys in [100, 120) are visible.
-  check("band", [] {
-    return masked("band", [](auto, auto, auto, auto ki) { return ki >= 100 && ki < 120; });
-  }, shapes);
+  check(
+      "band",
+      [] {
+        return masked("band", [](auto, auto, auto, auto ki) { return ki >= 100 && ki < 120; });
+      },
+      shapes);
   // Rows with nothing visible give 0: odd queries see nothing.
-  check("odd_rows_empty", [] {
-    return masked("odd_rows", [](auto, auto, auto qi, auto ki) { return qi % 2 == 0 && ki <= qi; });
-  }, shapes);
+  check(
+      "odd_rows_empty",
+      [] {
+        return masked("odd_rows",
+                      [](auto, auto, auto qi, auto ki) { return qi % 2 == 0 && ki <= qi; });
+      },
+      shapes);
   // Everything masked.
   check(
       "nothing", [] { return masked("nothing", [](auto, auto, auto qi, auto) { return qi < 0; }); },
@@ -125,11 +132,13 @@ TEST(Flash, FullyMaskedRowsAndTiles) {
 TEST(Flash, MasksOverOtherIntegerTypes) {
   // to_float(q) > -1 canonicalizes to a compare of i64 casts: the tile classifier must
   // follow the casts (it once compared an index interval with an i64 constant).
-  check("i64_compare", [] {
-    return masked("i64_compare", [](auto, auto, auto qi, auto ki) {
-      return to_float(qi) > -1.0 && to_float(ki % 5) < 3.0;
-    });
-  }, {{{"B", 1}, {"L", 70}, {"S", 90}}, {{"B", 1}, {"L", 1}, {"S", 300}}});
+  check("i64_compare",
+        [] {
+          return masked("i64_compare", [](auto, auto, auto qi, auto ki) {
+            return to_float(qi) > -1.0 && to_float(ki % 5) < 3.0;
+          });
+        },
+        {{{"B", 1}, {"L", 70}, {"S", 90}}, {{"B", 1}, {"L", 1}, {"S", 300}}});
 }
 
 TEST(Flash, DecodeWithGqaModsAndGathers) {
@@ -163,8 +172,10 @@ TEST(Flash, LargeScoresStayStable) {
     return g;
   };
   // Scores up to 40 * 16 = 640: that is M in the tolerance rule.
-  check("large", build, {{{"B", 1}, {"L", 150}, {"S", 150}}, {{"B", 1}, {"L", 1}, {"S", 700}}},
-        {}, [](DiffCase &c) { c.sums({"Dh", "S"}, 640); });
+  check("large", build, {{{"B", 1}, {"L", 150}, {"S", 150}}, {{"B", 1}, {"L", 1}, {"S", 700}}}, {},
+        [](DiffCase &c) {
+          c.sums({"Dh", "S"}, 640);
+        });
 }
 
 TEST(Flash, F64) {
@@ -207,26 +218,35 @@ TEST(Flash, EveryScheduleAgrees) {
 TEST(Flash, HeadsReadAndWrittenInPlace) {
   // split_heads feeding attention and merge_heads after it: the kernel reads and writes
   // the unsplit tensors directly. Rank 3 (no batch) and rank 4, with GQA.
-  check("rank3", [] {
-    Graph g("heads3");
-    Dim L = g.dim("L"), D = g.dim("D", 24), H = g.dim("H", 3), Dh = g.dim("Dh", 8);
-    Value x = g.input("x", DType::F32, {L, D});
-    Value q = split_heads(x, H, Dh);
-    g.output("o", merge_heads(attention(q, q, q).mask(causal_mask()).value(), D));
-    return g;
-  }, {{{"L", 1}}, {{"L", 3}}, {{"L", 70}}}, {}, [](DiffCase &c) { c.sums({"Dh", "L"}); });
-  check("rank4_gqa", [] {
-    Graph g("heads4");
-    Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 32), H = g.dim("H", 4);
-    Dim Hk = g.dim("Hkv", 2), Dh = g.dim("Dh", 8), Dk = g.dim("Dk", 16);
-    Value x = g.input("x", DType::F32, {B, L, D});
-    Value kv = g.input("kv", DType::F32, {B, g.dim("S"), Dk});
-    Value o = attention(split_heads(x, H, Dh), split_heads(kv, Hk, Dh), split_heads(kv, Hk, Dh))
+  check(
+      "rank3",
+      [] {
+        Graph g("heads3");
+        Dim L = g.dim("L"), D = g.dim("D", 24), H = g.dim("H", 3), Dh = g.dim("Dh", 8);
+        Value x = g.input("x", DType::F32, {L, D});
+        Value q = split_heads(x, H, Dh);
+        g.output("o", merge_heads(attention(q, q, q).mask(causal_mask()).value(), D));
+        return g;
+      },
+      {{{"L", 1}}, {{"L", 3}}, {{"L", 70}}}, {},
+      [](DiffCase &c) {
+        c.sums({"Dh", "L"});
+      });
+  check("rank4_gqa",
+        [] {
+          Graph g("heads4");
+          Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 32), H = g.dim("H", 4);
+          Dim Hk = g.dim("Hkv", 2), Dh = g.dim("Dh", 8), Dk = g.dim("Dk", 16);
+          Value x = g.input("x", DType::F32, {B, L, D});
+          Value kv = g.input("kv", DType::F32, {B, g.dim("S"), Dk});
+          Value o =
+              attention(split_heads(x, H, Dh), split_heads(kv, Hk, Dh), split_heads(kv, Hk, Dh))
                   .value();
-    g.output("o", merge_heads(o, D));
-    g.output("o_split", o); // a second user: the heads are not merged in place here
-    return g;
-  }, {{{"B", 2}, {"L", 2}, {"S", 300}}, {{"B", 1}, {"L", 67}, {"S", 65}}});
+          g.output("o", merge_heads(o, D));
+          g.output("o_split", o); // a second user: the heads are not merged in place here
+          return g;
+        },
+        {{{"B", 2}, {"L", 2}, {"S", 300}}, {{"B", 1}, {"L", 67}, {"S", 65}}});
 }
 
 TEST(Flash, BadScheduleIsAnError) {

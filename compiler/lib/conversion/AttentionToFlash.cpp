@@ -135,20 +135,17 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
     ImplicitLocOpBuilder &ib = in.builder();
     Value mOld = in.vload(vt, t.m, {c});
     Value qi = in.laneIds(in.add(i0, c), lastQ, s.lanes);
-    Value mx = in.forLoop(in.idx(0), cols, in.idx(1), {mOld},
-                          [&](KernelBuilder &in2, Value j, ValueRange acc) {
-                            Value sc = in2.vload(vt, t.sT, {j, c});
-                            sc = emitScoreAndMask(in2, a, sc, b, h, qi, in2.add(j0, j),
-                                                  withMask, s.lanes);
-                            in2.vstore(sc, t.sT, {j, c});
-                            // Scores are never NaN here: a compare and select is
-                            // one vmaxps, where maximumf would also propagate NaN.
-                            ImplicitLocOpBuilder &b2 = in2.builder();
-                            Value gt = arith::CmpFOp::create(b2, arith::CmpFPredicate::OGT,
-                                                             sc, acc[0]);
-                            return SmallVector<Value>{
-                                arith::SelectOp::create(b2, gt, sc, acc[0])};
-                          })[0];
+    Value mx = in.forLoop(
+        in.idx(0), cols, in.idx(1), {mOld}, [&](KernelBuilder &in2, Value j, ValueRange acc) {
+          Value sc = in2.vload(vt, t.sT, {j, c});
+          sc = emitScoreAndMask(in2, a, sc, b, h, qi, in2.add(j0, j), withMask, s.lanes);
+          in2.vstore(sc, t.sT, {j, c});
+          // Scores are never NaN here: a compare and select is
+          // one vmaxps, where maximumf would also propagate NaN.
+          ImplicitLocOpBuilder &b2 = in2.builder();
+          Value gt = arith::CmpFOp::create(b2, arith::CmpFPredicate::OGT, sc, acc[0]);
+          return SmallVector<Value>{arith::SelectOp::create(b2, gt, sc, acc[0])};
+        })[0];
     // A row with nothing kept so far has max -inf: subtract 0 instead, so exp2 gives 0.
     Value none = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ, mx, ninf);
     Value mUse = arith::SelectOp::create(ib, none, in.fconst(vt, 0.0), mx);
@@ -232,8 +229,8 @@ Value notI1(KernelBuilder &kb, Value v) {
 }
 
 /// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h).
-std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, Value b,
-                                      Value h, Value i0, Value rows, Value j0, Value cols) {
+std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
+                                      Value i0, Value rows, Value j0, Value cols) {
   if (!a.mask)
     return std::nullopt;
   Value one = kb.idx(1);
@@ -281,12 +278,10 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
 /// first, so a sliding window over a long sequence skips most of them with one test per
 /// group instead of one per tile.
 void keyTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-              const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows,
-              Value nKT) {
+              const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows, Value nKT) {
   auto tiles = [&](KernelBuilder &in, Value from, Value to) {
-    in.forLoop(from, to, 1, [&](KernelBuilder &x, Value kt) {
-      keyTile(x, a, s, t, b, h, hk, i0, rows, kt);
-    });
+    in.forLoop(from, to, 1,
+               [&](KernelBuilder &x, Value kt) { keyTile(x, a, s, t, b, h, hk, i0, rows, kt); });
   };
   if (!a.mask)
     return tiles(kb, kb.idx(0), nKT);
@@ -326,9 +321,9 @@ void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       Value none = x.firstLanes(x.idx(0), s.lanes);
       for (int64_t i = 0; i < s.lanes; ++i) {
         Value r = x.add(ib, i);
-        Value valid = x.cmp(arith::CmpIPredicate::slt, r, rows);
+        Value written = x.cmp(arith::CmpIPredicate::slt, r, rows);
         Value row = x.min(x.add(i0, r), lastQ);
-        Value mask = arith::SelectOp::create(xb, valid, dMask, none);
+        Value mask = arith::SelectOp::create(xb, written, dMask, none);
         x.vstore(outRows[i], a.out.mem, a.out.at(x, b, h, row, d0), mask);
       }
     });
@@ -365,8 +360,9 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
     in.vstore(ninf, t.m, {c});
     in.vstore(zero, t.l, {c});
-    in.forLoop(in.idx(0), paddedRows(in, a.nDv, s.lanes), 1,
-               [&](KernelBuilder &in2, Value d) { in2.vstore(zero, t.oT, {d, c}); });
+    in.forLoop(in.idx(0), paddedRows(in, a.nDv, s.lanes), 1, [&](KernelBuilder &in2, Value d) {
+      in2.vstore(zero, t.oT, {d, c});
+    });
   });
 }
 
@@ -378,9 +374,9 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
   Value nQT = kb.ceilDiv(a.nL, s.qTile);
   Value nKT = kb.ceilDiv(a.nS, s.kvTile);
   // Without a score mod, log2(e) joins the scale in q, so scores come out in log2 units.
-  Value qScale = a.score ? a.scale
-                         : Value(arith::MulFOp::create(kb.builder(), a.scale,
-                                                       kb.fconst(a.ft, M_LOG2E)));
+  Value qScale =
+      a.score ? a.scale
+              : Value(arith::MulFOp::create(kb.builder(), a.scale, kb.fconst(a.ft, M_LOG2E)));
   kb.parallel({a.nB, a.nH, nQT}, [&](KernelBuilder &in, ValueRange iv) {
     Value b = iv[0], h = iv[1], hk = in.divu(h, a.group);
     Value i0 = in.mul(iv[2], s.qTile);
@@ -462,7 +458,9 @@ HeadView outputOf(KernelBuilder &kb, AttentionOp op, const AttentionInfo &a) {
     if (!merge)
       dyn.push_back(i == a.rank - 1 ? a.nDv : sizeOf(b, op.getQ(), i));
     else // (..., L, H*Dv): leading dims and L from q, the last from H*Dv
-      dyn.push_back(i == outT.getRank() - 1 ? kb.mul(a.nH, a.nDv) : sizeOf(b, op.getQ(), i == outT.getRank() - 2 ? a.rank - 2 : i));
+      dyn.push_back(i == outT.getRank() - 1
+                        ? kb.mul(a.nH, a.nDv)
+                        : sizeOf(b, op.getQ(), i == outT.getRank() - 2 ? a.rank - 2 : i));
   }
   v.mem = memref::AllocOp::create(b, MemRefType::get(outT.getShape(), a.ft), dyn);
   v.merged = bool(merge);
@@ -499,8 +497,9 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   else
     a.scale = arith::DivFOp::create(
         b, kb.fconst(a.ft, 1.0),
-        math::SqrtOp::create(b, arith::SIToFPOp::create(
-                                    b, a.ft, arith::IndexCastOp::create(b, b.getI64Type(), a.nDh))));
+        math::SqrtOp::create(
+            b, arith::SIToFPOp::create(b, a.ft,
+                                       arith::IndexCastOp::create(b, b.getI64Type(), a.nDh))));
   a.q = viewOf(b, q, r, a.nDh);
   a.k = viewOf(b, k, r, a.nDh);
   a.v = viewOf(b, v, r, a.nDv);
@@ -554,8 +553,9 @@ struct FlashLowering : OpRewritePattern<AttentionOp> {
         emitTiledAttention(kb, a, s);
     } else {
       Value few = kb.cmp(arith::CmpIPredicate::sle, a.nL, kb.idx(s.decodeRows));
-      kb.ifThen(few, [&](KernelBuilder &in) { emitDecodeAttention(in, a, s); },
-                [&](KernelBuilder &in) { emitTiledAttention(in, a, s); });
+      kb.ifThen(
+          few, [&](KernelBuilder &in) { emitDecodeAttention(in, a, s); },
+          [&](KernelBuilder &in) { emitTiledAttention(in, a, s); });
     }
     auto outType = cast<MemRefType>(a.out.mem.getType());
     Value res = bufferization::ToTensorOp::create(
@@ -579,8 +579,7 @@ struct LowerAttentionToFlashPass
   using LowerAttentionToFlashBase::LowerAttentionToFlashBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FlashLowering>(&getContext(),
-                                FlashOptions{vectorBits, qTile, kvTile, decodeRows});
+    patterns.add<FlashLowering>(&getContext(), FlashOptions{vectorBits, qTile, kvTile, decodeRows});
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))

@@ -26,8 +26,8 @@ struct FlashSchedule {
 /// and the kernel reads or writes it there, saving the copy the reshape would make.
 struct HeadView {
   mlir::Value mem;
-  int64_t rank = 4;         // rank of the (..., H, L, D) operand
-  mlir::Value headDim;      // D, when merged
+  int64_t rank = 4;    // rank of the (..., H, L, D) operand
+  mlir::Value headDim; // D, when merged
   bool merged = false;
   /// Indices of element (b, h, row, col), without the absent leading dims.
   llvm::SmallVector<mlir::Value> at(KernelBuilder &kb, mlir::Value b, mlir::Value h,
@@ -37,13 +37,13 @@ struct HeadView {
 /// One qkv.attention's operands and sizes, as the kernels read them.
 struct AttentionInfo {
   AttentionOp op;
-  int64_t rank;      // 2, 3 or 4
-  mlir::Type ft;     // f32 or f64
-  HeadView q, k, v, out; // out: a fresh buffer
-  llvm::SmallVector<mlir::Value> captures; // memrefs with identity layout
+  int64_t rank;                                     // 2, 3 or 4
+  mlir::Type ft;                                    // f32 or f64
+  HeadView q, k, v, out;                            // out: a fresh buffer
+  llvm::SmallVector<mlir::Value> captures;          // memrefs with identity layout
   mlir::Value nB, nH, nHk, nL, nS, nDh, nDv, group; // sizes (index)
   std::optional<int64_t> staticDh, staticDv;
-  mlir::Value scale; // the softmax scale (1/sqrt(Dh) by default)
+  mlir::Value scale;                              // the softmax scale (1/sqrt(Dh) by default)
   mlir::Region *score = nullptr, *mask = nullptr; // the mods, when present
 };
 

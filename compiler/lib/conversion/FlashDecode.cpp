@@ -56,13 +56,13 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   kb.forLoop(kb.idx(0), cols, 1, [&](KernelBuilder &in, Value j) {
     Value acc = in.fconst(vt, 0.0);
     Value kr = in.add(j0, j);
-    Value sum = in.forLoop(in.idx(0), in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes),
-                           in.idx(s.lanes), {acc}, [&](KernelBuilder &x, Value d, ValueRange c) {
-                             Value qv = x.vload(vt, a.q.mem, a.q.at(x, b, h, i, d));
-                             Value kv = x.vload(vt, a.k.mem, a.k.at(x, b, hk, kr, d));
-                             return SmallVector<Value>{
-                                 vector::FMAOp::create(x.builder(), qv, kv, c[0])};
-                           })[0];
+    Value sum =
+        in.forLoop(in.idx(0), in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes), in.idx(s.lanes),
+                   {acc}, [&](KernelBuilder &x, Value d, ValueRange c) {
+                     Value qv = x.vload(vt, a.q.mem, a.q.at(x, b, h, i, d));
+                     Value kv = x.vload(vt, a.k.mem, a.k.at(x, b, hk, kr, d));
+                     return SmallVector<Value>{vector::FMAOp::create(x.builder(), qv, kv, c[0])};
+                   })[0];
     std::optional<int64_t> dh = a.staticDh;
     if (!dh || *dh % s.lanes != 0) {
       // The tail of the head dim, masked (zeros contribute nothing).
@@ -78,34 +78,36 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     in.store(arith::MulFOp::create(in.builder(), dot, st.qScale), st.p, {j});
   });
   Value ninf = kb.fconst(a.ft, kNegInf);
-  kb.forLoop(cols, kb.idx(st.pLen), 1, [&](KernelBuilder &in, Value j) { in.store(ninf, st.p, {j}); });
+  kb.forLoop(cols, kb.idx(st.pLen), 1,
+             [&](KernelBuilder &in, Value j) { in.store(ninf, st.p, {j}); });
 }
 
 /// Mods and mask over the row's scores (vectorized over keys), then the online-softmax
 /// update of row r: returns the rescale factor of its output row.
 Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-                 const DecodeState &st, Value b, Value h, Value i, Value r, Value j0,
-                 Value cols, bool withMask) {
+                 const DecodeState &st, Value b, Value h, Value i, Value r, Value j0, Value cols,
+                 bool withMask) {
   ImplicitLocOpBuilder &ib = kb.builder();
   VectorType vt = kb.vec(a.ft, s.lanes);
   Value lastKv = kb.sub(a.nS, kb.idx(1));
   Value colsV = kb.splat(cols, kb.vec(ib.getIndexType(), s.lanes));
   Value ninfV = kb.fconst(vt, kNegInf);
-  Value vmax = kb.forLoop(kb.idx(0), kb.idx(st.pLen), kb.idx(s.lanes), {kb.fconst(vt, kNegInf)},
-                          [&](KernelBuilder &in, Value c, ValueRange acc) {
-                            Value sc = in.vload(vt, st.p, {c});
-                            Value kv = in.laneIds(in.add(j0, c), lastKv, s.lanes);
-                            sc = emitScoreAndMask(in, a, sc, b, h, i, kv, withMask, s.lanes);
-                            // Lanes past the tile's keys stay -inf whatever a mod made of them.
-                            Value lane = in.laneIds(c, in.idx(st.pLen), s.lanes);
-                            Value valid = arith::CmpIOp::create(in.builder(), arith::CmpIPredicate::slt,
-                                                                lane, colsV);
-                            sc = arith::SelectOp::create(in.builder(), valid, sc, ninfV);
-                            in.vstore(sc, st.p, {c});
-                            ImplicitLocOpBuilder &x = in.builder();
-                            Value gt = arith::CmpFOp::create(x, arith::CmpFPredicate::OGT, sc, acc[0]);
-                            return SmallVector<Value>{arith::SelectOp::create(x, gt, sc, acc[0])};
-                          })[0];
+  Value vmax =
+      kb.forLoop(kb.idx(0), kb.idx(st.pLen), kb.idx(s.lanes), {kb.fconst(vt, kNegInf)},
+                 [&](KernelBuilder &in, Value c, ValueRange acc) {
+                   Value sc = in.vload(vt, st.p, {c});
+                   Value kv = in.laneIds(in.add(j0, c), lastKv, s.lanes);
+                   sc = emitScoreAndMask(in, a, sc, b, h, i, kv, withMask, s.lanes);
+                   // Lanes past the tile's keys stay -inf whatever a mod made of them.
+                   Value lane = in.laneIds(c, in.idx(st.pLen), s.lanes);
+                   Value valid =
+                       arith::CmpIOp::create(in.builder(), arith::CmpIPredicate::slt, lane, colsV);
+                   sc = arith::SelectOp::create(in.builder(), valid, sc, ninfV);
+                   in.vstore(sc, st.p, {c});
+                   ImplicitLocOpBuilder &x = in.builder();
+                   Value gt = arith::CmpFOp::create(x, arith::CmpFPredicate::OGT, sc, acc[0]);
+                   return SmallVector<Value>{arith::SelectOp::create(x, gt, sc, acc[0])};
+                 })[0];
   Value tileMax = vector::ReductionOp::create(ib, vector::CombiningKind::MAXIMUMF, vmax);
   Value mOld = kb.load(st.m, {r});
   Value gt = arith::CmpFOp::create(ib, arith::CmpFPredicate::OGT, tileMax, mOld);
@@ -143,8 +145,8 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     Value tailMask;
     if (*a.staticDv % s.lanes != 0) {
       auto mt = VectorType::get({s.lanes}, kb.builder().getI1Type());
-      tailMask = vector::CreateMaskOp::create(kb.builder(), mt,
-                                              ValueRange{kb.idx(*a.staticDv % s.lanes)});
+      tailMask =
+          vector::CreateMaskOp::create(kb.builder(), mt, ValueRange{kb.idx(*a.staticDv % s.lanes)});
     }
     auto maskOf = [&](int64_t c) { return c == nv - 1 ? tailMask : Value(); };
     SmallVector<Value> acc;
@@ -152,12 +154,13 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       Value o = kb.vload(vt, st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
       acc.push_back(arith::MulFOp::create(kb.builder(), o, corrV));
     }
-    SmallVector<Value> res = kb.forLoop(
-        kb.idx(0), cols, kb.idx(1), acc, [&](KernelBuilder &x, Value j, ValueRange in) {
+    SmallVector<Value> res =
+        kb.forLoop(kb.idx(0), cols, kb.idx(1), acc, [&](KernelBuilder &x, Value j, ValueRange in) {
           Value pj = x.splat(x.load(st.p, {j}), vt);
           SmallVector<Value> out;
           for (int64_t c = 0; c < nv; ++c) {
-            Value vv = x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
+            Value vv =
+                x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
             out.push_back(vector::FMAOp::create(x.builder(), pj, vv, in[c]));
           }
           return out;
@@ -169,13 +172,12 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   overVectors(kb, a.nDv, a.staticDv, s.lanes, [&](KernelBuilder &in, Value d, Value mask) {
     Value o = in.vload(vt, st.o, {r, d}, mask);
     o = arith::MulFOp::create(in.builder(), o, corrV);
-    Value acc = in.forLoop(in.idx(0), cols, in.idx(1), {o},
-                           [&](KernelBuilder &x, Value j, ValueRange c) {
-                             Value pj = x.splat(x.load(st.p, {j}), vt);
-                             Value vv = x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), d), mask);
-                             return SmallVector<Value>{
-                                 vector::FMAOp::create(x.builder(), pj, vv, c[0])};
-                           })[0];
+    Value acc =
+        in.forLoop(in.idx(0), cols, in.idx(1), {o}, [&](KernelBuilder &x, Value j, ValueRange c) {
+          Value pj = x.splat(x.load(st.p, {j}), vt);
+          Value vv = x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), d), mask);
+          return SmallVector<Value>{vector::FMAOp::create(x.builder(), pj, vv, c[0])};
+        })[0];
     in.vstore(acc, st.o, {r, d}, mask);
   });
 }
@@ -195,8 +197,9 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
         rowValues(y, a, s, st, b, hk, r, j0, cols, corr);
       };
       if (full)
-        x.ifThen(*full, [&](KernelBuilder &y) { soft(y, false); },
-                 [&](KernelBuilder &y) { soft(y, true); });
+        x.ifThen(
+            *full, [&](KernelBuilder &y) { soft(y, false); },
+            [&](KernelBuilder &y) { soft(y, true); });
       else
         soft(x, a.mask != nullptr);
     });
@@ -214,7 +217,8 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   if (!cls)
     return work(kb, std::nullopt);
   Value notEmpty = arith::XOrIOp::create(
-      kb.builder(), cls->empty, arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
+      kb.builder(), cls->empty,
+      arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
   kb.ifThen(notEmpty, [&](KernelBuilder &in) { work(in, cls->full); });
 }
 
@@ -228,9 +232,9 @@ Value chooseSplits(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedul
     auto f = func::FuncOp::create(mb, module.getLoc(), "omp_get_max_threads", fnType);
     f.setPrivate();
   }
-  Value threads = func::CallOp::create(ib, "omp_get_max_threads", TypeRange{ib.getI32Type()},
-                                       ValueRange{})
-                      .getResult(0);
+  Value threads =
+      func::CallOp::create(ib, "omp_get_max_threads", TypeRange{ib.getI32Type()}, ValueRange{})
+          .getResult(0);
   threads = arith::IndexCastOp::create(ib, ib.getIndexType(), threads);
   Value tasks = kb.mul(kb.mul(a.nB, a.nHk), kb.idx(1));
   Value want = kb.ceilDiv(kb.mul(threads, 4), kb.max(tasks, kb.idx(1)));
@@ -251,12 +255,14 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
   st.chunk = kb.mul(kb.ceilDiv(kb.ceilDiv(a.nS, want), s.kvTile), s.kvTile);
   st.chunk = kb.max(st.chunk, kb.idx(s.kvTile));
   st.splits = kb.ceilDiv(a.nS, st.chunk);
-  st.qScale = a.score ? a.scale : Value(arith::MulFOp::create(ib, a.scale, kb.fconst(a.ft, M_LOG2E)));
+  st.qScale =
+      a.score ? a.scale : Value(arith::MulFOp::create(ib, a.scale, kb.fconst(a.ft, M_LOG2E)));
   // Partial results: (b, hk, split, row) -> [o (Dv), m, l].
   Value nPart = kb.mul(kb.mul(kb.mul(a.nB, a.nHk), st.splits), st.rows);
   Value width = kb.add(a.nDv, 2);
-  Value part = memref::AllocOp::create(ib, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, a.ft),
-                                       ValueRange{nPart, width});
+  Value part = memref::AllocOp::create(
+      ib, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, a.ft),
+      ValueRange{nPart, width});
   kb.parallel({a.nB, a.nHk, st.splits}, [&](KernelBuilder &in, ValueRange iv) {
     Value b = iv[0], hk = iv[1], sp = iv[2];
     DecodeState t = st;
@@ -276,14 +282,14 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
     });
     Value jBegin = in.mul(sp, st.chunk);
     Value jEnd = in.min(a.nS, in.add(jBegin, st.chunk));
-    in.forLoop(jBegin, jEnd, s.kvTile, [&](KernelBuilder &x, Value j0) {
-      decodeTile(x, a, s, t, b, hk, j0, jEnd);
-    });
+    in.forLoop(jBegin, jEnd, s.kvTile,
+               [&](KernelBuilder &x, Value j0) { decodeTile(x, a, s, t, b, hk, j0, jEnd); });
     Value base = in.mul(in.add(in.mul(in.add(in.mul(b, a.nHk), hk), st.splits), sp), st.rows);
     in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
       Value row = x.add(base, r);
-      x.forLoop(x.idx(0), a.nDv, 1,
-                [&](KernelBuilder &y, Value d) { y.store(y.load(t.o, {r, d}), part, {row, d}); });
+      x.forLoop(x.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) {
+        y.store(y.load(t.o, {r, d}), part, {row, d});
+      });
       x.store(x.load(t.m, {r}), part, {row, a.nDv});
       x.store(x.load(t.l, {r}), part, {row, x.add(a.nDv, 1)});
     });
@@ -295,14 +301,19 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
     Value hk = in.divu(h, a.group);
     Value r = in.add(in.mul(in.sub(h, in.mul(hk, a.group)), a.nL), i);
     Value base = in.mul(in.add(in.mul(b, a.nHk), hk), st.splits);
-    auto rowOf = [&](KernelBuilder &y, Value sp) { return y.add(y.mul(y.add(base, sp), st.rows), r); };
-    Value mMax = in.forLoop(in.idx(0), st.splits, in.idx(1), {in.fconst(a.ft, kNegInf)},
-                            [&](KernelBuilder &y, Value sp, ValueRange acc) {
-                              Value m = y.load(part, {rowOf(y, sp), a.nDv});
-                              Value gt = arith::CmpFOp::create(y.builder(), arith::CmpFPredicate::OGT, m, acc[0]);
-                              return SmallVector<Value>{arith::SelectOp::create(y.builder(), gt, m, acc[0])};
-                            })[0];
-    Value none = arith::CmpFOp::create(x, arith::CmpFPredicate::OEQ, mMax, in.fconst(a.ft, kNegInf));
+    auto rowOf = [&](KernelBuilder &y, Value sp) {
+      return y.add(y.mul(y.add(base, sp), st.rows), r);
+    };
+    Value mMax =
+        in.forLoop(in.idx(0), st.splits, in.idx(1), {in.fconst(a.ft, kNegInf)},
+                   [&](KernelBuilder &y, Value sp, ValueRange acc) {
+                     Value m = y.load(part, {rowOf(y, sp), a.nDv});
+                     Value gt =
+                         arith::CmpFOp::create(y.builder(), arith::CmpFPredicate::OGT, m, acc[0]);
+                     return SmallVector<Value>{arith::SelectOp::create(y.builder(), gt, m, acc[0])};
+                   })[0];
+    Value none =
+        arith::CmpFOp::create(x, arith::CmpFPredicate::OEQ, mMax, in.fconst(a.ft, kNegInf));
     Value mUse = arith::SelectOp::create(x, none, in.fconst(a.ft, 0.0), mMax);
     auto weight = [&](KernelBuilder &y, Value sp) {
       Value m = y.load(part, {rowOf(y, sp), a.nDv});
@@ -311,16 +322,18 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
     Value total = in.forLoop(in.idx(0), st.splits, in.idx(1), {in.fconst(a.ft, 0.0)},
                              [&](KernelBuilder &y, Value sp, ValueRange acc) {
                                Value l = y.load(part, {rowOf(y, sp), y.add(a.nDv, 1)});
-                               return SmallVector<Value>{math::FmaOp::create(y.builder(), weight(y, sp), l, acc[0])};
+                               return SmallVector<Value>{
+                                   math::FmaOp::create(y.builder(), weight(y, sp), l, acc[0])};
                              })[0];
     Value any = arith::CmpFOp::create(x, arith::CmpFPredicate::OGT, total, in.fconst(a.ft, 0.0));
-    Value inv = arith::SelectOp::create(x, any, arith::DivFOp::create(x, in.fconst(a.ft, 1.0), total),
-                                        in.fconst(a.ft, 0.0));
+    Value inv = arith::SelectOp::create(
+        x, any, arith::DivFOp::create(x, in.fconst(a.ft, 1.0), total), in.fconst(a.ft, 0.0));
     in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) {
       Value o = y.forLoop(y.idx(0), st.splits, y.idx(1), {y.fconst(a.ft, 0.0)},
                           [&](KernelBuilder &z, Value sp, ValueRange acc) {
                             Value od = z.load(part, {rowOf(z, sp), d});
-                            return SmallVector<Value>{math::FmaOp::create(z.builder(), weight(z, sp), od, acc[0])};
+                            return SmallVector<Value>{
+                                math::FmaOp::create(z.builder(), weight(z, sp), od, acc[0])};
                           })[0];
       y.store(arith::MulFOp::create(y.builder(), o, inv), a.out.mem, a.out.at(y, b, h, i, d));
     });

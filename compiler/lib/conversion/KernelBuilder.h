@@ -83,11 +83,13 @@ public:
               const std::function<void(KernelBuilder &)> &otherwise = nullptr);
   /// An scf.parallel over [0, ub_i) for each i: one task per point, run on OpenMP
   /// threads once the pipeline converts it.
-  void parallel(mlir::ValueRange ubs, const std::function<void(KernelBuilder &, mlir::ValueRange)> &body);
+  void parallel(mlir::ValueRange ubs,
+                const std::function<void(KernelBuilder &, mlir::ValueRange)> &body);
 
   /// A stack buffer (memref.alloca) of `elem` with the given static/dynamic sizes, for
   /// one task's tiles. Aligned for vector loads.
-  mlir::Value stackBuffer(mlir::Type elem, llvm::ArrayRef<int64_t> shape, mlir::ValueRange dynSizes);
+  mlir::Value stackBuffer(mlir::Type elem, llvm::ArrayRef<int64_t> shape,
+                          mlir::ValueRange dynSizes);
 
 private:
   mlir::ImplicitLocOpBuilder &b_;

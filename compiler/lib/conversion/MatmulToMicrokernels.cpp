@@ -73,8 +73,8 @@ constexpr int64_t kBlock = 128;
 
 /// C[batch][rows [i0, i0 + m)][cols [n0, n0 + nc * lanes)] += A . B, in place, K in
 /// blocks of kBlock.
-void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value batch, Value i0, Value m,
-               Value n0, Value k, int64_t lanes, int64_t nc, int64_t regs, Value mask) {
+void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value batch, Value i0, Value m, Value n0,
+               Value k, int64_t lanes, int64_t nc, int64_t regs, Value mask) {
   VectorType vt = kb.vec(o.elem, lanes);
   auto load = [&](KernelBuilder &in, Value mem, SmallVector<Value> idx) -> Value {
     if (!mask)
@@ -121,8 +121,12 @@ struct MatmulToMicrokernel : RewritePattern {
     std::optional<bool> shared = bmm ? sharedBMaps(bmm) : std::optional<bool>(false);
     if (!lop.hasPureBufferSemantics() || (mm && mm.hasUserDefinedMaps()) || !shared)
       return rw.notifyMatchFailure(op, "not a plain matmul on buffers");
-    MatmulOperands o{lop.getDpsInputs()[0], lop.getDpsInputs()[1], lop.getDpsInits()[0],
-                     bmm != nullptr, *shared, getElementTypeOrSelf(lop.getDpsInits()[0].getType())};
+    MatmulOperands o{lop.getDpsInputs()[0],
+                     lop.getDpsInputs()[1],
+                     lop.getDpsInits()[0],
+                     bmm != nullptr,
+                     *shared,
+                     getElementTypeOrSelf(lop.getDpsInits()[0].getType())};
     if ((!o.elem.isF32() && !o.elem.isF64()) || !unitInnerStride(o.b) || !unitInnerStride(o.c))
       return rw.notifyMatchFailure(op, "needs f32/f64 and unit-stride rows of B and C");
     ImplicitLocOpBuilder ib(op->getLoc(), rw);

@@ -16,8 +16,8 @@ void emitBlock(KernelBuilder &kb, const GemmSpec &s, Value i0, int64_t rows) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < s.nc; ++c)
       acc.push_back(s.init(kb, rowIdx[r], c));
-  SmallVector<Value> res = kb.forLoop(
-      kb.idx(0), s.K, kb.idx(1), acc, [&](KernelBuilder &in, Value k, ValueRange args) {
+  SmallVector<Value> res =
+      kb.forLoop(kb.idx(0), s.K, kb.idx(1), acc, [&](KernelBuilder &in, Value k, ValueRange args) {
         SmallVector<Value> bv;
         for (int64_t c = 0; c < s.nc; ++c)
           bv.push_back(s.b(in, k, c));
@@ -25,8 +25,7 @@ void emitBlock(KernelBuilder &kb, const GemmSpec &s, Value i0, int64_t rows) {
         for (int64_t r = 0; r < rows; ++r) {
           Value av = in.splat(s.a(in, rowIdx[r], k), vt);
           for (int64_t c = 0; c < s.nc; ++c)
-            out[r * s.nc + c] =
-                vector::FMAOp::create(in.builder(), av, bv[c], args[r * s.nc + c]);
+            out[r * s.nc + c] = vector::FMAOp::create(in.builder(), av, bv[c], args[r * s.nc + c]);
         }
         return out;
       });
@@ -42,9 +41,8 @@ void emitGemm(KernelBuilder &kb, const GemmSpec &s) {
   if (s.staticM) {
     int64_t full = *s.staticM / s.mr * s.mr, rem = *s.staticM % s.mr;
     if (full > 0)
-      kb.forLoop(kb.idx(0), kb.idx(full), mr, [&](KernelBuilder &in, Value i0) {
-        emitBlock(in, s, i0, s.mr);
-      });
+      kb.forLoop(kb.idx(0), kb.idx(full), mr,
+                 [&](KernelBuilder &in, Value i0) { emitBlock(in, s, i0, s.mr); });
     if (rem > 0)
       emitBlock(kb, s, kb.idx(full), rem);
     return;

@@ -81,9 +81,8 @@ void emitByLane(KernelBuilder &kb, Operation &op, IRMapping &map, int64_t lanes)
       perResult[r].push_back(c->getResult(r));
   }
   for (unsigned r = 0; r < op.getNumResults(); ++r)
-    map.map(op.getResult(r),
-            vector::FromElementsOp::create(b, laneType(op.getResult(r).getType(), lanes),
-                                           perResult[r]));
+    map.map(op.getResult(r), vector::FromElementsOp::create(
+                                 b, laneType(op.getResult(r).getType(), lanes), perResult[r]));
 }
 
 /// An elementwise-mappable op (arith, math) on vectors: clone, splat its scalar operands,
@@ -116,8 +115,8 @@ Value emitModRegion(KernelBuilder &kb, Region &region, ValueRange lead, ValueRan
       map.map(ex.getResult(), emitExtract(kb, ex, map, lanes));
       continue;
     }
-    bool varying = llvm::any_of(op.getOperands(),
-                                [&](Value v) { return isVector(map.lookupOrDefault(v)); });
+    bool varying =
+        llvm::any_of(op.getOperands(), [&](Value v) { return isVector(map.lookupOrDefault(v)); });
     if (!varying)
       kb.builder().clone(op, map);
     else if (op.hasTrait<OpTrait::Elementwise>() && op.getNumRegions() == 0)

@@ -76,7 +76,8 @@ private:
     }
     if (isa<arith::CmpIOp>(op))
       return evalCmp(cast<arith::CmpIOp>(op));
-    if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op) && op.getResult(0).getType().isInteger(1))
+    if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op) &&
+        op.getResult(0).getType().isInteger(1))
       return evalLogic(op);
     if (auto s = dyn_cast<arith::SelectOp>(op))
       return evalSelect(s);
@@ -147,8 +148,8 @@ private:
     Value nonNeg = cmp(CmpIPredicate::sge, a.lo, zero);
     Value samePeriod = andI1(nonNeg, cmp(CmpIPredicate::eq, arith::DivSIOp::create(b_, a.lo, cv),
                                          arith::DivSIOp::create(b_, a.hi, cv)));
-    Value lo = sel(samePeriod, arith::RemSIOp::create(b_, a.lo, cv),
-                   sel(nonNeg, zero, cst(a.lo, 1 - *c)));
+    Value lo =
+        sel(samePeriod, arith::RemSIOp::create(b_, a.lo, cv), sel(nonNeg, zero, cst(a.lo, 1 - *c)));
     Value negative = cmp(CmpIPredicate::slt, a.hi, zero);
     Value hi = sel(samePeriod, arith::RemSIOp::create(b_, a.hi, cv),
                    sel(negative, zero, cst(a.lo, *c - 1)));
@@ -165,9 +166,11 @@ private:
       return Interval{cmp(p, x.lo, y.hi), cmp(p, x.hi, y.lo)};
     };
     auto eq = [&]() {
-      Value points = andI1(cmp(CmpIPredicate::eq, a->lo, a->hi), cmp(CmpIPredicate::eq, c->lo, c->hi));
+      Value points =
+          andI1(cmp(CmpIPredicate::eq, a->lo, a->hi), cmp(CmpIPredicate::eq, c->lo, c->hi));
       Value lo = andI1(points, cmp(CmpIPredicate::eq, a->lo, c->lo));
-      Value hi = andI1(cmp(CmpIPredicate::sge, a->hi, c->lo), cmp(CmpIPredicate::sge, c->hi, a->lo));
+      Value hi =
+          andI1(cmp(CmpIPredicate::sge, a->hi, c->lo), cmp(CmpIPredicate::sge, c->hi, a->lo));
       return Interval{lo, hi};
     };
     switch (op.getPredicate()) {
@@ -235,8 +238,8 @@ std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<
   auto r = ev.get(cast<YieldOp>(block.getTerminator()).getValue());
   if (!r || (isConstant(r->lo, false) && isConstant(r->hi, true)))
     return std::nullopt;
-  Value empty = arith::XOrIOp::create(kb.builder(), r->hi,
-                                      arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
+  Value empty = arith::XOrIOp::create(
+      kb.builder(), r->hi, arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
   return TileClass{r->lo, empty};
 }
 

@@ -17,8 +17,8 @@ Value emitExp2(KernelBuilder &kb, Value x) {
   int bits = f64 ? 64 : 32, mantissa = f64 ? 52 : 23, bias = f64 ? 1023 : 127;
   int degree = f64 ? 12 : 7;
   Type intElem = b.getIntegerType(bits);
-  Type intT = isa<VectorType>(t) ? Type(VectorType::get(cast<VectorType>(t).getShape(), intElem))
-                                 : intElem;
+  Type intT =
+      isa<VectorType>(t) ? Type(VectorType::get(cast<VectorType>(t).getShape(), intElem)) : intElem;
 
   // Clamp to the exponent range: x = -inf (a masked score) becomes -bias, whose power of
   // two has all-zero bits, i.e. exactly 0.
