@@ -8,7 +8,7 @@ namespace {
 std::vector<DiffCase> cases() {
   std::vector<DiffCase> out;
   for (const auto &e : gallery::entries())
-    out.push_back({e.name, e.build, e.shapes});
+    out.push_back({e.name, [&e] { return e.build(); }, e.shapes});
   return out;
 }
 

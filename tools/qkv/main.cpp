@@ -146,9 +146,12 @@ std::string shape_str(const DimBindings &b) {
 }
 
 int cmd_list() {
+  std::size_t width = 0;
   for (const auto &e : gallery::entries())
-    std::cout << std::left << std::setw(8) << e.name << " " << e.description << "  ["
-              << shape_str(e.shapes.front()) << "]\n";
+    width = std::max(width, e.name.size());
+  for (const auto &e : gallery::entries())
+    std::cout << std::left << std::setw(static_cast<int>(width)) << e.name << "  "
+              << e.description << "  [" << shape_str(e.shapes.front()) << "]\n";
   return 0;
 }
 
