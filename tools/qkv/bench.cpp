@@ -18,6 +18,7 @@
 #include "qkv_bench/machine.hpp"
 #include "qkv_bench/problem.hpp"
 #include "qkv_bench/timing.hpp"
+#include "workload.hpp"
 
 namespace qkv::tool {
 
@@ -66,6 +67,9 @@ namespace qb = qkv::bench;
 using gallery::Entry;
 using gallery::GraphShape;
 using gallery::Workload;
+using gallery::attention_problem;
+using gallery::block_problem;
+using gallery::is_block;
 using json = nlohmann::ordered_json;
 
 constexpr double kQkvBudgetS = 10, kBaselineBudgetS = 5;
@@ -127,21 +131,6 @@ Config config_of(const cli::Args &a) {
   return c;
 }
 
-qb::AttentionProblem attention_problem(const Entry &e, const GraphShape &s) {
-  qb::AttentionProblem p{s.batch, s.heads, s.kv_heads, s.seq, s.kv_len, s.head_dim};
-  p.mask = e.workload.mask == Workload::Mask::Causal   ? qb::MaskKind::Causal
-           : e.workload.mask == Workload::Mask::Window ? qb::MaskKind::Window
-                                                       : qb::MaskKind::None;
-  p.window = s.window;
-  return p;
-}
-
-qb::BlockProblem block_problem(const Entry &e, const GraphShape &s) {
-  return {attention_problem(e, s), e.workload.cross, e.workload.out_proj};
-}
-
-bool is_block(const Entry &e) { return e.workload.form == Workload::Form::Block; }
-
 void measure_machine(Report &r) {
   r.isa = qb::host_isa();
   progress("FMA peak (" + std::string(qb::isa_name(r.isa)) + ") on " +
@@ -171,23 +160,6 @@ Kernel compile_timed(const Graph &g, Report &r) {
   return std::move(kernels.back());
 }
 
-/// Random inputs in [-1, 1); weights scaled by 1/sqrt(fan-in) (their first extent), as
-/// models initialise them, so that block outputs stay O(1).
-TensorMap bench_inputs(const Graph &g, const DimBindings &dims) {
-  TensorMap in = random_inputs(g, dims, 1);
-  for (NodeId id : g.arguments()) {
-    const Node &n = g.node(id);
-    if (n.op != OpKind::Param)
-      continue;
-    Tensor &t = in.at(n.name);
-    float f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(t.shape().front())));
-    float *p = t.data_as<float>();
-    for (std::int64_t i = 0; i < t.numel(); ++i)
-      p[i] *= f;
-  }
-  return in;
-}
-
 qb::TimingPolicy policy(const Config &c, double budget_s) {
   qb::TimingPolicy p;
   p.runs = c.repeat;
@@ -209,38 +181,13 @@ Tensor time_qkv(const Kernel &k, const TensorMap &in, Report &r) {
   return out;
 }
 
-/// One run of baseline b on the graph's inputs into out.
-void run_baseline(qb::Baseline b, const Config &c, const TensorMap &in, Tensor &out) {
-  const Entry &e = *c.entry;
-  const GraphShape &s = c.shape;
-  auto ptr = [&](const char *name) { return in.at(name).data_as<float>(); };
-  if (is_block(e)) {
-    qb::BlockTensors t;
-    t.x = ptr("x");
-    t.memory = e.workload.cross ? ptr("memory") : nullptr;
-    t.wq = ptr("wq");
-    t.wk = ptr("wk");
-    t.wv = ptr("wv");
-    t.wo = e.workload.out_proj ? ptr("wo") : nullptr;
-    t.out = out.data_as<float>();
-    qb::block(b, block_problem(e, s), t, c.threads);
-    return;
-  }
-  qb::AttentionProblem p = attention_problem(e, s);
-  auto view = [&](const char *name, std::int64_t heads, std::int64_t len) {
-    return qb::heads_major(ptr(name), heads, len, s.head_dim);
-  };
-  qb::attention(b, p, view("q", s.heads, s.seq), view("k", s.kv_heads, s.kv_len),
-                view("v", s.kv_heads, s.kv_len),
-                qb::heads_major(out.data_as<float>(), s.heads, s.seq, s.head_dim), c.threads);
-}
-
 Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Report &r) {
   Result res;
   res.name = std::string(qb::baseline_name(b));
   progress("running baseline " + res.name);
   Tensor out(DType::F32, want.shape());
-  res.t = qb::time_runs([&] { run_baseline(b, r.c, in, out); }, policy(r.c, kBaselineBudgetS));
+  res.t = qb::time_runs([&] { gallery::run_baseline(b, *r.c.entry, r.c.shape, in, out, r.c.threads); },
+                       policy(r.c, kBaselineBudgetS));
   const float *got = out.data_as<float>(), *w = want.data_as<float>();
   for (std::int64_t i = 0; i < out.numel(); ++i) {
     double d = std::fabs(static_cast<double>(got[i]) - w[i]);
@@ -374,14 +321,12 @@ int cmd_bench(const cli::Args &a) {
   Graph g = e.build(r.c.shape);
   progress(e.name + ": " + cli::shape_str(e, r.c.shape) + ", " + std::to_string(r.c.threads) +
            " threads");
-  r.flops = is_block(e) ? block_problem(e, r.c.shape).flops()
-                        : attention_problem(e, r.c.shape).flops();
-  r.bytes = is_block(e) ? block_problem(e, r.c.shape).bytes()
-                        : attention_problem(e, r.c.shape).bytes();
+  r.flops = gallery::flops(e, r.c.shape);
+  r.bytes = gallery::bytes(e, r.c.shape);
   measure_machine(r);
   Kernel k = compile_timed(g, r);
   progress("random inputs");
-  TensorMap in = bench_inputs(g, e.dims(r.c.shape));
+  TensorMap in = gallery::bench_inputs(g, e.dims(r.c.shape));
   Tensor out = time_qkv(k, in, r);
   for (qb::Baseline b : qb::available_baselines())
     r.baselines.push_back(time_baseline(b, in, out, r));
