@@ -38,14 +38,22 @@ void openblas_attention(const AttentionProblem &p, HeadsView<const float> q,
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t h = 0; h < p.heads; ++h) {
       std::int64_t hk = h / group;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, D, p.scale(), q.row(b, h, 0),
-                  static_cast<int>(q.row_stride), k.row(b, hk, 0), static_cast<int>(k.row_stride),
-                  0.0f, s, S);
+      const int qs = static_cast<int>(q.row_stride), ks = static_cast<int>(k.row_stride);
+      const int vs = static_cast<int>(v.row_stride), os = static_cast<int>(out.row_stride);
+      if (L == 1) // one query (decoding): the matrix-vector products sgemm amounts to
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, S, D, p.scale(), k.row(b, hk, 0), ks,
+                    q.row(b, h, 0), 1, 0.0f, s, 1);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, D, p.scale(), q.row(b, h, 0),
+                    qs, k.row(b, hk, 0), ks, 0.0f, s, S);
       parallel_for(L, threads,
                    [&](std::int64_t i, int) { mask_softmax_row(p, i, s + i * std::int64_t{S}); });
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, S, 1.0f, s, S,
-                  v.row(b, hk, 0), static_cast<int>(v.row_stride), 0.0f, out.row(b, h, 0),
-                  static_cast<int>(out.row_stride));
+      if (L == 1)
+        cblas_sgemv(CblasRowMajor, CblasTrans, S, D, 1.0f, v.row(b, hk, 0), vs, s, 1, 0.0f,
+                    out.row(b, h, 0), 1);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, S, 1.0f, s, S,
+                    v.row(b, hk, 0), vs, 0.0f, out.row(b, h, 0), os);
     }
 }
 

@@ -276,7 +276,7 @@ void print_row(const Report &r, const Result &x, bool is_qkv) {
 
 void print_table(const Report &r) {
   const Config &c = r.c;
-  std::cout << "qkv bench " << c.entry->name << ": " << cli::shape_str(*c.entry, c.shape)
+  std::cout << "qkv bench " << c.entry->name << ": " << c.entry->sizes(c.shape)
             << ", mask " << qb::mask_name(attention_problem(*c.entry, c.shape).mask) << ", "
             << c.threads << " threads\n"
             << "machine   " << qb::isa_name(r.isa) << " FMA peak " << fixed(r.peak.value, 1)
@@ -319,7 +319,7 @@ int cmd_bench(const cli::Args &a) {
   r.c = config_of(a);
   const Entry &e = *r.c.entry;
   Graph g = e.build(r.c.shape);
-  progress(e.name + ": " + cli::shape_str(e, r.c.shape) + ", " + std::to_string(r.c.threads) +
+  progress(e.name + ": " + e.sizes(r.c.shape) + ", " + std::to_string(r.c.threads) +
            " threads");
   r.flops = gallery::flops(e, r.c.shape);
   r.bytes = gallery::bytes(e, r.c.shape);

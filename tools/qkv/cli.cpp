@@ -87,10 +87,6 @@ DimBindings parse_dims(const std::string &text) {
   return b;
 }
 
-bool self_attention(const gallery::Entry &e) {
-  return e.workload.form == gallery::Workload::Form::Block && !e.workload.cross;
-}
-
 } // namespace
 
 gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
@@ -115,7 +111,7 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
     s = e.with_dims(s, parse_dims(a.opts.at("dims")));
   if (a.opts.count("window") && e.workload.mask != gallery::Workload::Mask::Window)
     user_error("--window: graph '" + e.name + "' has no sliding-window mask (attn_window has)");
-  if (self_attention(e)) {
+  if (e.self_attention()) {
     if (a.opts.count("kv-len") && s.kv_len != s.seq)
       user_error("--kv-len: graph '" + e.name +
                  "' is self-attention (keys come from the queries' sequence), so its key "
@@ -134,32 +130,6 @@ std::string dims_str(const DimBindings &b) {
   for (const auto &[k, v] : b)
     s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
   return s.empty() ? "(static)" : s;
-}
-
-std::string shape_str(const gallery::Entry &e, const gallery::GraphShape &s) {
-  using gallery::Workload;
-  std::string out;
-  auto put = [&](const char *name, std::int64_t v) {
-    out += (out.empty() ? "" : " ") + std::string(name) + "=" + std::to_string(v);
-  };
-  bool block = e.workload.form == Workload::Form::Block;
-  // Only the single-head seed graph has no batch dim, and no heads either.
-  bool seed = std::find(e.dynamic.begin(), e.dynamic.end(), "B") == e.dynamic.end();
-  if (!seed) {
-    put("B", s.batch);
-    put("H", s.heads);
-  }
-  if (s.kv_heads != s.heads)
-    put("Hkv", s.kv_heads);
-  put("L", s.seq);
-  if (!self_attention(e))
-    put("S", s.kv_len);
-  put("Dh", s.head_dim);
-  if (block && !seed)
-    put("D", s.model_dim());
-  if (e.workload.mask == Workload::Mask::Window)
-    put("W", s.window);
-  return out;
 }
 
 } // namespace qkv::cli

@@ -52,7 +52,5 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
 
 /// "B=2,L=16" (the dynamic dims), or "(static)".
 std::string dims_str(const DimBindings &b);
-/// Every size of the shape the graph uses: "B=1 H=16 L=2048 S=2048 Dh=64".
-std::string shape_str(const gallery::Entry &e, const gallery::GraphShape &s);
 
 } // namespace qkv::cli

@@ -207,6 +207,34 @@ GraphShape Entry::with_dims(GraphShape s, const DimBindings &bindings) const {
   return s;
 }
 
+bool Entry::self_attention() const {
+  return workload.form == Workload::Form::Block && !workload.cross;
+}
+
+std::string Entry::sizes(const GraphShape &s) const {
+  std::string out;
+  auto put = [&](const char *name, std::int64_t v) {
+    out += (out.empty() ? "" : " ") + std::string(name) + "=" + std::to_string(v);
+  };
+  // Only the single-head seed graph has no batch dim, and no heads either.
+  bool seed = std::find(dynamic.begin(), dynamic.end(), "B") == dynamic.end();
+  if (!seed) {
+    put("B", s.batch);
+    put("H", s.heads);
+  }
+  if (s.kv_heads != s.heads)
+    put("Hkv", s.kv_heads);
+  put("L", s.seq);
+  if (!self_attention())
+    put("S", s.kv_len);
+  put("Dh", s.head_dim);
+  if (workload.form == Workload::Form::Block && !seed)
+    put("D", s.model_dim());
+  if (workload.mask == Mask::Window)
+    put("W", s.window);
+  return out;
+}
+
 const std::vector<Entry> &entries() {
   static const std::vector<Entry> all = make();
   return all;

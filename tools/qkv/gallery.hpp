@@ -63,6 +63,11 @@ struct Entry {
   Graph build(const GraphShape &s) const { return make(s); }
   /// Extents of the dynamic dims at shape s.
   DimBindings dims(const GraphShape &s) const;
+  /// Keys come from the queries' own sequence (S = L): the blocks other than cross.
+  bool self_attention() const;
+  /// Every size of shape s that the graph uses: "B=1 H=16 L=2048 S=2048 Dh=64" (Hkv when
+  /// it differs from H, D for blocks, W for a sliding window).
+  std::string sizes(const GraphShape &s) const;
   /// s with the dynamic dims set from bindings (B, L, S); throws qkv::Error naming the
   /// graph for a dim it does not have.
   GraphShape with_dims(GraphShape s, const DimBindings &bindings) const;

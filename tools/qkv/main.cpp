@@ -69,7 +69,7 @@ int cmd_list() {
     width = std::max(width, e.name.size());
   for (const auto &e : gallery::entries())
     std::cout << std::left << std::setw(static_cast<int>(width)) << e.name << "  "
-              << e.description << "  [" << cli::shape_str(e, e.shape) << "]\n";
+              << e.description << "  [" << e.sizes(e.shape) << "]\n";
   return 0;
 }
 

@@ -6,9 +6,10 @@
 //              projections as plain row-times-matrix loops. Parallel over (batch, head)
 //              pairs (projections: over rows) on T threads.
 //   openblas   per (batch, head): cblas_sgemm for scale * q k^T, the same C++ mask and
-//              softmax (rows in parallel on T threads), cblas_sgemm for p v; projections
-//              one cblas_sgemm each. OpenBLAS runs on T threads. Built only when
-//              OpenBLAS was found (a bench-only dependency).
+//              softmax (rows in parallel on T threads), cblas_sgemm for p v (cblas_sgemv
+//              for both when there is one query: decoding); projections one cblas_sgemm
+//              each. OpenBLAS runs on T threads. Built only when OpenBLAS was found (a
+//              bench-only dependency).
 //
 // Neither skips masked scores: they compute every score and then mask, as unfused code
 // does. Both give 0 for a query row whose keys are all masked, as qkv does.
