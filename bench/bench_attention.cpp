@@ -56,7 +56,8 @@ struct Prepared {
 
 Prepared &prepare(const Case &c) {
   static std::map<std::string, std::unique_ptr<Prepared>> cache;
-  std::string key = c.entry + "/" + std::to_string(c.shape.seq) + "/" + std::to_string(c.shape.kv_len);
+  std::string key =
+      c.entry + "/" + std::to_string(c.shape.seq) + "/" + std::to_string(c.shape.kv_len);
   auto &p = cache[key];
   if (!p) {
     const auto &e = qkv::gallery::find(c.entry);
@@ -105,8 +106,7 @@ void BM_Baseline(benchmark::State &state, const Case &c, qb::Baseline b) {
   set_counters(state, c, (qb::now_ms() - t0) * 1e-3);
 }
 
-GraphShape shape(std::int64_t heads, std::int64_t seq, std::int64_t kv_len,
-                 std::int64_t head_dim) {
+GraphShape shape(std::int64_t heads, std::int64_t seq, std::int64_t kv_len, std::int64_t head_dim) {
   return GraphShape{1, heads, heads, seq, kv_len, head_dim, 256};
 }
 
@@ -130,8 +130,8 @@ void register_all() {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     for (qb::Baseline b : qb::available_baselines())
-      benchmark::RegisterBenchmark((name + std::string(qb::baseline_name(b))).c_str(),
-                                   BM_Baseline, c, b)
+      benchmark::RegisterBenchmark((name + std::string(qb::baseline_name(b))).c_str(), BM_Baseline,
+                                   c, b)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
   }

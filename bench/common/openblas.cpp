@@ -18,12 +18,12 @@ namespace qkv::bench::detail {
 bool have_openblas() { return true; }
 const char *openblas_config() { return openblas_get_config(); }
 
-void openblas_matmul(std::int64_t m, std::int64_t k, std::int64_t n, const float *a,
-                     const float *b, float *c, int threads) {
+void openblas_matmul(std::int64_t m, std::int64_t k, std::int64_t n, const float *a, const float *b,
+                     float *c, int threads) {
   openblas_set_num_threads(threads);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(k), b,
-              static_cast<int>(n), 0.0f, c, static_cast<int>(n));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c,
+              static_cast<int>(n));
 }
 
 void openblas_attention(const AttentionProblem &p, HeadsView<const float> q,
@@ -44,16 +44,16 @@ void openblas_attention(const AttentionProblem &p, HeadsView<const float> q,
         cblas_sgemv(CblasRowMajor, CblasNoTrans, S, D, p.scale(), k.row(b, hk, 0), ks,
                     q.row(b, h, 0), 1, 0.0f, s, 1);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, D, p.scale(), q.row(b, h, 0),
-                    qs, k.row(b, hk, 0), ks, 0.0f, s, S);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, D, p.scale(), q.row(b, h, 0), qs,
+                    k.row(b, hk, 0), ks, 0.0f, s, S);
       parallel_for(L, threads,
                    [&](std::int64_t i, int) { mask_softmax_row(p, i, s + i * std::int64_t{S}); });
       if (L == 1)
         cblas_sgemv(CblasRowMajor, CblasTrans, S, D, 1.0f, v.row(b, hk, 0), vs, s, 1, 0.0f,
                     out.row(b, h, 0), 1);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, S, 1.0f, s, S,
-                    v.row(b, hk, 0), vs, 0.0f, out.row(b, h, 0), os);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, D, S, 1.0f, s, S, v.row(b, hk, 0),
+                    vs, 0.0f, out.row(b, h, 0), os);
     }
 }
 
@@ -63,8 +63,8 @@ bool have_openblas() { return false; }
 const char *openblas_config() { return ""; }
 void openblas_matmul(std::int64_t, std::int64_t, std::int64_t, const float *, const float *,
                      float *, int) {}
-void openblas_attention(const AttentionProblem &, HeadsView<const float>,
-                        HeadsView<const float>, HeadsView<const float>, HeadsView<float>, int) {}
+void openblas_attention(const AttentionProblem &, HeadsView<const float>, HeadsView<const float>,
+                        HeadsView<const float>, HeadsView<float>, int) {}
 
 #endif
 

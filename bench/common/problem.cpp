@@ -24,7 +24,8 @@ std::pair<std::int64_t, std::int64_t> AttentionProblem::kept(std::int64_t i) con
   switch (mask) {
   case MaskKind::None: return {0, len_kv};
   case MaskKind::Causal: return {0, std::min(i + 1, len_kv)};
-  case MaskKind::Window: return {std::max<std::int64_t>(0, i - window + 1), std::min(i + 1, len_kv)};
+  case MaskKind::Window:
+    return {std::max<std::int64_t>(0, i - window + 1), std::min(i + 1, len_kv)};
   }
   return {0, 0};
 }

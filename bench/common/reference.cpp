@@ -64,9 +64,8 @@ QKV_BENCH_CLONES void scores_of_head(const AttentionProblem &p, const float *q, 
 }
 
 /// out (Lq, Dh) = p (Lq, Lkv) v (Lkv, Dh).
-QKV_BENCH_CLONES void probs_times_v(const AttentionProblem &p, const float *probs,
-                                    const float *v, std::int64_t vs, float *out,
-                                    std::int64_t os) {
+QKV_BENCH_CLONES void probs_times_v(const AttentionProblem &p, const float *probs, const float *v,
+                                    std::int64_t vs, float *out, std::int64_t os) {
   const std::int64_t L = p.len_q, S = p.len_kv, D = p.head_dim;
   for (std::int64_t i = 0; i < L; ++i) {
     float *__restrict o = out + i * os;
@@ -89,8 +88,8 @@ void reference_matmul(std::int64_t m, std::int64_t k, std::int64_t n, const floa
 }
 
 void reference_attention(const AttentionProblem &p, HeadsView<const float> q,
-                         HeadsView<const float> k, HeadsView<const float> v,
-                         HeadsView<float> out, int threads) {
+                         HeadsView<const float> k, HeadsView<const float> v, HeadsView<float> out,
+                         int threads) {
   const std::int64_t L = p.len_q, S = p.len_kv, group = p.heads / p.kv_heads;
   int t = static_cast<int>(std::min<std::int64_t>(std::max(threads, 1), p.batch * p.heads));
   // Per-thread scratch: the scores of one head and k transposed.

@@ -64,12 +64,12 @@ const char *const kBenchHelp =
 namespace {
 
 namespace qb = qkv::bench;
-using gallery::Entry;
-using gallery::GraphShape;
-using gallery::Workload;
 using gallery::attention_problem;
 using gallery::block_problem;
+using gallery::Entry;
+using gallery::GraphShape;
 using gallery::is_block;
+using gallery::Workload;
 using json = nlohmann::ordered_json;
 
 constexpr double kQkvBudgetS = 10, kBaselineBudgetS = 5;
@@ -133,13 +133,13 @@ Config config_of(const cli::Args &a) {
 
 void measure_machine(Report &r) {
   r.isa = qb::host_isa();
-  progress("FMA peak (" + std::string(qb::isa_name(r.isa)) + ") on " +
-           std::to_string(r.c.threads) + " threads");
+  progress("FMA peak (" + std::string(qb::isa_name(r.isa)) + ") on " + std::to_string(r.c.threads) +
+           " threads");
   r.peak = qb::fma_peak_gflops(r.c.threads, r.isa);
   progress("read bandwidth on " + std::to_string(r.c.threads) + " threads");
   r.bandwidth = qb::read_bandwidth_gbs(r.c.threads, 0, r.isa);
-  progress("peak " + fixed(r.peak.value, 1) + " GFLOP/s, bandwidth " +
-           fixed(r.bandwidth.value, 1) + " GB/s");
+  progress("peak " + fixed(r.peak.value, 1) + " GFLOP/s, bandwidth " + fixed(r.bandwidth.value, 1) +
+           " GB/s");
 }
 
 Kernel compile_timed(const Graph &g, Report &r) {
@@ -171,8 +171,7 @@ Tensor time_qkv(const Kernel &k, const TensorMap &in, Report &r) {
   progress("running qkv");
   Tensor out;
   r.qkv.name = "qkv";
-  r.qkv.t = qb::time_runs([&] { out = k.run(in).begin()->second; },
-                          policy(r.c, kQkvBudgetS));
+  r.qkv.t = qb::time_runs([&] { out = k.run(in).begin()->second; }, policy(r.c, kQkvBudgetS));
   progress("qkv: " + fixed(r.qkv.t.median_ms, 3) + " ms (median of " +
            std::to_string(r.qkv.t.runs) + ")");
   const float *p = out.data_as<float>();
@@ -186,8 +185,9 @@ Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Re
   res.name = std::string(qb::baseline_name(b));
   progress("running baseline " + res.name);
   Tensor out(DType::F32, want.shape());
-  res.t = qb::time_runs([&] { gallery::run_baseline(b, *r.c.entry, r.c.shape, in, out, r.c.threads); },
-                       policy(r.c, kBaselineBudgetS));
+  res.t =
+      qb::time_runs([&] { gallery::run_baseline(b, *r.c.entry, r.c.shape, in, out, r.c.threads); },
+                    policy(r.c, kBaselineBudgetS));
   const float *got = out.data_as<float>(), *w = want.data_as<float>();
   for (std::int64_t i = 0; i < out.numel(); ++i) {
     double d = std::fabs(static_cast<double>(got[i]) - w[i]);
@@ -205,8 +205,8 @@ double gbs(const Report &r, const Result &x) { return r.bytes / (x.t.median_ms *
 
 json shape_json(const Config &c) {
   const GraphShape &s = c.shape;
-  json j = {{"batch", s.batch},   {"heads", s.heads},       {"kv_heads", s.kv_heads},
-            {"seq", s.seq},       {"kv_len", s.kv_len},     {"head_dim", s.head_dim}};
+  json j = {{"batch", s.batch}, {"heads", s.heads},   {"kv_heads", s.kv_heads},
+            {"seq", s.seq},     {"kv_len", s.kv_len}, {"head_dim", s.head_dim}};
   if (is_block(*c.entry))
     j["model_dim"] = s.model_dim();
   if (c.entry->workload.mask == Workload::Mask::Window)
@@ -238,9 +238,12 @@ json to_json(const Report &r) {
   j["pct_bandwidth"] = 100 * gbs(r, r.qkv) / r.bandwidth.value;
   j["baselines"] = json::object();
   for (const Result &b : r.baselines)
-    j["baselines"][b.name] = {{"ms", b.t.median_ms},        {"ratio", b.t.median_ms / r.qkv.t.median_ms},
-                              {"runs", b.t.runs},           {"gflops", gflops(r, b)},
-                              {"pct_peak", pct_peak(r, b)}, {"max_abs_err", b.max_abs_err},
+    j["baselines"][b.name] = {{"ms", b.t.median_ms},
+                              {"ratio", b.t.median_ms / r.qkv.t.median_ms},
+                              {"runs", b.t.runs},
+                              {"gflops", gflops(r, b)},
+                              {"pct_peak", pct_peak(r, b)},
+                              {"max_abs_err", b.max_abs_err},
                               {"ok", b.ok}};
   if (!qb::missing_baselines_reason().empty())
     j["baselines_missing"] = qb::missing_baselines_reason();
@@ -276,9 +279,9 @@ void print_row(const Report &r, const Result &x, bool is_qkv) {
 
 void print_table(const Report &r) {
   const Config &c = r.c;
-  std::cout << "qkv bench " << c.entry->name << ": " << c.entry->sizes(c.shape)
-            << ", mask " << qb::mask_name(attention_problem(*c.entry, c.shape).mask) << ", "
-            << c.threads << " threads\n"
+  std::cout << "qkv bench " << c.entry->name << ": " << c.entry->sizes(c.shape) << ", mask "
+            << qb::mask_name(attention_problem(*c.entry, c.shape).mask) << ", " << c.threads
+            << " threads\n"
             << "machine   " << qb::isa_name(r.isa) << " FMA peak " << fixed(r.peak.value, 1)
             << " GFLOP/s, read bandwidth " << fixed(r.bandwidth.value, 1) << " GB/s (on "
             << c.threads << " threads)\n"
@@ -319,8 +322,7 @@ int cmd_bench(const cli::Args &a) {
   r.c = config_of(a);
   const Entry &e = *r.c.entry;
   Graph g = e.build(r.c.shape);
-  progress(e.name + ": " + e.sizes(r.c.shape) + ", " + std::to_string(r.c.threads) +
-           " threads");
+  progress(e.name + ": " + e.sizes(r.c.shape) + ", " + std::to_string(r.c.threads) + " threads");
   r.flops = gallery::flops(e, r.c.shape);
   r.bytes = gallery::bytes(e, r.c.shape);
   measure_machine(r);

@@ -31,16 +31,16 @@ std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t
 #define QKV_SHAPE_OPTS "batch", "heads", "kv-heads", "seq", "kv-len", "head-dim", "window", "dims"
 
 // The shape options, as dump, run and bench describe them.
-#define QKV_SHAPE_HELP                                                                         \
-  "  --batch B       batch size (dynamic dim B)\n"                                             \
-  "  --heads H       query heads (static)\n"                                                   \
-  "  --kv-heads K    key/value heads, dividing H (static; default: H, or the graph's\n"       \
-  "                  own ratio for gqa)\n"                                                     \
-  "  --seq L         query length (dynamic dim L; static for attn_decode)\n"                   \
-  "  --kv-len S      key/value length (dynamic dim S; default: L, or the graph's own for\n"    \
-  "                  attn_decode; self-attention blocks have S = L)\n"                         \
-  "  --head-dim Dh   head dim (static); the blocks' model dim is D = H * Dh\n"                \
-  "  --window W      keys a query of attn_window sees, itself included (static; 256)\n"       \
+#define QKV_SHAPE_HELP                                                                             \
+  "  --batch B       batch size (dynamic dim B)\n"                                                 \
+  "  --heads H       query heads (static)\n"                                                       \
+  "  --kv-heads K    key/value heads, dividing H (static; default: H, or the graph's\n"            \
+  "                  own ratio for gqa)\n"                                                         \
+  "  --seq L         query length (dynamic dim L; static for attn_decode)\n"                       \
+  "  --kv-len S      key/value length (dynamic dim S; default: L, or the graph's own for\n"        \
+  "                  attn_decode; self-attention blocks have S = L)\n"                             \
+  "  --head-dim Dh   head dim (static); the blocks' model dim is D = H * Dh\n"                     \
+  "  --window W      keys a query of attn_window sees, itself included (static; 256)\n"            \
   "  --dims D=N,...  set dynamic dims by name (B, L, S), after the options above\n"
 
 /// `base` with the shape options applied (--dims last: B=, L=, S= set batch, seq,

@@ -147,34 +147,46 @@ void add_attention(std::vector<Entry> &e) {
                                           {{"B", 1}, {"L", 1}, {"S", 1}},
                                           {{"B", 1}, {"L", 17}, {"S", 5}},
                                           {{"B", 1}, {"L", 5}, {"S", 33}}};
-  e.push_back({"attn", "attention alone: q (B,H,L,Dh), k/v (B,H,S,Dh) inputs, no mask",
+  e.push_back({"attn",
+               "attention alone: q (B,H,L,Dh), k/v (B,H,S,Dh) inputs, no mask",
                [](const GraphShape &s) { return attention_only("attn", s, Mask::None, false); },
-               {"B", "L", "S"}, small, bench, tests, {}});
-  e.push_back({"attn_causal", "attention alone with a causal mask_mod (q >= kv)",
-               [](const GraphShape &s) {
-                 return attention_only("attn_causal", s, Mask::Causal, false);
-               },
-               {"B", "L", "S"}, small, bench, tests, {Workload::Form::Attention, Mask::Causal}});
+               {"B", "L", "S"},
+               small,
+               bench,
+               tests,
+               {}});
+  e.push_back(
+      {"attn_causal",
+       "attention alone with a causal mask_mod (q >= kv)",
+       [](const GraphShape &s) { return attention_only("attn_causal", s, Mask::Causal, false); },
+       {"B", "L", "S"},
+       small,
+       bench,
+       tests,
+       {Workload::Form::Attention, Mask::Causal}});
   GraphShape window_bench = bench;
   window_bench.seq = window_bench.kv_len = 8192;
   std::vector<DimBindings> window_tests = tests;
   window_tests.push_back({{"B", 1}, {"L", 300}, {"S", 300}});
   window_tests.push_back({{"B", 1}, {"L", 300}, {"S", 40}}); // rows past S+W-1 see nothing
-  e.push_back({"attn_window",
-               "attention alone, causal sliding window of W keys (q >= kv && q - kv < W)",
-               [](const GraphShape &s) {
-                 return attention_only("attn_window", s, Mask::Window, false);
-               },
-               {"B", "L", "S"}, small, window_bench, window_tests,
-               {Workload::Form::Attention, Mask::Window}});
-  e.push_back({"attn_decode",
-               "attention alone, decoding: L=1 query (static) over S cached keys, no mask",
-               [](const GraphShape &s) {
-                 return attention_only("attn_decode", s, Mask::None, true);
-               },
-               {"B", "S"}, shape(1, 8, 8, 1, 1024, 128), shape(1, 8, 8, 1, 32768, 128),
-               {{{"B", 1}, {"S", 1024}}, {{"B", 1}, {"S", 1}}, {{"B", 2}, {"S", 77}}},
-               {}});
+  e.push_back(
+      {"attn_window",
+       "attention alone, causal sliding window of W keys (q >= kv && q - kv < W)",
+       [](const GraphShape &s) { return attention_only("attn_window", s, Mask::Window, false); },
+       {"B", "L", "S"},
+       small,
+       window_bench,
+       window_tests,
+       {Workload::Form::Attention, Mask::Window}});
+  e.push_back(
+      {"attn_decode",
+       "attention alone, decoding: L=1 query (static) over S cached keys, no mask",
+       [](const GraphShape &s) { return attention_only("attn_decode", s, Mask::None, true); },
+       {"B", "S"},
+       shape(1, 8, 8, 1, 1024, 128),
+       shape(1, 8, 8, 1, 32768, 128),
+       {{{"B", 1}, {"S", 1024}}, {{"B", 1}, {"S", 1}}, {{"B", 2}, {"S", 77}}},
+       {}});
 }
 
 std::vector<Entry> make() {
@@ -199,8 +211,8 @@ GraphShape Entry::with_dims(GraphShape s, const DimBindings &bindings) const {
       std::string names;
       for (const std::string &x : dynamic)
         names += (names.empty() ? "" : ", ") + x;
-      user_error("graph '" + name + "' has no dynamic dim '" + d + "' (its dynamic dims: " +
-                 names + ")");
+      user_error("graph '" + name + "' has no dynamic dim '" + d + "' (its dynamic dims: " + names +
+                 ")");
     }
     (d == "B" ? s.batch : d == "L" ? s.seq : s.kv_len) = n;
   }

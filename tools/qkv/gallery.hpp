@@ -37,8 +37,8 @@ struct Workload {
   /// head, merged heads [projected by wo], output "y" (or "out" without wo).
   enum class Form { Attention, Block } form = Form::Attention;
   enum class Mask { None, Causal, Window } mask = Mask::None;
-  bool cross = false;    ///< Block: keys and values come from the input "memory"
-  bool out_proj = true;  ///< Block: ends with the output projection wo
+  bool cross = false;   ///< Block: keys and values come from the input "memory"
+  bool out_proj = true; ///< Block: ends with the output projection wo
 };
 
 struct Entry {

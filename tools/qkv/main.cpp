@@ -68,8 +68,8 @@ int cmd_list() {
   for (const auto &e : gallery::entries())
     width = std::max(width, e.name.size());
   for (const auto &e : gallery::entries())
-    std::cout << std::left << std::setw(static_cast<int>(width)) << e.name << "  "
-              << e.description << "  [" << e.sizes(e.shape) << "]\n";
+    std::cout << std::left << std::setw(static_cast<int>(width)) << e.name << "  " << e.description
+              << "  [" << e.sizes(e.shape) << "]\n";
   return 0;
 }
 

@@ -64,7 +64,7 @@ void attention(Baseline b, const AttentionProblem &p, HeadsView<const float> q,
 struct BlockTensors {
   const float *x = nullptr, *memory = nullptr; ///< memory: cross-attention only
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr; ///< wo: out_proj
-  float *out = nullptr; ///< (B, Lq, D)
+  float *out = nullptr;                                                   ///< (B, Lq, D)
 };
 
 /// The whole block: projections, attention per head, merged heads, output projection.
