@@ -85,6 +85,7 @@ void set_counters(benchmark::State &state, const Case &c, double seconds) {
 void BM_Qkv(benchmark::State &state, const Case &c) {
   roofline();
   Prepared &p = prepare(c);
+  qb::settle();
   double t0 = qb::now_ms();
   for (auto _ : state) {
     qkv::TensorMap out = p.kernel->run(p.inputs);
@@ -98,6 +99,7 @@ void BM_Baseline(benchmark::State &state, const Case &c, qb::Baseline b) {
   Prepared &p = prepare(c);
   const auto &e = qkv::gallery::find(c.entry);
   qkv::Tensor out = p.kernel->run(p.inputs).begin()->second.clone();
+  qb::settle();
   double t0 = qb::now_ms();
   for (auto _ : state) {
     qkv::gallery::run_baseline(b, e, c.shape, p.inputs, out, g_threads);

@@ -61,6 +61,8 @@ Timing time_runs(const std::function<void()> &fn, const TimingPolicy &p) {
   return t;
 }
 
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(250)); }
+
 void parallel_for(std::int64_t n, int threads,
                   const std::function<void(std::int64_t i, int thread)> &fn) {
   int t = static_cast<int>(std::clamp<std::int64_t>(threads, 1, std::max<std::int64_t>(n, 1)));

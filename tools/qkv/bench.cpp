@@ -169,6 +169,7 @@ qb::TimingPolicy policy(const Config &c, double budget_s) {
 
 Tensor time_qkv(const Kernel &k, const TensorMap &in, Report &r) {
   progress("running qkv");
+  qb::settle();
   Tensor out;
   r.qkv.name = "qkv";
   r.qkv.t = qb::time_runs([&] { out = k.run(in).begin()->second; }, policy(r.c, kQkvBudgetS));
@@ -184,6 +185,7 @@ Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Re
   Result res;
   res.name = std::string(qb::baseline_name(b));
   progress("running baseline " + res.name);
+  qb::settle();
   Tensor out(DType::F32, want.shape());
   res.t =
       qb::time_runs([&] { gallery::run_baseline(b, *r.c.entry, r.c.shape, in, out, r.c.threads); },

@@ -36,6 +36,11 @@ double now_ms();
 
 Timing time_runs(const std::function<void()> &fn, const TimingPolicy &policy = {});
 
+/// Sleeps long enough (250 ms) for the idle worker threads of the runtime that ran last
+/// (libomp spins 200 ms by default, OpenBLAS's pthreads ~2^28 cycles) to stop spinning,
+/// so that they do not take cores from the next thing measured.
+void settle();
+
 /// Calls fn(i, thread) for every i in [0, n) on `threads` threads (the caller is thread
 /// 0), handing out indices one at a time; returns when all are done.
 void parallel_for(std::int64_t n, int threads,
