@@ -54,8 +54,11 @@ struct Prepared {
   std::unique_ptr<qkv::Kernel> kernel;
 };
 
+/// Cleared at the end of main: compiled kernels must go before LLVM's own statics do.
+std::map<std::string, std::unique_ptr<Prepared>> g_prepared;
+
 Prepared &prepare(const Case &c) {
-  static std::map<std::string, std::unique_ptr<Prepared>> cache;
+  auto &cache = g_prepared;
   std::string key =
       c.entry + "/" + std::to_string(c.shape.seq) + "/" + std::to_string(c.shape.kv_len);
   auto &p = cache[key];
@@ -171,5 +174,6 @@ int main(int argc, char **argv) {
   benchmark::AddCustomContext("threads", std::to_string(g_threads));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  g_prepared.clear();
   return 0;
 }
