@@ -27,3 +27,40 @@ INSTANTIATE_TEST_SUITE_P(All, Gallery, ::testing::ValuesIn(cases()),
 
 } // namespace
 } // namespace qkv::test
+
+namespace qkv::test {
+namespace {
+
+// Each entry's default shape is its first test shape, and its benchmark shape builds a
+// valid graph whose dynamic dims are the entry's.
+TEST(GalleryShapes, DefaultAndBenchShapes) {
+  for (const auto &e : gallery::entries()) {
+    SCOPED_TRACE(e.name);
+    EXPECT_EQ(e.dims(e.shape), e.shapes.front());
+    Graph g = e.build(e.bench_shape);
+    g.verify();
+    DimBindings dims = e.dims(e.bench_shape);
+    EXPECT_NO_THROW(complete_dims(g, dims));
+    for (const auto &[name, def] : g.dim_defs())
+      if (def.kind == DimDef::Kind::Atomic && def.extent == kDynamic)
+        EXPECT_TRUE(dims.count(name)) << "dynamic dim " << name << " has no extent";
+  }
+}
+
+// Static sizes come from the shape: heads, head dim and window change the graph.
+TEST(GalleryShapes, StaticSizesFromShape) {
+  const auto &e = gallery::find("attn_window");
+  gallery::GraphShape s = e.shape;
+  s.heads = s.kv_heads = 3;
+  s.head_dim = 8;
+  s.window = 5;
+  Graph g = e.build(s);
+  EXPECT_EQ(g.dim_defs().at("H").extent, 3);
+  EXPECT_EQ(g.dim_defs().at("Dh").extent, 8);
+  EXPECT_NE(g.str().find("q - kv < 5"), std::string::npos);
+  EXPECT_NE(g.hash(), e.build().hash());
+  EXPECT_EQ(e.sizes(s), "B=2 H=3 L=16 S=16 Dh=8 W=5");
+}
+
+} // namespace
+} // namespace qkv::test
