@@ -249,6 +249,8 @@ json to_json(const Report &r) {
                               {"ok", b.ok}};
   if (!qb::missing_baselines_reason().empty())
     j["baselines_missing"] = qb::missing_baselines_reason();
+  if (!qb::blas_config().empty())
+    j["blas"] = qb::blas_config();
   j["tolerance"] = kTolerance * r.out_scale;
   j["wall_s"] = r.wall_s;
   return j;
@@ -301,6 +303,8 @@ void print_table(const Report &r) {
     print_row(r, b, false);
   if (!qb::missing_baselines_reason().empty())
     std::cout << "(" << qb::missing_baselines_reason() << ")\n";
+  if (!qb::blas_config().empty())
+    std::cout << "openblas  " << qb::blas_config() << "\n";
   std::cout << "wall time " << fixed(r.wall_s, 1) << " s\n";
 }
 
