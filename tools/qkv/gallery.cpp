@@ -1,41 +1,57 @@
 // The gallery. Each graph is written the way a user would write it.
 #include "gallery.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace qkv::gallery {
 
 namespace {
 
+using Mask = Workload::Mask;
+
+void check_fits(bool ok, const char *graph, const std::string &what) {
+  user_check(ok, std::string("graph '") + graph + "': " + what);
+}
+
 /// The seed walkthrough (seed 000, "I love GPU programming"), written the seeds' way:
 /// three matmuls and a softmax. qkv-recognize-attention turns it into one attention op.
-Graph seed() {
+/// Single head, no batch: the model dim is the head dim (6 by default).
+Graph seed(const GraphShape &s) {
+  check_fits(s.batch == 1 && s.heads == 1 && s.kv_heads == 1, "seed",
+             "single head without a batch dim: batch and heads must be 1");
   Graph g("seed");
-  Dim L = g.dim("L"), D = g.dim("D", 6);
+  Dim L = g.dim("L"), D = g.dim("D", s.head_dim);
   Value x = g.input("x", DType::F32, {L, D});
   Value wq = g.param("wq", DType::F32, {D, D});
   Value wk = g.param("wk", DType::F32, {D, D});
   Value wv = g.param("wv", DType::F32, {D, D});
   Value q = matmul(x, wq).named("Q"), k = matmul(x, wk).named("K"), v = matmul(x, wv).named("V");
-  Value scores = scale(matmul(q, transpose(k)), 1.0 / std::sqrt(6.0)).named("scaled");
+  double scale_by = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+  Value scores = scale(matmul(q, transpose(k)), scale_by).named("scaled");
   Value a = softmax(scores).named("A");
   g.output("out", matmul(a, v));
   return g;
 }
 
-/// Multi-head self-attention block: projections, split heads, attention, merge, output.
-Graph mha_like(const char *name, bool causal, std::int64_t kv_heads, bool cross) {
+/// Multi-head attention block: projections, split heads, attention, merge, output. Model
+/// dim D = heads * head_dim; k and v have kv_heads heads (GQA when fewer).
+Graph mha_like(const char *name, const GraphShape &s, bool causal, bool cross) {
+  check_fits(s.heads % s.kv_heads == 0, name,
+             "kv_heads (" + std::to_string(s.kv_heads) + ") must divide heads (" +
+                 std::to_string(s.heads) + ")");
   Graph g(name);
-  Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 64);
-  Dim H = g.dim("H", 4), Dh = g.dim("Dh", 16);
-  Dim Hkv = kv_heads == 4 ? H : g.dim("Hkv", kv_heads);
+  Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", s.model_dim());
+  Dim H = g.dim("H", s.heads), Dh = g.dim("Dh", s.head_dim);
+  bool gqa = s.kv_heads != s.heads;
+  Dim Hkv = gqa ? g.dim("Hkv", s.kv_heads) : H;
   Value x = g.input("x", DType::F32, {B, L, D});
   Value src = x;
   if (cross) {
     Dim S = g.dim("S");
     src = g.input("memory", DType::F32, {B, S, D});
   }
-  Dim KvD = kv_heads == 4 ? D : product(Hkv, Dh);
+  Dim KvD = gqa ? product(Hkv, Dh) : D;
   Value wq = g.param("wq", DType::F32, {D, D});
   Value wk = g.param("wk", DType::F32, {D, KvD});
   Value wv = g.param("wv", DType::F32, {D, KvD});
@@ -51,34 +67,185 @@ Graph mha_like(const char *name, bool causal, std::int64_t kv_heads, bool cross)
   return g;
 }
 
-std::vector<Entry> make() {
-  std::vector<Entry> e;
+/// Attention alone: q (B, H, L, Dh), k and v (B, Hkv, S, Dh) are inputs. Masks are
+/// mask_mod expressions. A decode graph has a static query length (L = seq, 1 by default).
+Graph attention_only(const char *name, const GraphShape &s, Mask mask, bool decode) {
+  check_fits(s.heads % s.kv_heads == 0, name,
+             "kv_heads (" + std::to_string(s.kv_heads) + ") must divide heads (" +
+                 std::to_string(s.heads) + ")");
+  Graph g(name);
+  Dim B = g.dim("B"), L = decode ? g.dim("L", s.seq) : g.dim("L"), S = g.dim("S");
+  Dim H = g.dim("H", s.heads), Dh = g.dim("Dh", s.head_dim);
+  Dim Hkv = s.kv_heads != s.heads ? g.dim("Hkv", s.kv_heads) : H;
+  Value q = g.input("q", DType::F32, {B, H, L, Dh});
+  Value k = g.input("k", DType::F32, {B, Hkv, S, Dh});
+  Value v = g.input("v", DType::F32, {B, Hkv, S, Dh});
+  Attention att = attention(q, k, v);
+  if (mask == Mask::Causal)
+    att.mask([](Expr, Expr, Expr qi, Expr kv) { return qi >= kv; });
+  if (mask == Mask::Window)
+    att.mask([w = s.window](Expr, Expr, Expr qi, Expr kv) { return qi >= kv && qi - kv < w; });
+  g.output("out", att);
+  return g;
+}
+
+GraphShape shape(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq,
+                 std::int64_t kv_len, std::int64_t head_dim) {
+  return GraphShape{batch, heads, kv_heads, seq, kv_len, head_dim};
+}
+
+void add_blocks(std::vector<Entry> &e) {
+  const Workload block{Workload::Form::Block};
+  const GraphShape small = shape(2, 4, 4, 16, 16, 16), bench = shape(1, 8, 8, 2048, 2048, 64);
   e.push_back({"seed",
                "the seeds' 4x6 walkthrough written as matmul/softmax/matmul (single head)",
                seed,
-               {{{"L", 4}}, {{"L", 1}}, {{"L", 17}}}});
+               {"L"},
+               shape(1, 1, 1, 4, 4, 6),
+               shape(1, 1, 1, 4, 4, 6),
+               {{{"L", 4}}, {{"L", 1}}, {{"L", 17}}},
+               {Workload::Form::Block, Mask::None, false, false}});
   e.push_back({"mha",
-               "multi-head self-attention block, B and L dynamic (D=64, H=4, Dh=16)",
-               [] { return mha_like("mha", false, 4, false); },
-               {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 3}, {"L", 17}}}});
+               "multi-head self-attention block, B and L dynamic (D=H*Dh=64, H=4, Dh=16)",
+               [](const GraphShape &s) { return mha_like("mha", s, false, false); },
+               {"B", "L"},
+               small,
+               bench,
+               {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 3}, {"L", 17}}},
+               block});
   e.push_back({"causal",
                "multi-head self-attention with a causal mask_mod (q >= kv)",
-               [] { return mha_like("causal", true, 4, false); },
-               {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 1}, {"L", 33}}}});
+               [](const GraphShape &s) { return mha_like("causal", s, true, false); },
+               {"B", "L"},
+               small,
+               bench,
+               {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 1}, {"L", 33}}},
+               {Workload::Form::Block, Mask::Causal}});
   e.push_back({"gqa",
                "grouped-query attention: 4 query heads share 2 kv heads",
-               [] { return mha_like("gqa", false, 2, false); },
-               {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 9}}}});
+               [](const GraphShape &s) { return mha_like("gqa", s, false, false); },
+               {"B", "L"},
+               shape(2, 4, 2, 16, 16, 16),
+               shape(1, 8, 2, 2048, 2048, 64),
+               {{{"B", 2}, {"L", 16}}, {{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 9}}},
+               block});
   e.push_back({"cross",
                "cross-attention: queries from x (L), keys/values from memory (S)",
-               [] { return mha_like("cross", false, 4, true); },
+               [](const GraphShape &s) { return mha_like("cross", s, false, true); },
+               {"B", "L", "S"},
+               shape(2, 4, 4, 8, 12, 16),
+               bench,
                {{{"B", 2}, {"L", 8}, {"S", 12}},
                 {{"B", 1}, {"L", 1}, {"S", 1}},
-                {{"B", 1}, {"L", 5}, {"S", 17}}}});
+                {{"B", 1}, {"L", 5}, {"S", 17}}},
+               {Workload::Form::Block, Mask::None, true}});
+}
+
+void add_attention(std::vector<Entry> &e) {
+  const GraphShape small = shape(2, 2, 2, 16, 16, 16), bench = shape(1, 16, 16, 2048, 2048, 64);
+  const std::vector<DimBindings> tests = {{{"B", 2}, {"L", 16}, {"S", 16}},
+                                          {{"B", 1}, {"L", 1}, {"S", 1}},
+                                          {{"B", 1}, {"L", 17}, {"S", 5}},
+                                          {{"B", 1}, {"L", 5}, {"S", 33}}};
+  e.push_back({"attn",
+               "attention alone: q (B,H,L,Dh), k/v (B,H,S,Dh) inputs, no mask",
+               [](const GraphShape &s) { return attention_only("attn", s, Mask::None, false); },
+               {"B", "L", "S"},
+               small,
+               bench,
+               tests,
+               {}});
+  e.push_back(
+      {"attn_causal",
+       "attention alone with a causal mask_mod (q >= kv)",
+       [](const GraphShape &s) { return attention_only("attn_causal", s, Mask::Causal, false); },
+       {"B", "L", "S"},
+       small,
+       bench,
+       tests,
+       {Workload::Form::Attention, Mask::Causal}});
+  GraphShape window_bench = bench;
+  window_bench.seq = window_bench.kv_len = 8192;
+  std::vector<DimBindings> window_tests = tests;
+  window_tests.push_back({{"B", 1}, {"L", 300}, {"S", 300}});
+  window_tests.push_back({{"B", 1}, {"L", 300}, {"S", 40}}); // rows past S+W-1 see nothing
+  e.push_back(
+      {"attn_window",
+       "attention alone, causal sliding window of W keys (q >= kv && q - kv < W)",
+       [](const GraphShape &s) { return attention_only("attn_window", s, Mask::Window, false); },
+       {"B", "L", "S"},
+       small,
+       window_bench,
+       window_tests,
+       {Workload::Form::Attention, Mask::Window}});
+  e.push_back(
+      {"attn_decode",
+       "attention alone, decoding: L=1 query (static) over S cached keys, no mask",
+       [](const GraphShape &s) { return attention_only("attn_decode", s, Mask::None, true); },
+       {"B", "S"},
+       shape(1, 8, 8, 1, 1024, 128),
+       shape(1, 8, 8, 1, 32768, 128),
+       {{{"B", 1}, {"S", 1024}}, {{"B", 1}, {"S", 1}}, {{"B", 2}, {"S", 77}}},
+       {}});
+}
+
+std::vector<Entry> make() {
+  std::vector<Entry> e;
+  add_blocks(e);
+  add_attention(e);
   return e;
 }
 
 } // namespace
+
+DimBindings Entry::dims(const GraphShape &s) const {
+  DimBindings b;
+  for (const std::string &d : dynamic)
+    b[d] = d == "B" ? s.batch : d == "L" ? s.seq : s.kv_len;
+  return b;
+}
+
+GraphShape Entry::with_dims(GraphShape s, const DimBindings &bindings) const {
+  for (const auto &[d, n] : bindings) {
+    if (std::find(dynamic.begin(), dynamic.end(), d) == dynamic.end()) {
+      std::string names;
+      for (const std::string &x : dynamic)
+        names += (names.empty() ? "" : ", ") + x;
+      user_error("graph '" + name + "' has no dynamic dim '" + d + "' (its dynamic dims: " + names +
+                 ")");
+    }
+    (d == "B" ? s.batch : d == "L" ? s.seq : s.kv_len) = n;
+  }
+  return s;
+}
+
+bool Entry::self_attention() const {
+  return workload.form == Workload::Form::Block && !workload.cross;
+}
+
+std::string Entry::sizes(const GraphShape &s) const {
+  std::string out;
+  auto put = [&](const char *name, std::int64_t v) {
+    out += (out.empty() ? "" : " ") + std::string(name) + "=" + std::to_string(v);
+  };
+  // Only the single-head seed graph has no batch dim, and no heads either.
+  bool seed = std::find(dynamic.begin(), dynamic.end(), "B") == dynamic.end();
+  if (!seed) {
+    put("B", s.batch);
+    put("H", s.heads);
+  }
+  if (s.kv_heads != s.heads)
+    put("Hkv", s.kv_heads);
+  put("L", s.seq);
+  if (!self_attention())
+    put("S", s.kv_len);
+  put("Dh", s.head_dim);
+  if (workload.form == Workload::Form::Block && !seed)
+    put("D", s.model_dim());
+  if (workload.mask == Mask::Window)
+    put("W", s.window);
+  return out;
+}
 
 const std::vector<Entry> &entries() {
   static const std::vector<Entry> all = make();

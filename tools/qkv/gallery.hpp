@@ -1,7 +1,13 @@
 // The built-in gallery of graphs: what `qkv list/dump/run/bench` work on, and what the
 // differential tests compile against the interpreter.
+//
+// Each entry builds its graph from a GraphShape: the static sizes (heads, head dim, model
+// dim, window, and the query length of a decode graph) become static dims of the graph;
+// the dynamic ones (batch B, query length L, key/value length S) are bound at run time
+// from the shape by Entry::dims.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -10,13 +16,61 @@
 
 namespace qkv::gallery {
 
+/// The sizes a gallery graph is built and run at. Which fields an entry uses is in its
+/// description; the model dim of the projection blocks is D = heads * head_dim.
+struct GraphShape {
+  std::int64_t batch = 1;
+  std::int64_t heads = 1;
+  std::int64_t kv_heads = 1; ///< heads of k and v (GQA/MQA when fewer than heads)
+  std::int64_t seq = 1;      ///< query length L
+  std::int64_t kv_len = 1;   ///< key/value length S (= seq for self-attention blocks)
+  std::int64_t head_dim = 1;
+  std::int64_t window = 256; ///< keys a sliding-window query sees (itself included)
+
+  std::int64_t model_dim() const { return heads * head_dim; }
+};
+
+/// What a graph computes, in the terms the benchmarks count flops and run baselines in.
+struct Workload {
+  /// Attention: inputs q (B, H, L, Dh), k and v (B, Hkv, S, Dh), output "out".
+  /// Block: x (B, L, D) [and memory (B, S, D)] projected by wq, wk, wv, attention per
+  /// head, merged heads [projected by wo], output "y" (or "out" without wo).
+  enum class Form { Attention, Block } form = Form::Attention;
+  enum class Mask { None, Causal, Window } mask = Mask::None;
+  bool cross = false;   ///< Block: keys and values come from the input "memory"
+  bool out_proj = true; ///< Block: ends with the output projection wo
+};
+
 struct Entry {
   std::string name;
   std::string description;
-  std::function<Graph()> build;
-  /// Extents for the dynamic dims: the default first, then more shapes the tests use
+  /// The graph at a shape's static sizes; throws qkv::Error naming the graph when the
+  /// shape does not fit it (e.g. a batch for a graph without one).
+  std::function<Graph(const GraphShape &)> make;
+  /// Names of the dynamic dims, among B (batch), L (seq) and S (kv_len).
+  std::vector<std::string> dynamic;
+  /// The default shape: what list/run/dump and the tests use.
+  GraphShape shape;
+  /// The shape `qkv bench NAME` starts from (the benchmark shapes).
+  GraphShape bench_shape;
+  /// Extents of the dynamic dims for the tests: dims(shape) first, then more shapes
   /// (including 1 and odd sizes).
   std::vector<DimBindings> shapes;
+  Workload workload;
+
+  /// The graph at the default shape.
+  Graph build() const { return make(shape); }
+  Graph build(const GraphShape &s) const { return make(s); }
+  /// Extents of the dynamic dims at shape s.
+  DimBindings dims(const GraphShape &s) const;
+  /// Keys come from the queries' own sequence (S = L): the blocks other than cross.
+  bool self_attention() const;
+  /// Every size of shape s that the graph uses: "B=1 H=16 L=2048 S=2048 Dh=64" (Hkv when
+  /// it differs from H, D for blocks, W for a sliding window).
+  std::string sizes(const GraphShape &s) const;
+  /// s with the dynamic dims set from bindings (B, L, S); throws qkv::Error naming the
+  /// graph for a dim it does not have.
+  GraphShape with_dims(GraphShape s, const DimBindings &bindings) const;
 };
 
 const std::vector<Entry> &entries();

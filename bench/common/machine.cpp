@@ -1,0 +1,292 @@
+// The FMA peak and read-bandwidth loops. Each ISA's loop is its own function compiled
+// for that ISA (__attribute__((target))), chosen at run time, so the library itself
+// needs no -march flag and runs on any x86-64 (or other) CPU.
+#include "qkv_bench/machine.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "qkv_bench/timing.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define QKV_X86 1
+#endif
+
+namespace qkv::bench {
+
+Isa host_isa() {
+#if QKV_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f"))
+    return Isa::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return Isa::Avx2;
+#endif
+  return Isa::Scalar;
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+  case Isa::Avx512: return "avx512";
+  case Isa::Avx2: return "avx2";
+  case Isa::Scalar: return "scalar";
+  }
+  return "?";
+}
+
+int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+std::size_t last_level_cache_bytes() {
+  // sysfs first: it describes the cache this CPU sees (glibc's sysconf may report a
+  // whole package's L3 in a virtual machine).
+  for (int index = 3; index >= 2; --index) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string s;
+    if (f >> s && !s.empty()) {
+      std::size_t n = std::strtoull(s.c_str(), nullptr, 10);
+      char unit = s.back();
+      return n * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+    }
+  }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0)
+    return static_cast<std::size_t>(l3);
+#endif
+  return 32u << 20;
+}
+
+namespace {
+
+// ---- FMA loops: `iters` rounds over independent accumulator chains; return flops ----
+// The chains start from a value the compiler cannot see (a volatile), so none of them can
+// be folded away (a chain that starts at the fixed point 1 of x*a+b would be).
+volatile float g_chain_start = 0.5f;
+
+#if QKV_X86
+constexpr int kAcc512 = 16; // 2 FMA pipes x 4-cycle latency = 8 in flight; 16 to spare
+__attribute__((target("avx512f"))) double fma_avx512(std::int64_t iters, float *sink) {
+  float start = g_chain_start;
+  __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f), acc[kAcc512];
+  for (int j = 0; j < kAcc512; ++j)
+    acc[j] = _mm512_set1_ps(start + 0.25f * static_cast<float>(j));
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int j = 0; j < kAcc512; ++j)
+      acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  for (int j = 1; j < kAcc512; ++j)
+    acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  *sink = _mm512_reduce_add_ps(acc[0]);
+  return 2.0 * 16 * kAcc512 * static_cast<double>(iters);
+}
+
+constexpr int kAcc256 = 12; // 16 ymm registers: 12 chains + 2 constants
+__attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iters, float *sink) {
+  float start = g_chain_start;
+  __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f), acc[kAcc256];
+  for (int j = 0; j < kAcc256; ++j)
+    acc[j] = _mm256_set1_ps(start + 0.25f * static_cast<float>(j));
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int j = 0; j < kAcc256; ++j)
+      acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+  }
+  for (int j = 1; j < kAcc256; ++j)
+    acc[0] = _mm256_add_ps(acc[0], acc[j]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc[0]);
+  float s = 0;
+  for (float x : lanes)
+    s += x;
+  *sink = s;
+  return 2.0 * 8 * kAcc256 * static_cast<double>(iters);
+}
+#endif
+
+constexpr int kAccScalar = 12;
+double fma_scalar(std::int64_t iters, float *sink) {
+  float start = g_chain_start, a = 0.999f, b = 0.001f, acc[kAccScalar];
+  for (int j = 0; j < kAccScalar; ++j)
+    acc[j] = start + 0.25f * static_cast<float>(j);
+  for (std::int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < kAccScalar; ++j)
+      acc[j] = acc[j] * a + b; // a multiply and an add: 2 flops, fused or not
+  float s = 0;
+  for (float x : acc)
+    s += x;
+  *sink = s;
+  return 2.0 * kAccScalar * static_cast<double>(iters);
+}
+
+double fma_loop(Isa isa, std::int64_t iters, float *sink) {
+#if QKV_X86
+  if (isa == Isa::Avx512)
+    return fma_avx512(iters, sink);
+  if (isa == Isa::Avx2)
+    return fma_avx2(iters, sink);
+#endif
+  return fma_scalar(iters, sink);
+}
+
+/// Runs fn(thread) on `threads` threads released together; returns the wall time in
+/// seconds from the release to the last one finishing.
+template <class F> double run_together(int threads, F &&fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire))
+        std::this_thread::yield();
+      fn(t);
+    });
+  while (ready.load() < threads)
+    std::this_thread::yield();
+  double t0 = now_ms();
+  go.store(true, std::memory_order_release);
+  for (auto &th : pool)
+    th.join();
+  return (now_ms() - t0) * 1e-3;
+}
+
+} // namespace
+
+Measurement fma_peak_gflops(int threads, Isa isa) {
+  threads = std::max(threads, 1);
+  std::vector<float> sinks(static_cast<std::size_t>(threads) * 16);
+  // Calibrate: iterations for about 40 ms on one thread (after a warm-up that also lets
+  // the clock ramp up).
+  std::int64_t iters = 1 << 16;
+  for (;;) {
+    double t0 = now_ms();
+    fma_loop(isa, iters, sinks.data());
+    double ms = now_ms() - t0;
+    if (ms >= 10 || iters >= (std::int64_t{1} << 40)) {
+      iters = static_cast<std::int64_t>(static_cast<double>(iters) * 40.0 / std::max(ms, 1e-3));
+      break;
+    }
+    iters *= 4;
+  }
+  std::vector<double> gflops;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<double> flops(threads);
+    double s = run_together(threads, [&](int t) {
+      flops[t] = fma_loop(isa, iters, &sinks[static_cast<std::size_t>(t) * 16]);
+    });
+    double total = 0;
+    for (double f : flops)
+      total += f;
+    gflops.push_back(total / s * 1e-9);
+  }
+  return {median(gflops), 5};
+}
+
+namespace {
+
+// ---- read loops: sum n floats (n a multiple of 128) with independent accumulators ----
+
+#if QKV_X86
+__attribute__((target("avx512f"))) float sum_avx512(const float *p, std::size_t n) {
+  __m512 acc[8];
+  for (auto &a : acc)
+    a = _mm512_setzero_ps();
+  for (std::size_t i = 0; i < n; i += 128) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      acc[j] = _mm512_add_ps(acc[j], _mm512_load_ps(p + i + 16 * j));
+  }
+  for (int j = 1; j < 8; ++j)
+    acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  return _mm512_reduce_add_ps(acc[0]);
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float *p, std::size_t n) {
+  __m256 acc[8];
+  for (auto &a : acc)
+    a = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < n; i += 64) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      acc[j] = _mm256_add_ps(acc[j], _mm256_load_ps(p + i + 8 * j));
+  }
+  for (int j = 1; j < 8; ++j)
+    acc[0] = _mm256_add_ps(acc[0], acc[j]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc[0]);
+  float s = 0;
+  for (float x : lanes)
+    s += x;
+  return s;
+}
+#endif
+
+float sum_scalar(const float *p, std::size_t n) {
+  float acc[16] = {};
+  for (std::size_t i = 0; i < n; i += 16)
+    for (int j = 0; j < 16; ++j)
+      acc[j] += p[i + j];
+  float s = 0;
+  for (float x : acc)
+    s += x;
+  return s;
+}
+
+float sum_loop(Isa isa, const float *p, std::size_t n) {
+#if QKV_X86
+  if (isa == Isa::Avx512)
+    return sum_avx512(p, n);
+  if (isa == Isa::Avx2)
+    return sum_avx2(p, n);
+#endif
+  return sum_scalar(p, n);
+}
+
+struct FreeDeleter {
+  void operator()(float *p) const { std::free(p); }
+};
+
+} // namespace
+
+Measurement read_bandwidth_gbs(int threads, std::size_t bytes, Isa isa) {
+  threads = std::max(threads, 1);
+  if (bytes == 0)
+    bytes = std::clamp<std::size_t>(8 * last_level_cache_bytes(), std::size_t{256} << 20,
+                                    std::size_t{1} << 30);
+  // Each thread's slice is a multiple of 128 floats (512 bytes), 64-byte aligned.
+  std::size_t per_thread = (bytes / sizeof(float) / threads) / 128 * 128;
+  std::size_t n = per_thread * threads;
+  std::unique_ptr<float, FreeDeleter> buf(
+      static_cast<float *>(std::aligned_alloc(64, n * sizeof(float))));
+  if (!buf)
+    throw std::bad_alloc();
+  float *p = buf.get();
+  // Each thread first touches its own slice (pages land near the thread that reads them).
+  run_together(threads, [&](int t) {
+    for (std::size_t i = t * per_thread; i < (t + 1) * per_thread; ++i)
+      p[i] = static_cast<float>(i & 7);
+  });
+  std::vector<float> sinks(static_cast<std::size_t>(threads) * 16);
+  std::vector<double> gbs;
+  for (int pass = 0; pass < 8; ++pass) {
+    double s = run_together(threads, [&](int t) {
+      sinks[static_cast<std::size_t>(t) * 16] = sum_loop(isa, p + t * per_thread, per_thread);
+    });
+    if (pass > 0) // the first pass is a warm-up
+      gbs.push_back(static_cast<double>(n * sizeof(float)) / s * 1e-9);
+  }
+  return {median(gbs), static_cast<int>(gbs.size())};
+}
+
+} // namespace qkv::bench

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Peers of qkv at the shapes of issue 7: PyTorch SDPA (and FlexAttention), ONNX Runtime.
+
+Run by hand, never by the tests or CI, from a virtual environment with whichever of the
+peers you want to measure (each is skipped, with the reason, when it is not installed):
+
+    python3 -m venv /tmp/peers && . /tmp/peers/bin/activate
+    pip install numpy onnx onnxruntime               # ONNX Runtime's MultiHeadAttention
+    pip install torch                                # SDPA, FlexAttention (CPU build is enough)
+    python3 bench/peers.py --threads 2               # every case below
+    python3 bench/peers.py --threads 2 --case attn --seq 2048 --json
+
+Cases and counting are those of `qkv bench` (docs/compiler.md, "Benchmarks"): attention
+alone (no mask, causal, sliding window of 256 keys) at B=1 H=16 Dh=64 and L=S=2048, 8192;
+decode (1 query over 32768 keys, H=8, Dh=128); the MHA block (B=1 L=2048 H=8 Dh=64, D=512).
+Flops are 4*B*H*Dh*(kept query-key pairs), plus 2*M*K*N per projection for the block;
+times are medians after a warm-up (>= 3 runs and >= 1 s, at most ~10 s per peer). Every
+peer's output is checked against a NumPy reference on the same inputs (f32, max abs error
+<= 1e-3 * max(1, max |reference|)); a peer that disagrees is reported as wrong.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+
+CASES = [
+    # name, mask, batch, heads, seq, kv_len, head_dim
+    ("attn", "none", 1, 16, 2048, 2048, 64),
+    ("attn_causal", "causal", 1, 16, 2048, 2048, 64),
+    ("attn_window", "window", 1, 16, 2048, 2048, 64),
+    ("attn", "none", 1, 16, 8192, 8192, 64),
+    ("attn_causal", "causal", 1, 16, 8192, 8192, 64),
+    ("attn_window", "window", 1, 16, 8192, 8192, 64),
+    ("attn_decode", "none", 1, 8, 1, 32768, 128),
+    ("mha", "none", 1, 8, 2048, 2048, 64),
+]
+WINDOW = 256
+
+
+def kept(mask, i, s, w):
+    if mask == "none":
+        return 0, s
+    if mask == "causal":
+        return 0, min(i + 1, s)
+    return max(0, i - w + 1), min(i + 1, s)
+
+
+def flops(c):
+    name, mask, b, h, l, s, dh = c
+    pairs = sum(max(0, hi - lo) for lo, hi in (kept(mask, i, s, WINDOW) for i in range(l)))
+    f = 4 * b * h * dh * pairs
+    if name == "mha":
+        d = h * dh
+        f += 4 * 2 * b * l * d * d
+    return f
+
+
+def allowed(mask, l, s):
+    """Boolean (L, S): True where the mask keeps the pair (query i, key j)."""
+    i = np.arange(l)[:, None]
+    j = np.arange(s)[None, :]
+    if mask == "none":
+        return np.ones((l, s), dtype=bool)
+    if mask == "causal":
+        return j <= i
+    return (j <= i) & (i - j < WINDOW)
+
+
+def np_attention(q, k, v, keep):
+    """q (B, H, L, Dh), k/v (B, H, S, Dh): the definition, in f64 one head at a time."""
+    out = np.empty(q.shape, dtype=np.float32)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            sc = (q[b, h].astype(np.float64) @ k[b, h].astype(np.float64).T)
+            sc = np.where(keep, sc / math.sqrt(q.shape[-1]), -np.inf)
+            m = sc.max(-1, keepdims=True)
+            p = np.exp(sc - np.where(np.isfinite(m), m, 0))
+            den = p.sum(-1, keepdims=True)
+            p = np.where(den > 0, p / np.where(den > 0, den, 1), 0)
+            out[b, h] = p @ v[b, h].astype(np.float64)
+    return out
+
+
+def make_inputs(c, rng):
+    name, mask, b, h, l, s, dh = c
+    u = lambda *shape: rng.uniform(-1, 1, size=shape).astype(np.float32)
+    if name != "mha":
+        return {"q": u(b, h, l, dh), "k": u(b, h, s, dh), "v": u(b, h, s, dh)}
+    d = h * dh
+    w = lambda: (u(d, d) / math.sqrt(d)).astype(np.float32)
+    return {"x": u(b, l, d), "wq": w(), "wk": w(), "wv": w(), "wo": w()}
+
+
+def reference(c, x):
+    name, mask, b, h, l, s, dh = c
+    keep = allowed(mask, l, s)
+    if name != "mha":
+        return np_attention(x["q"], x["k"], x["v"], keep)
+    split = lambda t: t.reshape(b, -1, h, dh).transpose(0, 2, 1, 3)
+    q, k, v = (split(x["x"] @ x[w]) for w in ("wq", "wk", "wv"))
+    o = np_attention(q, k, v, keep).transpose(0, 2, 1, 3).reshape(b, l, h * dh)
+    return o @ x["wo"]
+
+
+def time_it(fn, budget_s=10.0):
+    t = time.perf_counter()
+    out = fn()
+    warm = time.perf_counter() - t
+    runs = [warm] if warm >= 0.5 else []
+    total = warm
+    while True:
+        n = len(runs)
+        if n >= 3 and sum(runs) >= 1.0:
+            break
+        if n >= 1 and total + runs[-1] > budget_s:
+            break
+        t = time.perf_counter()
+        out = fn()
+        runs.append(time.perf_counter() - t)
+        total += runs[-1]
+    return statistics.median(runs) * 1e3, len(runs), out
+
+
+# ---- peers: each returns a zero-argument function computing the case's output, or raises
+# ImportError / NotImplementedError with the reason it is not available ----------------
+
+
+def torch_sdpa(c, x, threads):
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    name, mask, b, h, l, s, dh = c
+    t = {k: torch.from_numpy(v) for k, v in x.items()}
+    attn_mask = None if mask != "window" else torch.from_numpy(allowed(mask, l, s))
+    causal = mask == "causal"
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal)
+
+    if name != "mha":
+        return lambda: attend(t["q"], t["k"], t["v"]).numpy()
+    split = lambda y: y.view(b, -1, h, dh).transpose(1, 2)
+
+    def block():
+        with torch.no_grad():
+            q, k, v = (split(t["x"] @ t[w]) for w in ("wq", "wk", "wv"))
+            o = attend(q, k, v).transpose(1, 2).reshape(b, l, h * dh)
+            return (o @ t["wo"]).numpy()
+
+    return block
+
+
+def torch_flex(c, x, threads):
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    torch.set_num_threads(threads)
+    name, mask, b, h, l, s, dh = c
+    if name == "mha":
+        raise NotImplementedError("measured for attention alone")
+    mods = {
+        "none": None,
+        "causal": lambda b_, h_, q, kv: q >= kv,
+        "window": lambda b_, h_, q, kv: (q >= kv) & (q - kv < WINDOW),
+    }
+    block_mask = None
+    if mods[mask] is not None:
+        block_mask = create_block_mask(mods[mask], None, None, l, s, device="cpu")
+    fn = torch.compile(flex_attention)
+    t = {k: torch.from_numpy(v) for k, v in x.items()}
+    return lambda: fn(t["q"], t["k"], t["v"], block_mask=block_mask).numpy()
+
+
+def ort_mha(c, x, threads):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    name, mask, b, h, l, s, dh = c
+    if name == "mha":
+        raise NotImplementedError("measured for attention alone")
+    inputs = ["query", "key", "value", "", "", "attention_bias" if mask != "none" else ""]
+    while inputs and not inputs[-1]:
+        inputs.pop()
+    node = helper.make_node("MultiHeadAttention", inputs, ["out"], domain="com.microsoft",
+                            num_heads=h)
+    d = h * dh
+    vi = lambda n, shape: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+    graph_inputs = [vi("query", [b, l, d]), vi("key", [b, s, d]), vi("value", [b, s, d])]
+    if mask != "none":
+        graph_inputs.append(vi("attention_bias", [1, 1, l, s]))
+    graph = helper.make_graph([node], "mha", graph_inputs, [vi("out", [b, l, d])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    merge = lambda t: np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(b, -1, d))
+    feeds = {"query": merge(x["q"]), "key": merge(x["k"]), "value": merge(x["v"])}
+    if mask != "none":
+        bias = np.where(allowed(mask, l, s), 0, -np.inf).astype(np.float32)
+        feeds["attention_bias"] = bias[None, None]
+
+    def run():
+        out = sess.run(["out"], feeds)[0]
+        return out.reshape(b, l, h, dh).transpose(0, 2, 1, 3)
+
+    return run
+
+
+PEERS = {"torch_sdpa": torch_sdpa, "torch_flex": torch_flex, "ort_mha": ort_mha}
+
+
+def measure(c, threads, peers, rng):
+    x = make_inputs(c, rng)
+    want = reference(c, x)
+    tol = 1e-3 * max(1.0, float(np.abs(want).max()))
+    f = flops(c)
+    rows = []
+    for peer in peers:
+        try:
+            fn = PEERS[peer](c, x, threads)
+            ms, runs, got = time_it(fn)
+        except (ImportError, NotImplementedError, RuntimeError) as e:
+            rows.append({"peer": peer, "unavailable": f"{type(e).__name__}: {e}"})
+            continue
+        err = float(np.abs(np.asarray(got, dtype=np.float64) - want).max())
+        rows.append({"peer": peer, "ms": ms, "runs": runs, "gflops": f / ms / 1e6,
+                     "max_abs_err": err, "ok": err <= tol})
+    return {"name": c[0], "mask": c[1], "batch": c[2], "heads": c[3], "seq": c[4],
+            "kv_len": c[5], "head_dim": c[6], "threads": threads, "flops": f, "peers": rows}
+
+
+def print_table(r):
+    print(f"{r['name']} mask={r['mask']} B={r['batch']} H={r['heads']} L={r['seq']} "
+          f"S={r['kv_len']} Dh={r['head_dim']} threads={r['threads']} "
+          f"({r['flops'] / 1e9:.4g} GFLOP)")
+    for p in r["peers"]:
+        if "unavailable" in p:
+            print(f"  {p['peer']:<11} unavailable ({p['unavailable']})")
+        else:
+            wrong = "" if p["ok"] else "  WRONG"
+            print(f"  {p['peer']:<11} {p['ms']:10.3f} ms  {p['runs']:3d} runs  "
+                  f"{p['gflops']:8.2f} GFLOP/s  max_abs_err {p['max_abs_err']:.2e}{wrong}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--case", help="only cases of this name (attn, attn_causal, ...)")
+    ap.add_argument("--seq", type=int, help="only cases at this query length")
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated: " +
+                    ", ".join(PEERS))
+    ap.add_argument("--json", action="store_true", help="one JSON object per case")
+    a = ap.parse_args()
+    if a.threads < 1:
+        ap.error("--threads must be at least 1")
+    peers = [p for p in a.peers.split(",") if p]
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        ap.error(f"unknown peers {unknown}; known: {', '.join(PEERS)}")
+    cases = [c for c in CASES if (not a.case or c[0] == a.case) and (not a.seq or c[4] == a.seq)]
+    if not cases:
+        ap.error("no case matches --case/--seq")
+    rng = np.random.default_rng(1)
+    wrong = False
+    for c in cases:
+        r = measure(c, a.threads, peers, rng)
+        wrong |= any(p.get("ok") is False for p in r["peers"])
+        print(json.dumps(r) if a.json else "", end="\n" if a.json else "")
+        if not a.json:
+            print_table(r)
+        sys.stdout.flush()
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

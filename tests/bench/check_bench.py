@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Checks `qkv bench` from the outside (run by ctest; see CMakeLists.txt).
+
+  check_bench.py QKV json [--openblas ON|OFF] -- BENCH_ARGS...
+      runs `QKV bench BENCH_ARGS --json`: exit 0, stdout exactly one JSON object with the
+      documented fields, flops counted as documented (recomputed here), every baseline
+      present and agreeing with qkv.
+  check_bench.py QKV help
+      `QKV bench --help` documents every option.
+  check_bench.py QKV error TEXT -- BENCH_ARGS...
+      `QKV bench BENCH_ARGS` exits non-zero and says TEXT on stderr.
+"""
+import json
+import math
+import subprocess
+import sys
+
+OPTIONS = ["--batch", "--heads", "--kv-heads", "--seq", "--kv-len", "--head-dim", "--window",
+           "--dims", "--threads", "--json", "--repeat"]
+FIELDS = ["name", "shape", "mask", "threads", "isa", "ms", "runs", "compile_ms", "compile_runs",
+          "flops", "gflops", "peak_gflops", "pct_peak", "bytes", "read_gbs", "bandwidth_gbs",
+          "pct_bandwidth", "baselines", "tolerance", "wall_s"]
+BLOCKS = {"seed", "mha", "causal", "gqa", "cross"}
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def close(a, b, rel=1e-6):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
+
+
+def kept_pairs(mask, L, S, W):
+    if mask == "none":
+        return L * S
+    if mask == "causal":
+        return sum(min(i + 1, S) for i in range(L))
+    return sum(max(0, min(i + 1, S) - max(0, i - W + 1)) for i in range(L))
+
+
+def expected_flops(j):
+    s = j["shape"]
+    B, H, Hkv, L, S, Dh = (s[k] for k in ("batch", "heads", "kv_heads", "seq", "kv_len",
+                                           "head_dim"))
+    f = 4 * B * H * Dh * kept_pairs(j["mask"], L, S, s.get("window", 0))
+    if j["name"] in BLOCKS:
+        D, Dkv = H * Dh, Hkv * Dh
+        out_proj = j["name"] != "seed"
+        f += 2 * B * L * D * D * (2 if out_proj else 1) + 2 * 2 * B * S * D * Dkv
+    return f
+
+
+def check_json(qkv, openblas, args):
+    p = subprocess.run([qkv, "bench", *args, "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"exit {p.returncode}\n{p.stderr}")
+    try:
+        j = json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        fail(f"stdout is not one JSON object ({e}):\n{p.stdout}")
+    if not isinstance(j, dict):
+        fail("stdout is JSON but not an object")
+    missing = [f for f in FIELDS if f not in j]
+    if missing:
+        fail(f"missing fields {missing}")
+    if j["runs"] < 1 or j["ms"] <= 0 or j["peak_gflops"] <= 0 or j["bandwidth_gbs"] <= 0:
+        fail("runs, ms, peak and bandwidth must be positive")
+    if j["flops"] != expected_flops(j):
+        fail(f"flops {j['flops']} != {expected_flops(j)} (4*B*H*Dh*pairs + projections)")
+    if not close(j["gflops"], j["flops"] / j["ms"] / 1e6):
+        fail("gflops != flops / ms")
+    if not close(j["pct_peak"], 100 * j["gflops"] / j["peak_gflops"]):
+        fail("pct_peak != 100 * gflops / peak_gflops")
+    if not close(j["read_gbs"], j["bytes"] / j["ms"] / 1e6):
+        fail("read_gbs != bytes / ms")
+    if not close(j["pct_bandwidth"], 100 * j["read_gbs"] / j["bandwidth_gbs"]):
+        fail("pct_bandwidth != 100 * read_gbs / bandwidth_gbs")
+    want = {"reference"} | ({"openblas"} if openblas == "ON" else set())
+    if set(j["baselines"]) != want:
+        fail(f"baselines {sorted(j['baselines'])}, expected {sorted(want)}")
+    for name, b in j["baselines"].items():
+        for f in ("ms", "ratio", "runs", "max_abs_err", "ok"):
+            if f not in b:
+                fail(f"baseline {name} has no {f}")
+        if not b["ok"] or not b["max_abs_err"] <= j["tolerance"]:
+            fail(f"baseline {name} disagrees with qkv: max_abs_err {b['max_abs_err']}")
+        if not close(b["ratio"], b["ms"] / j["ms"]):
+            fail(f"baseline {name}: ratio != baseline ms / qkv ms")
+    print(f"ok: {j['name']} {j['shape']} mask={j['mask']} flops={j['flops']:.0f} "
+          f"baselines={sorted(j['baselines'])}")
+
+
+def check_help(qkv):
+    p = subprocess.run([qkv, "bench", "--help"], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"qkv bench --help: exit {p.returncode}")
+    undocumented = [o for o in OPTIONS if o not in p.stdout]
+    if undocumented:
+        fail(f"qkv bench --help does not mention {undocumented}")
+    for field in FIELDS:
+        if field not in p.stdout:
+            fail(f"qkv bench --help does not describe the JSON field {field}")
+    print("ok: every option and JSON field documented")
+
+
+def check_error(qkv, text, args):
+    p = subprocess.run([qkv, "bench", *args], capture_output=True, text=True)
+    if p.returncode == 0:
+        fail(f"qkv bench {' '.join(args)} succeeded; expected an error saying {text!r}")
+    if text not in p.stderr:
+        fail(f"stderr does not say {text!r}:\n{p.stderr}")
+    print(f"ok: exit {p.returncode}: {p.stderr.strip()}")
+
+
+def main(argv):
+    qkv, mode, rest = argv[1], argv[2], argv[3:]
+    args = rest[rest.index("--") + 1:] if "--" in rest else []
+    opts = rest[:rest.index("--")] if "--" in rest else rest
+    if mode == "json":
+        check_json(qkv, opts[opts.index("--openblas") + 1] if "--openblas" in opts else "OFF",
+                   args)
+    elif mode == "help":
+        check_help(qkv)
+    elif mode == "error":
+        check_error(qkv, opts[0], args)
+    else:
+        fail(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,363 @@
+// `qkv bench`: measures, in this order and in this process, the FMA peak and the read
+// bandwidth on T threads, qkv's compile time, qkv's run time, and each baseline's run
+// time on the same inputs, checking every baseline's output against qkv's.
+#include "bench.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <qkv/compiler/compile.hpp>
+
+#include "qkv_bench/baselines.hpp"
+#include "qkv_bench/machine.hpp"
+#include "qkv_bench/problem.hpp"
+#include "qkv_bench/timing.hpp"
+#include "workload.hpp"
+
+namespace qkv::tool {
+
+const char *const kBenchHelp =
+    "usage: qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]\n"
+    "\n"
+    "Benchmarks gallery graph NAME at a shape (default: the graph's benchmark shape, e.g.\n"
+    "attn: B=1 H=16 L=2048 Dh=64; attn_window: L=8192 W=256; attn_decode: H=8 L=1 S=32768\n"
+    "Dh=128; mha: B=1 H=8 L=2048 Dh=64, so D=512). In one process, in this order:\n"
+    "  1. the machine: fp32 FMA peak (widest ISA: avx512, avx2 or scalar) and read\n"
+    "     bandwidth (summing a buffer >> last-level cache), each on T threads at once,\n"
+    "     measured before the runs and again after them, keeping the higher;\n"
+    "  2. qkv: JIT compile time (schedule.threads = T), then Kernel::run on random inputs\n"
+    "     (weights scaled by 1/sqrt(fan-in));\n"
+    "  3. baselines on the same inputs, each checked against qkv's output:\n"
+    "     reference  unfused plain C++ (scores materialised, mask, softmax, p.v), T threads\n"
+    "     openblas   cblas_sgemm q.k^T, C++ mask + softmax, cblas_sgemm p.v, T threads\n"
+    "Progress goes to stderr; the results to stdout, as a table or (--json) one JSON\n"
+    "object. Exits 1 when a baseline's output differs from qkv's by more than 1e-3 x\n"
+    "max(1, max|qkv output|): a benchmark of a wrong result means nothing.\n"
+    "\n"
+    "Runs: after one untimed warm-up (counted when it took >= 0.5 s), repeat until >= 3 runs\n"
+    "and >= 1 s, stopping before a run would pass 10 s (qkv) or 5 s (each baseline) in all;\n"
+    "times are medians, and each one's run count is printed.\n"
+    "\n"
+    "Flops: attention 4*B*H*Dh*pairs, pairs = the (query, key) pairs the mask keeps,\n"
+    "counted exactly; blocks add 2*M*K*N per projection. read_gbs: bytes of the inputs\n"
+    "(q, k, v; or x, memory and the weights) read once and of the output written once,\n"
+    "divided by the median time.\n"
+    "\n"
+    "options:\n"
+    "  --threads T     threads for qkv, the baselines, peak and bandwidth (default: all\n"
+    "                  logical CPUs)\n"
+    "  --json          print one JSON object on stdout instead of the table\n"
+    "  --repeat N      exactly N timed runs of qkv and of each baseline, and N compiles\n"
+    "                  (default: adaptive runs as above, 3 compiles)\n"
+    "\n"
+    "shape options:\n" QKV_SHAPE_HELP "\n"
+    "JSON fields: name, shape, mask, threads, isa, ms, runs, compile_ms, compile_runs,\n"
+    "flops, gflops, peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
+    "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
+    "max_abs_err, ok}), tolerance, wall_s. Percentages are in percent.\n";
+
+namespace {
+
+namespace qb = qkv::bench;
+using gallery::attention_problem;
+using gallery::block_problem;
+using gallery::Entry;
+using gallery::GraphShape;
+using gallery::is_block;
+using gallery::Workload;
+using json = nlohmann::ordered_json;
+
+constexpr double kQkvBudgetS = 10, kBaselineBudgetS = 5;
+constexpr double kTolerance = 1e-3; // of max(1, max |qkv output|)
+
+struct Config {
+  const Entry *entry = nullptr;
+  GraphShape shape;
+  int threads = 1;
+  bool json = false;
+  int repeat = 0; // 0: adaptive
+};
+
+struct Result {
+  std::string name;
+  qb::Timing t;
+  double max_abs_err = 0;
+  bool ok = true;
+};
+
+struct Report {
+  Config c;
+  qb::Isa isa = qb::Isa::Scalar;
+  qb::Measurement peak, bandwidth;       // the higher of the measurements below
+  std::vector<double> peaks, bandwidths; // before and after the runs
+  double flops = 0, bytes = 0;
+  std::vector<double> compile_ms;
+  CompileStats compile_stats; // of the median compile
+  Result qkv;
+  std::vector<Result> baselines;
+  double out_scale = 1; // max(1, max |qkv output|)
+  double wall_s = 0;
+};
+
+void progress(const std::string &s) { std::cerr << "[qkv bench] " << s << std::endl; }
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+/// 4 significant digits, e.g. 17.18, 0.001049, 2.4e-07.
+std::string sig(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+Config config_of(const cli::Args &a) {
+  cli::check_opts(a, {"threads", "json", "repeat", QKV_SHAPE_OPTS});
+  if (a.opts.count("json") && !a.opts.at("json").empty())
+    user_error("--json takes no value, got '" + a.opts.at("json") + "'");
+  Config c;
+  c.entry = &gallery::find(a.name);
+  c.shape = cli::shape_from_opts(*c.entry, a, c.entry->bench_shape);
+  c.threads = static_cast<int>(cli::int_opt(a, "threads").value_or(qb::hardware_threads()));
+  c.json = a.opts.count("json") > 0;
+  c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
+  return c;
+}
+
+/// Measures the peak and the bandwidth once more (`when`: "before" or "after" the runs);
+/// the report keeps the higher of the measurements, since other processes on the
+/// machine can only lower them.
+void measure_machine(Report &r, const char *when) {
+  r.isa = qb::host_isa();
+  progress(std::string("FMA peak (") + std::string(qb::isa_name(r.isa)) +
+           ") and read bandwidth on " + std::to_string(r.c.threads) + " threads, " + when);
+  qb::Measurement peak = qb::fma_peak_gflops(r.c.threads, r.isa);
+  qb::Measurement bw = qb::read_bandwidth_gbs(r.c.threads, 0, r.isa);
+  r.peaks.push_back(peak.value);
+  r.bandwidths.push_back(bw.value);
+  if (peak.value > r.peak.value)
+    r.peak = peak;
+  if (bw.value > r.bandwidth.value)
+    r.bandwidth = bw;
+  progress("peak " + fixed(peak.value, 1) + " GFLOP/s, bandwidth " + fixed(bw.value, 1) + " GB/s");
+}
+
+Kernel compile_timed(const Graph &g, Report &r) {
+  int n = r.c.repeat > 0 ? r.c.repeat : 3;
+  progress("compiling " + g.name() + " (" + std::to_string(n) + "x)");
+  CompileOptions o;
+  o.schedule.threads = r.c.threads;
+  std::vector<Kernel> kernels;
+  for (int i = 0; i < n; ++i) {
+    kernels.push_back(compile(g, Target::host(), o));
+    r.compile_ms.push_back(kernels.back().stats().total_ms);
+  }
+  double med = qb::median(r.compile_ms);
+  auto closest = std::min_element(kernels.begin(), kernels.end(), [&](auto &x, auto &y) {
+    return std::abs(x.stats().total_ms - med) < std::abs(y.stats().total_ms - med);
+  });
+  r.compile_stats = closest->stats();
+  return std::move(kernels.back());
+}
+
+qb::TimingPolicy policy(const Config &c, double budget_s) {
+  qb::TimingPolicy p;
+  p.runs = c.repeat;
+  p.budget_seconds = budget_s;
+  return p;
+}
+
+Tensor time_qkv(const Kernel &k, const TensorMap &in, Report &r) {
+  progress("running qkv");
+  qb::settle();
+  Tensor out;
+  r.qkv.name = "qkv";
+  r.qkv.t = qb::time_runs([&] { out = k.run(in).begin()->second; }, policy(r.c, kQkvBudgetS));
+  progress("qkv: " + fixed(r.qkv.t.median_ms, 3) + " ms (median of " +
+           std::to_string(r.qkv.t.runs) + ")");
+  const float *p = out.data_as<float>();
+  for (std::int64_t i = 0; i < out.numel(); ++i)
+    r.out_scale = std::max(r.out_scale, static_cast<double>(std::fabs(p[i])));
+  return out;
+}
+
+Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Report &r) {
+  Result res;
+  res.name = std::string(qb::baseline_name(b));
+  progress("running baseline " + res.name);
+  qb::settle();
+  Tensor out(DType::F32, want.shape());
+  res.t =
+      qb::time_runs([&] { gallery::run_baseline(b, *r.c.entry, r.c.shape, in, out, r.c.threads); },
+                    policy(r.c, kBaselineBudgetS));
+  const float *got = out.data_as<float>(), *w = want.data_as<float>();
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    double d = std::fabs(static_cast<double>(got[i]) - w[i]);
+    res.max_abs_err = std::isnan(d) ? INFINITY : std::max(res.max_abs_err, d);
+  }
+  res.ok = res.max_abs_err <= kTolerance * r.out_scale;
+  progress(res.name + ": " + fixed(res.t.median_ms, 3) + " ms (median of " +
+           std::to_string(res.t.runs) + "), max_abs_err " + sig(res.max_abs_err));
+  return res;
+}
+
+double gflops(const Report &r, const Result &x) { return r.flops / (x.t.median_ms * 1e6); }
+double pct_peak(const Report &r, const Result &x) { return 100 * gflops(r, x) / r.peak.value; }
+double gbs(const Report &r, const Result &x) { return r.bytes / (x.t.median_ms * 1e6); }
+
+json shape_json(const Config &c) {
+  const GraphShape &s = c.shape;
+  json j = {{"batch", s.batch}, {"heads", s.heads},   {"kv_heads", s.kv_heads},
+            {"seq", s.seq},     {"kv_len", s.kv_len}, {"head_dim", s.head_dim}};
+  if (is_block(*c.entry))
+    j["model_dim"] = s.model_dim();
+  if (c.entry->workload.mask == Workload::Mask::Window)
+    j["window"] = s.window;
+  return j;
+}
+
+json to_json(const Report &r) {
+  json j;
+  j["name"] = r.c.entry->name;
+  j["shape"] = shape_json(r.c);
+  j["mask"] = qb::mask_name(attention_problem(*r.c.entry, r.c.shape).mask);
+  j["threads"] = r.c.threads;
+  j["isa"] = qb::isa_name(r.isa);
+  j["ms"] = r.qkv.t.median_ms;
+  j["runs"] = r.qkv.t.runs;
+  j["min_ms"] = r.qkv.t.min_ms;
+  j["compile_ms"] = qb::median(r.compile_ms);
+  j["compile_runs"] = r.compile_ms.size();
+  for (const auto &[stage, ms] : r.compile_stats.stage_ms)
+    j["compile_stages_ms"][stage] = ms;
+  j["flops"] = r.flops;
+  j["gflops"] = gflops(r, r.qkv);
+  j["peak_gflops"] = r.peak.value;
+  j["peak_gflops_measured"] = r.peaks;
+  j["pct_peak"] = pct_peak(r, r.qkv);
+  j["bytes"] = r.bytes;
+  j["read_gbs"] = gbs(r, r.qkv);
+  j["bandwidth_gbs"] = r.bandwidth.value;
+  j["bandwidth_gbs_measured"] = r.bandwidths;
+  j["pct_bandwidth"] = 100 * gbs(r, r.qkv) / r.bandwidth.value;
+  j["baselines"] = json::object();
+  for (const Result &b : r.baselines)
+    j["baselines"][b.name] = {{"ms", b.t.median_ms},
+                              {"ratio", b.t.median_ms / r.qkv.t.median_ms},
+                              {"runs", b.t.runs},
+                              {"gflops", gflops(r, b)},
+                              {"pct_peak", pct_peak(r, b)},
+                              {"max_abs_err", b.max_abs_err},
+                              {"ok", b.ok}};
+  if (!qb::missing_baselines_reason().empty())
+    j["baselines_missing"] = qb::missing_baselines_reason();
+  if (!qb::blas_config().empty())
+    j["blas"] = qb::blas_config();
+  j["tolerance"] = kTolerance * r.out_scale;
+  j["wall_s"] = r.wall_s;
+  return j;
+}
+
+std::string work_line(const Report &r) {
+  const Entry &e = *r.c.entry;
+  qb::AttentionProblem p = attention_problem(e, r.c.shape);
+  std::string s = sig(r.flops * 1e-9) + " GFLOP";
+  if (is_block(e))
+    s += " (projections " + sig(block_problem(e, r.c.shape).projection_flops() * 1e-9) +
+         " + attention " + sig(p.flops() * 1e-9) + ")";
+  s += "; attention 4*B*H*Dh*pairs with " + std::to_string(p.kept_pairs()) + " of " +
+       std::to_string(p.len_q * p.len_kv) + " pairs kept per head";
+  return s + "\nbytes     " + sig(r.bytes * 1e-6) + " MB (inputs read once + output " +
+         "written once)";
+}
+
+void print_row(const Report &r, const Result &x, bool is_qkv) {
+  char buf[256];
+  std::string ratio = is_qkv ? "-" : fixed(x.t.median_ms / r.qkv.t.median_ms, 3) + "x";
+  char err[32] = "-";
+  if (!is_qkv)
+    std::snprintf(err, sizeof err, "%.2e%s", x.max_abs_err, x.ok ? "" : " WRONG");
+  std::snprintf(buf, sizeof buf, "%-10s %12.3f %5d %10.2f %7.2f%% %9.2f %7.2f%% %12s  %s\n",
+                x.name.c_str(), x.t.median_ms, x.t.runs, gflops(r, x), pct_peak(r, x), gbs(r, x),
+                100 * gbs(r, x) / r.bandwidth.value, ratio.c_str(), err);
+  std::cout << buf;
+}
+
+void print_table(const Report &r) {
+  const Config &c = r.c;
+  std::cout << "qkv bench " << c.entry->name << ": " << c.entry->sizes(c.shape) << ", mask "
+            << qb::mask_name(attention_problem(*c.entry, c.shape).mask) << ", " << c.threads
+            << " threads\n"
+            << "machine   " << qb::isa_name(r.isa) << " FMA peak " << fixed(r.peak.value, 1)
+            << " GFLOP/s, read bandwidth " << fixed(r.bandwidth.value, 1) << " GB/s (on "
+            << c.threads << " threads; the higher of " << fixed(r.peaks.front(), 1) << " and "
+            << fixed(r.peaks.back(), 1) << ", " << fixed(r.bandwidths.front(), 1) << " and "
+            << fixed(r.bandwidths.back(), 1) << ")\n"
+            << "flops     " << work_line(r) << "\n"
+            << "compile   " << fixed(qb::median(r.compile_ms), 1) << " ms (median of "
+            << r.compile_ms.size() << "):";
+  for (const auto &[stage, ms] : r.compile_stats.stage_ms)
+    if (stage != "graph")
+      std::cout << " " << stage << "=" << fixed(ms, 1);
+  std::cout << "\n\n"
+            << "             median ms  runs    GFLOP/s  % peak  read GB/s    % bw  "
+               "baseline/qkv  max abs err\n";
+  print_row(r, r.qkv, true);
+  for (const Result &b : r.baselines)
+    print_row(r, b, false);
+  if (!qb::missing_baselines_reason().empty())
+    std::cout << "(" << qb::missing_baselines_reason() << ")\n";
+  if (!qb::blas_config().empty())
+    std::cout << "openblas  " << qb::blas_config() << "\n";
+  std::cout << "wall time " << fixed(r.wall_s, 1) << " s\n";
+}
+
+int verdict(const Report &r) {
+  int status = 0;
+  for (const Result &b : r.baselines)
+    if (!b.ok) {
+      std::cerr << "qkv: error: baseline '" << b.name << "' disagrees with qkv on graph '"
+                << r.c.entry->name << "': max_abs_err " << b.max_abs_err << " > tolerance "
+                << kTolerance * r.out_scale << "\n";
+      status = 1;
+    }
+  return status;
+}
+
+} // namespace
+
+int cmd_bench(const cli::Args &a) {
+  double t0 = qb::now_ms();
+  Report r;
+  r.c = config_of(a);
+  const Entry &e = *r.c.entry;
+  Graph g = e.build(r.c.shape);
+  progress(e.name + ": " + e.sizes(r.c.shape) + ", " + std::to_string(r.c.threads) + " threads");
+  r.flops = gallery::flops(e, r.c.shape);
+  r.bytes = gallery::bytes(e, r.c.shape);
+  measure_machine(r, "before the runs");
+  Kernel k = compile_timed(g, r);
+  progress("random inputs");
+  TensorMap in = gallery::bench_inputs(g, e.dims(r.c.shape));
+  Tensor out = time_qkv(k, in, r);
+  for (qb::Baseline b : qb::available_baselines())
+    r.baselines.push_back(time_baseline(b, in, out, r));
+  measure_machine(r, "after the runs");
+  r.wall_s = (qb::now_ms() - t0) * 1e-3;
+  if (r.c.json)
+    std::cout << to_json(r).dump(2) << "\n";
+  else
+    print_table(r);
+  return verdict(r);
+}
+
+} // namespace qkv::tool

@@ -1,0 +1,135 @@
+#include "cli.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+namespace qkv::cli {
+
+Args parse(int argc, char **argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--help" || s == "-h") {
+      a.help = true;
+    } else if (s.rfind("--", 0) == 0) {
+      auto eq = s.find('=');
+      std::string key = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      std::string val;
+      bool flag = key == "check" || key == "json";
+      if (eq != std::string::npos)
+        val = s.substr(eq + 1);
+      else if (!flag && i + 1 < argc)
+        val = argv[++i];
+      else if (!flag)
+        user_error("option --" + key + " needs a value");
+      a.opts[key] = val;
+    } else if (a.cmd.empty()) {
+      a.cmd = s;
+    } else if (a.name.empty()) {
+      a.name = s;
+    } else {
+      user_error("unexpected argument '" + s + "'");
+    }
+  }
+  return a;
+}
+
+void check_opts(const Args &a, std::initializer_list<const char *> allowed) {
+  for (const auto &[k, v] : a.opts)
+    if (std::find_if(allowed.begin(), allowed.end(), [&](const char *s) { return k == s; }) ==
+        allowed.end())
+      user_error("qkv " + a.cmd + ": unknown option --" + k + " (see qkv " + a.cmd + " --help)");
+}
+
+double number_opt(const Args &a, const char *key, double dflt) {
+  auto it = a.opts.find(key);
+  if (it == a.opts.end())
+    return dflt;
+  char *end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != '\0')
+    user_error(std::string("--") + key + ": not a number: '" + it->second + "'");
+  return v;
+}
+
+std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t min) {
+  auto it = a.opts.find(key);
+  if (it == a.opts.end())
+    return std::nullopt;
+  const std::string &s = it->second;
+  char *end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < min)
+    user_error(std::string("--") + key + ": expected an integer of at least " +
+               std::to_string(min) + ", got '" + s + "'");
+  return v;
+}
+
+namespace {
+
+DimBindings parse_dims(const std::string &text) {
+  DimBindings b;
+  std::stringstream ss(text);
+  std::string kv;
+  while (std::getline(ss, kv, ',')) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      user_error("--dims: expected D=N, got '" + kv + "'");
+    std::string d = kv.substr(0, eq);
+    char *end = nullptr;
+    long long n = std::strtoll(kv.c_str() + eq + 1, &end, 10);
+    if (*end != '\0' || n < 1)
+      user_error("--dims: extent of '" + d + "' must be a positive integer, got '" +
+                 kv.substr(eq + 1) + "'");
+    b[d] = n;
+  }
+  return b;
+}
+
+} // namespace
+
+gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
+                                    const gallery::GraphShape &base) {
+  gallery::GraphShape s = base;
+  auto set = [&](const char *key, std::int64_t &field) {
+    if (auto v = int_opt(a, key))
+      field = *v;
+  };
+  set("batch", s.batch);
+  set("seq", s.seq);
+  set("heads", s.heads);
+  set("kv-len", s.kv_len);
+  set("kv-heads", s.kv_heads);
+  set("head-dim", s.head_dim);
+  set("window", s.window);
+  if (!a.opts.count("kv-len") && base.kv_len == base.seq)
+    s.kv_len = s.seq;
+  if (!a.opts.count("kv-heads") && base.kv_heads == base.heads)
+    s.kv_heads = s.heads;
+  if (a.opts.count("dims"))
+    s = e.with_dims(s, parse_dims(a.opts.at("dims")));
+  if (a.opts.count("window") && e.workload.mask != gallery::Workload::Mask::Window)
+    user_error("--window: graph '" + e.name + "' has no sliding-window mask (attn_window has)");
+  if (e.self_attention()) {
+    if (a.opts.count("kv-len") && s.kv_len != s.seq)
+      user_error("--kv-len: graph '" + e.name +
+                 "' is self-attention (keys come from the queries' sequence), so its key "
+                 "length is --seq (" +
+                 std::to_string(s.seq) + "), not " + std::to_string(s.kv_len));
+    s.kv_len = s.seq;
+  }
+  if (s.heads % s.kv_heads != 0)
+    user_error("--kv-heads: " + std::to_string(s.kv_heads) + " kv heads must divide the " +
+               std::to_string(s.heads) + " query heads of graph '" + e.name + "'");
+  return s;
+}
+
+std::string dims_str(const DimBindings &b) {
+  std::string s;
+  for (const auto &[k, v] : b)
+    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s.empty() ? "(static)" : s;
+}
+
+} // namespace qkv::cli

@@ -1,0 +1,56 @@
+// The qkv CLI's argument handling, shared by its commands.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gallery.hpp"
+
+namespace qkv::cli {
+
+struct Args {
+  std::string cmd, name;
+  std::map<std::string, std::string> opts;
+  bool help = false;
+};
+
+/// `qkv CMD NAME --key value --key=value --flag`; --check and --json take no value.
+Args parse(int argc, char **argv);
+/// Throws qkv::Error naming an option that `a.cmd` does not take.
+void check_opts(const Args &a, std::initializer_list<const char *> allowed);
+/// --key as a number (dflt when absent); throws qkv::Error naming the option otherwise.
+double number_opt(const Args &a, const char *key, double dflt);
+/// --key as an integer >= min, if given; throws qkv::Error naming the option otherwise.
+std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t min = 1);
+
+/// The options that set a graph's shape: batch, heads, kv-heads, seq, kv-len, head-dim,
+/// window, dims.
+#define QKV_SHAPE_OPTS "batch", "heads", "kv-heads", "seq", "kv-len", "head-dim", "window", "dims"
+
+// The shape options, as dump, run and bench describe them.
+#define QKV_SHAPE_HELP                                                                             \
+  "  --batch B       batch size (dynamic dim B)\n"                                                 \
+  "  --heads H       query heads (static)\n"                                                       \
+  "  --kv-heads K    key/value heads, dividing H (static; default: H, or the graph's\n"            \
+  "                  own ratio for gqa)\n"                                                         \
+  "  --seq L         query length (dynamic dim L; static for attn_decode)\n"                       \
+  "  --kv-len S      key/value length (dynamic dim S; default: L, or the graph's own for\n"        \
+  "                  attn_decode; self-attention blocks have S = L)\n"                             \
+  "  --head-dim Dh   head dim (static); the blocks' model dim is D = H * Dh\n"                     \
+  "  --window W      keys a query of attn_window sees, itself included (static; 256)\n"            \
+  "  --dims D=N,...  set dynamic dims by name (B, L, S), after the options above\n"
+
+/// `base` with the shape options applied (--dims last: B=, L=, S= set batch, seq,
+/// kv_len). --seq also sets kv_len and --heads kv_heads when base has them equal and
+/// the option for the other is absent. Throws qkv::Error naming the option and the
+/// graph when a value does not fit the graph.
+gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
+                                    const gallery::GraphShape &base);
+
+/// "B=2,L=16" (the dynamic dims), or "(static)".
+std::string dims_str(const DimBindings &b);
+
+} // namespace qkv::cli
