@@ -156,6 +156,50 @@ std::string emit_asm(const std::string &ir_text) {
   return std::string(buf.str());
 }
 
+/// An ExecutionEngine for `module` (in the LLVM dialect): optimised at `opt_level` for the
+/// host CPU at the schedule's vector width, with libomp loaded for the parallel loops.
+/// `llvm_ir` receives the optimised module's text.
+std::shared_ptr<mlir::ExecutionEngine> jit(mlir::ModuleOp module, int opt_level,
+                                           int64_t vector_bits, std::string &llvm_ir,
+                                           const std::string &diags) {
+  auto tm = host_target_machine();
+  auto optimize = mlir::makeOptimizingTransformer(static_cast<unsigned>(opt_level), 0, tm.get());
+  // ExecutionEngineOptions::transformer is a function_ref: the callable must outlive it.
+  std::function<llvm::Error(llvm::Module *)> transform = [&](llvm::Module *m) -> llvm::Error {
+    // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to
+    // 256-bit vectors on some AVX-512 machines).
+    std::string cpu = llvm::sys::getHostCPUName().str(),
+                features = tm->getTargetFeatureString().str();
+    for (llvm::Function &f : *m) {
+      if (f.isDeclaration())
+        continue;
+      f.addFnAttr("target-cpu", cpu);
+      f.addFnAttr("target-features", features);
+      f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
+      f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
+    }
+    if (auto e = optimize(m))
+      return e;
+    llvm::raw_string_ostream os(llvm_ir);
+    m->print(os, nullptr);
+    return llvm::Error::success();
+  };
+  mlir::ExecutionEngineOptions eo;
+  eo.transformer = transform;
+  eo.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  static const std::string runner_utils =
+      std::string(QKV_LLVM_LIBDIR) + "/libmlir_c_runner_utils.so";
+  static const std::string omp = std::string(QKV_LLVM_LIBDIR) + "/libomp.so";
+  llvm::SmallVector<llvm::StringRef> libs{runner_utils, omp};
+  eo.sharedLibPaths = libs;
+  auto engine = mlir::ExecutionEngine::create(module, eo);
+  if (!engine)
+    throw CompileError("llvm-ir", llvm::toString(engine.takeError()) + "\n" + diags);
+  std::shared_ptr<mlir::ExecutionEngine> eng(std::move(*engine));
+  eng->initialize();
+  return eng;
+}
+
 } // namespace
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
@@ -211,45 +255,11 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
     keep(stage, print_module(*module), ms_since(t) + (std::string(stage) == "qkv" ? import_ms : 0));
   }
 
-  // JIT. The transformer optimises the LLVM module for the host and keeps its text.
+  // JIT, keeping the optimised LLVM IR's text.
   t = Clock::now();
-  auto tm = host_target_machine();
-  auto optimize =
-      mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, tm.get());
   auto llvm_ir = std::make_shared<std::string>();
-  // ExecutionEngineOptions::transformer is a function_ref: the callable must outlive it.
-  std::function<llvm::Error(llvm::Module *)> transform = [&](llvm::Module *m) -> llvm::Error {
-    // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to
-    // 256-bit vectors on some AVX-512 machines).
-    std::string cpu = llvm::sys::getHostCPUName().str(),
-                features = tm->getTargetFeatureString().str();
-    for (llvm::Function &f : *m) {
-      if (f.isDeclaration())
-        continue;
-      f.addFnAttr("target-cpu", cpu);
-      f.addFnAttr("target-features", features);
-      f.addFnAttr("prefer-vector-width", std::to_string(popts.vectorBits));
-      f.addFnAttr("min-legal-vector-width", std::to_string(popts.vectorBits));
-    }
-    if (auto e = optimize(m))
-      return e;
-    llvm::raw_string_ostream os(*llvm_ir);
-    m->print(os, nullptr);
-    return llvm::Error::success();
-  };
-  mlir::ExecutionEngineOptions eo;
-  eo.transformer = transform;
-  eo.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  static const std::string runner_utils =
-      std::string(QKV_LLVM_LIBDIR) + "/libmlir_c_runner_utils.so";
-  static const std::string omp = std::string(QKV_LLVM_LIBDIR) + "/libomp.so";
-  llvm::SmallVector<llvm::StringRef> libs{runner_utils, omp};
-  eo.sharedLibPaths = libs;
-  auto engine = mlir::ExecutionEngine::create(*module, eo);
-  if (!engine)
-    throw CompileError("llvm-ir", llvm::toString(engine.takeError()) + "\n" + diags);
-  std::shared_ptr<mlir::ExecutionEngine> eng(std::move(*engine));
-  eng->initialize();
+  std::shared_ptr<mlir::ExecutionEngine> eng =
+      jit(*module, options.opt_level, popts.vectorBits, *llvm_ir, diags);
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
   auto fn = eng->lookupPacked(symbol);
   if (!fn)

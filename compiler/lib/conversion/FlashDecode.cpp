@@ -236,65 +236,49 @@ Value chooseSplits(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedul
       func::CallOp::create(ib, "omp_get_max_threads", TypeRange{ib.getI32Type()}, ValueRange{})
           .getResult(0);
   threads = arith::IndexCastOp::create(ib, ib.getIndexType(), threads);
-  Value tasks = kb.mul(kb.mul(a.nB, a.nHk), kb.idx(1));
+  Value tasks = kb.mul(a.nB, a.nHk);
   Value want = kb.ceilDiv(kb.mul(threads, 4), kb.max(tasks, kb.idx(1)));
   Value most = kb.max(kb.ceilDiv(a.nS, s.minSplit), kb.idx(1));
   return kb.max(kb.min(want, most), kb.idx(1));
 }
 
-} // namespace
-
-namespace qkv::ir {
-
-void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
-  ImplicitLocOpBuilder &ib = kb.builder();
-  DecodeState st;
-  st.rows = kb.mul(a.group, a.nL);
-  st.pLen = (s.kvTile + s.lanes - 1) / s.lanes * s.lanes;
-  Value want = chooseSplits(kb, a, s);
-  st.chunk = kb.mul(kb.ceilDiv(kb.ceilDiv(a.nS, want), s.kvTile), s.kvTile);
-  st.chunk = kb.max(st.chunk, kb.idx(s.kvTile));
-  st.splits = kb.ceilDiv(a.nS, st.chunk);
-  st.qScale =
-      a.score ? a.scale : Value(arith::MulFOp::create(ib, a.scale, kb.fconst(a.ft, M_LOG2E)));
-  // Partial results: (b, hk, split, row) -> [o (Dv), m, l].
-  Value nPart = kb.mul(kb.mul(kb.mul(a.nB, a.nHk), st.splits), st.rows);
-  Value width = kb.add(a.nDv, 2);
-  Value part = memref::AllocOp::create(
-      ib, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, a.ft),
-      ValueRange{nPart, width});
-  kb.parallel({a.nB, a.nHk, st.splits}, [&](KernelBuilder &in, ValueRange iv) {
-    Value b = iv[0], hk = iv[1], sp = iv[2];
-    DecodeState t = st;
-    auto dv = a.staticDv ? *a.staticDv : ShapedType::kDynamic;
-    SmallVector<Value> oDyn{st.rows};
-    if (!a.staticDv)
-      oDyn.push_back(a.nDv);
-    t.o = in.stackBuffer(a.ft, {ShapedType::kDynamic, dv}, oDyn);
-    t.m = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
-    t.l = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
-    t.p = in.stackBuffer(a.ft, {st.pLen}, {});
-    Value zero = in.fconst(a.ft, 0.0), ninf = in.fconst(a.ft, kNegInf);
-    in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
-      x.store(ninf, t.m, {r});
-      x.store(zero, t.l, {r});
-      x.forLoop(x.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) { y.store(zero, t.o, {r, d}); });
-    });
-    Value jBegin = in.mul(sp, st.chunk);
-    Value jEnd = in.min(a.nS, in.add(jBegin, st.chunk));
-    in.forLoop(jBegin, jEnd, s.kvTile,
-               [&](KernelBuilder &x, Value j0) { decodeTile(x, a, s, t, b, hk, j0, jEnd); });
-    Value base = in.mul(in.add(in.mul(in.add(in.mul(b, a.nHk), hk), st.splits), sp), st.rows);
-    in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
-      Value row = x.add(base, r);
-      x.forLoop(x.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) {
-        y.store(y.load(t.o, {r, d}), part, {row, d});
-      });
-      x.store(x.load(t.m, {r}), part, {row, a.nDv});
-      x.store(x.load(t.l, {r}), part, {row, x.add(a.nDv, 1)});
-    });
+/// One task of the decode kernel: keys [sp * chunk, (sp + 1) * chunk) of kv head hk, for
+/// every query row of its group; leaves (o, m, l) per row in `part`.
+void splitTask(KernelBuilder &in, const AttentionInfo &a, const FlashSchedule &s,
+               const DecodeState &st, Value part, Value b, Value hk, Value sp) {
+  DecodeState t = st;
+  auto dv = a.staticDv ? *a.staticDv : ShapedType::kDynamic;
+  SmallVector<Value> oDyn{st.rows};
+  if (!a.staticDv)
+    oDyn.push_back(a.nDv);
+  t.o = in.stackBuffer(a.ft, {ShapedType::kDynamic, dv}, oDyn);
+  t.m = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
+  t.l = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
+  t.p = in.stackBuffer(a.ft, {st.pLen}, {});
+  Value zero = in.fconst(a.ft, 0.0), ninf = in.fconst(a.ft, kNegInf);
+  in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
+    x.store(ninf, t.m, {r});
+    x.store(zero, t.l, {r});
+    x.forLoop(x.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) { y.store(zero, t.o, {r, d}); });
   });
-  // Merge the splits: out = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
+  Value jBegin = in.mul(sp, st.chunk);
+  Value jEnd = in.min(a.nS, in.add(jBegin, st.chunk));
+  in.forLoop(jBegin, jEnd, s.kvTile,
+             [&](KernelBuilder &x, Value j0) { decodeTile(x, a, s, t, b, hk, j0, jEnd); });
+  Value base = in.mul(in.add(in.mul(in.add(in.mul(b, a.nHk), hk), st.splits), sp), st.rows);
+  in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
+    Value row = x.add(base, r);
+    x.forLoop(x.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) {
+      y.store(y.load(t.o, {r, d}), part, {row, d});
+    });
+    x.store(x.load(t.m, {r}), part, {row, a.nDv});
+    x.store(x.load(t.l, {r}), part, {row, x.add(a.nDv, 1)});
+  });
+}
+
+/// Merges the splits of every (b, h, query): out = sum_s 2^(m_s - M) o_s / sum_s
+/// 2^(m_s - M) l_s, with M the largest m_s.
+void mergeSplits(KernelBuilder &kb, const AttentionInfo &a, const DecodeState &st, Value part) {
   kb.parallel({a.nB, a.nH, a.nL}, [&](KernelBuilder &in, ValueRange iv) {
     ImplicitLocOpBuilder &x = in.builder();
     Value b = iv[0], h = iv[1], i = iv[2];
@@ -338,6 +322,33 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
       y.store(arith::MulFOp::create(y.builder(), o, inv), a.out.mem, a.out.at(y, b, h, i, d));
     });
   });
+}
+
+} // namespace
+
+namespace qkv::ir {
+
+void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  DecodeState st;
+  st.rows = kb.mul(a.group, a.nL);
+  st.pLen = (s.kvTile + s.lanes - 1) / s.lanes * s.lanes;
+  Value want = chooseSplits(kb, a, s);
+  st.chunk = kb.mul(kb.ceilDiv(kb.ceilDiv(a.nS, want), s.kvTile), s.kvTile);
+  st.chunk = kb.max(st.chunk, kb.idx(s.kvTile));
+  st.splits = kb.ceilDiv(a.nS, st.chunk);
+  st.qScale =
+      a.score ? a.scale : Value(arith::MulFOp::create(ib, a.scale, kb.fconst(a.ft, M_LOG2E)));
+  // Partial results: (b, hk, split, row) -> [o (Dv), m, l].
+  Value nPart = kb.mul(kb.mul(kb.mul(a.nB, a.nHk), st.splits), st.rows);
+  Value width = kb.add(a.nDv, 2);
+  Value part = memref::AllocOp::create(
+      ib, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, a.ft),
+      ValueRange{nPart, width});
+  kb.parallel({a.nB, a.nHk, st.splits}, [&](KernelBuilder &in, ValueRange iv) {
+    splitTask(in, a, s, st, part, iv[0], iv[1], iv[2]);
+  });
+  mergeSplits(kb, a, st, part);
 }
 
 } // namespace qkv::ir
