@@ -93,7 +93,8 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
   std::vector<const Tensor *> out_order;
   for (const auto &[name, id] : g.outputs()) {
     const Node &n = g.node(id);
-    auto [it, fresh] = outputs.emplace(name, Tensor(n.dtype, resolve(n.dims, b)));
+    // The compiled function writes every element of every output.
+    auto [it, fresh] = outputs.emplace(name, Tensor::uninitialized(n.dtype, resolve(n.dims, b)));
     out_order.push_back(&it->second);
   }
 

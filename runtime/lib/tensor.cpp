@@ -18,11 +18,12 @@ namespace {
 // Kernels load whole cache lines and AVX-512 vectors: every buffer starts on 64 bytes.
 constexpr std::size_t kAlign = 64;
 
-std::shared_ptr<std::byte[]> allocate(std::size_t nbytes) {
+std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, bool zero = true) {
   // Never a null pointer, even for zero elements: a null buffer means "no tensor".
   std::size_t n = std::max<std::size_t>(nbytes, 1);
   auto *p = static_cast<std::byte *>(::operator new[](n, std::align_val_t{kAlign}));
-  std::memset(p, 0, n);
+  if (zero)
+    std::memset(p, 0, n);
   return std::shared_ptr<std::byte[]>(
       p, [](std::byte *q) { ::operator delete[](q, std::align_val_t{kAlign}); });
 }
@@ -152,6 +153,17 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype_))
     user_error("tensor: " + type_str() + " is too large to address");
   storage_ = allocate(n * dtype_size(dtype_));
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  auto n = static_cast<std::size_t>(count(t.shape_));
+  if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype))
+    user_error("tensor: " + t.type_str() + " is too large to address");
+  t.storage_ = allocate(n * dtype_size(dtype), /*zero=*/false);
+  return t;
 }
 
 namespace {

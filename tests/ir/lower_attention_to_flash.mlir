@@ -1,7 +1,10 @@
 // qkv-lower-attention-to-flash: the fused kernel. Query tiles are transposed so vectors
 // run along queries; scores and P.V are register-tiled vector micro-kernels; the mods are
 // inlined and vectorized; exp2 is a polynomial; no L x S tensor exists.
-// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512},canonicalize,cse)" | FileCheck %s
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 q-tile=64 kv-tile=64},canonicalize,cse)" | FileCheck %s
+// The default tiles: 4 vectors of queries (64 f32) without a mask, 2 (32) with one, and
+// as many keys as queries.
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512},canonicalize,cse)" | FileCheck %s --check-prefix=DEFAULT
 
 // The decode kernel asks OpenMP how many threads it may split the keys over.
 // CHECK: func.func private @omp_get_max_threads() -> i32
@@ -9,6 +12,8 @@
 // GQA (2 query heads on 1 kv head), an ALiBi-like score_mod and a causal mask, static
 // shapes: 33 queries (> decode-rows) take the tiled kernel only.
 // CHECK-LABEL: func.func @tiled
+// DEFAULT-LABEL: func.func @tiled
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 // CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<2x33x4xf32>, %[[K:[a-z0-9]+]]: tensor<1x40x4xf32>, %[[V:[a-z0-9]+]]: tensor<1x40x3xf32>, %[[SL:[a-z0-9]+]]: tensor<2xf32>
 // CHECK-NOT: qkv.attention
 // CHECK-DAG: %[[LOG2E:.*]] = arith.constant dense<1.44269502> : vector<16xf32>
@@ -182,6 +187,8 @@ func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, 
 // the unsplit tensor at (b, i, h*Dh + d) and writes (b, i, h*Dv + d) of the merged
 // result, so neither reshape makes a copy (both ops are gone).
 // CHECK-LABEL: func.func @heads_in_place
+// DEFAULT-LABEL: func.func @heads_in_place
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<64x64xf32>
 // CHECK-SAME: (%[[X:.*]]: tensor<1x?x32xf32>)
 // CHECK-NOT: qkv.split_heads
 // CHECK: %[[L:.*]] = tensor.dim %[[X]], %c1 : tensor<1x?x32xf32>

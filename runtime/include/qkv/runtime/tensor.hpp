@@ -25,6 +25,10 @@ public:
   Tensor() = default;
   /// Zero-filled.
   Tensor(DType dtype, Shape shape);
+  /// Storage for a result that is about to be overwritten whole (a compiled kernel's
+  /// outputs): the contents are unspecified, and the memory is first touched by whoever
+  /// writes it (the kernel's threads), not zero-filled here by one thread.
+  static Tensor uninitialized(DType dtype, Shape shape);
 
   static Tensor from_f32(Shape shape, const std::vector<float> &values);
   static Tensor from_f64(Shape shape, const std::vector<double> &values);
