@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers of qkv at the shapes of issue 7: PyTorch SDPA (and FlexAttention), ONNX Runtime.
+"""Peers of qkv at the reference shapes of `qkv bench`: PyTorch SDPA (and FlexAttention), ONNX Runtime.
 
 Run by hand, never by the tests or CI, from a virtual environment with whichever of the
 peers you want to measure (each is skipped, with the reason, when it is not installed):
