@@ -12,12 +12,13 @@ namespace {
 
 using DB = DimBindings;
 
-/// q (B, H, L, Dh), k/v (B, Hkv, S, Dh) with static H, Hkv, Dh.
+/// q (B, H, L, Dh), k/v (B, Hkv, S, Dh) with static H, Hkv, Dh. A static query length
+/// of at most 4 (`lq`) takes the split-KV decode kernel; a dynamic one the tiled kernel.
 struct Qkv {
   Value q, k, v;
 };
-Qkv inputs(Graph &g, std::int64_t h, std::int64_t hkv, std::int64_t dh) {
-  Dim B = g.dim("B"), L = g.dim("L"), S = g.dim("S");
+Qkv inputs(Graph &g, std::int64_t h, std::int64_t hkv, std::int64_t dh, std::int64_t lq = 0) {
+  Dim B = g.dim("B"), L = lq ? g.dim("L", lq) : g.dim("L"), S = g.dim("S");
   Dim H = g.dim("H", h), Hk = hkv == h ? H : g.dim("Hkv", hkv), Dh = g.dim("Dh", dh);
   return {g.input("q", DType::F32, {B, H, L, Dh}), g.input("k", DType::F32, {B, Hk, S, Dh}),
           g.input("v", DType::F32, {B, Hk, S, Dh})};
@@ -39,16 +40,16 @@ void check(const std::string &name, const std::function<Graph()> &build,
   check_kernel(compile(c.build(), Target::host(), options), c);
 }
 
-Graph plain(std::int64_t dh) {
-  Graph g("plain_dh" + std::to_string(dh));
-  auto [q, k, v] = inputs(g, 2, 2, dh);
+Graph plain(std::int64_t dh, std::int64_t lq = 0) {
+  Graph g("plain_dh" + std::to_string(dh) + "_lq" + std::to_string(lq));
+  auto [q, k, v] = inputs(g, 2, 2, dh, lq);
   g.output("o", attention(q, k, v).value());
   return g;
 }
 
-// Lengths: decode kernel (1, 3), one partial query tile (17), exactly one tile (64),
-// one past (65), several tiles with a remainder (130); keys past one key tile (97,
-// 300) and far fewer keys than queries.
+// Lengths: fewer queries than a vector (1, 3, 4, 5), one partial query tile (17),
+// exactly one tile (64), one past (65), several tiles with a remainder (130); keys past
+// one key tile (97, 300) and far fewer keys than queries.
 const std::vector<DB> kEdges = {
     {{"B", 1}, {"L", 1}, {"S", 1}},    {{"B", 2}, {"L", 3}, {"S", 300}},
     {{"B", 1}, {"L", 17}, {"S", 17}},  {{"B", 1}, {"L", 64}, {"S", 97}},
@@ -61,6 +62,14 @@ TEST_P(HeadDim, EveryTileEdgeMatchesInterpreter) {
   std::int64_t dh = GetParam();
   check(
       "plain", [dh] { return plain(dh); }, kEdges);
+}
+
+// The decode kernel: 1, 3 and 4 queries (static), keys below, at and past a split.
+TEST_P(HeadDim, DecodeKernelMatchesInterpreter) {
+  std::int64_t dh = GetParam();
+  for (std::int64_t lq : {1, 3, 4})
+    check("decode_lq" + std::to_string(lq), [dh, lq] { return plain(dh, lq); },
+          {{{"B", 1}, {"S", 1}}, {{"B", 2}, {"S", 300}}, {{"B", 1}, {"S", 1000}}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Flash, HeadDim, ::testing::Values(32, 64, 80, 96, 128, 256),
@@ -82,9 +91,9 @@ TEST(Flash, DynamicHeadDim) {
          {{"L", 33}, {"S", 9}, {"Dh", 130}}});
 }
 
-template <class Mask> Graph masked(const std::string &name, Mask mask) {
+template <class Mask> Graph masked(const std::string &name, Mask mask, std::int64_t lq = 0) {
   Graph g(name);
-  auto [q, k, v] = inputs(g, 2, 2, 16);
+  auto [q, k, v] = inputs(g, 2, 2, 16, lq);
   g.output("o", attention(q, k, v).mask(mask).value());
   return g;
 }
@@ -108,6 +117,23 @@ TEST(Flash, CausalAndWindowOverManyTiles) {
 
 TEST(Flash, FullyMaskedRowsAndTiles) {
   std::vector<DB> shapes = {{{"B", 1}, {"L", 200}, {"S", 250}}, {{"B", 1}, {"L", 2}, {"S", 600}}};
+  // The decode kernel (2 queries): tiles and whole splits masked, rows with nothing.
+  std::vector<DB> decode = {{{"B", 1}, {"S", 600}}, {{"B", 2}, {"S", 110}}};
+  check(
+      "decode_band",
+      [] {
+        return masked(
+            "decode_band", [](auto, auto, auto, auto ki) { return ki >= 100 && ki < 120; }, 2);
+      },
+      decode);
+  check(
+      "decode_odd_rows_empty",
+      [] {
+        return masked(
+            "decode_odd_rows", [](auto, auto, auto qi, auto ki) { return qi % 2 == 0 && ki <= qi; },
+            2);
+      },
+      decode);
   // Whole key tiles masked: only keys in [100, 120) are visible.
   check(
       "band",
@@ -144,23 +170,38 @@ TEST(Flash, MasksOverOtherIntegerTypes) {
 TEST(Flash, DecodeWithGqaModsAndGathers) {
   // 8 query heads on 2 kv heads, ALiBi and a document mask read from a captured tensor
   // (a gather over keys in the decode kernel, over queries in the tiled one).
-  auto build = [] {
-    Graph g("decode_gqa");
-    auto [q, k, v] = inputs(g, 8, 2, 32);
-    Value slopes = g.param("slopes", DType::F32, {g.dim("H", 8)});
-    Value doc = g.input("doc", DType::I32, {g.dim("S")});
-    g.output("o", attention(q, k, v)
-                      .mask([&](auto, auto, auto qi, auto ki) { return doc[ki] <= doc[qi]; })
-                      .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
-                        return s + slopes[h] * (ki - qi);
-                      })
-                      .value());
-    return g;
+  auto build = [](std::int64_t lq) {
+    return [lq] {
+      Graph g("decode_gqa_lq" + std::to_string(lq));
+      auto [q, k, v] = inputs(g, 8, 2, 32, lq);
+      Value slopes = g.param("slopes", DType::F32, {g.dim("H", 8)});
+      Value doc = g.input("doc", DType::I32, {g.dim("S")});
+      g.output("o", attention(q, k, v)
+                        .mask([&](auto, auto, auto qi, auto ki) { return doc[ki] <= doc[qi]; })
+                        .score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+                          return s + slopes[h] * (ki - qi);
+                        })
+                        .value());
+      return g;
+    };
   };
-  check("decode_gqa", build,
-        {{{"B", 1}, {"L", 1}, {"S", 1000}},
-         {{"B", 2}, {"L", 4}, {"S", 333}},
-         {{"B", 1}, {"L", 70}, {"S", 150}}});
+  check("decode_gqa_lq1", build(1), {{{"B", 1}, {"S", 1000}}, {{"B", 2}, {"S", 5}}});
+  check("decode_gqa_lq4", build(4), {{{"B", 2}, {"S", 333}}});
+  check("tiled_gqa", build(0),
+        {{{"B", 2}, {"L", 4}, {"S", 333}}, {{"B", 1}, {"L", 70}, {"S", 150}}});
+  // A softcap gives -inf scores a finite value: the decode kernel's lanes past the keys
+  // must stay out of the softmax.
+  check("decode_softcap",
+        [] {
+          Graph g("decode_softcap");
+          auto [q, k, v] = inputs(g, 2, 2, 16, 2);
+          g.output("o", attention(q, k, v)
+                            .score_mod(
+                                [](auto s, auto, auto, auto, auto) { return 3.0 * tanh(s / 3.0); })
+                            .value());
+          return g;
+        },
+        {{{"B", 1}, {"S", 3}}, {{"B", 2}, {"S", 77}}});
 }
 
 TEST(Flash, LargeScoresStayStable) {
@@ -176,6 +217,18 @@ TEST(Flash, LargeScoresStayStable) {
         [](DiffCase &c) {
           c.sums({"Dh", "S"}, 640);
         });
+  check(
+      "decode_large",
+      [] {
+        Graph g("decode_large");
+        auto [q, k, v] = inputs(g, 2, 2, 16, 1);
+        g.output("o", attention(q, k, v).scale(40.0).value());
+        return g;
+      },
+      {{{"B", 1}, {"S", 700}}}, {},
+      [](DiffCase &c) {
+        c.sums({"Dh", "S"}, 640);
+      });
 }
 
 TEST(Flash, F64) {
@@ -189,12 +242,28 @@ TEST(Flash, F64) {
   };
   // f64 all the way, exp2 by a degree-12 polynomial: held to f64's epsilon.
   check("f64", build, {{{"L", 1}, {"S", 400}}, {{"L", 77}, {"S", 77}}});
+  check("f64_decode",
+        [] {
+          Graph g("f64_decode");
+          Dim L = g.dim("L", 3), S = g.dim("S"), Dh = g.dim("Dh", 24);
+          Value q = g.input("q", DType::F64, {L, Dh}), k = g.input("k", DType::F64, {S, Dh}),
+                v = g.input("v", DType::F64, {S, Dh});
+          g.output("o", attention(q, k, v).mask(causal_mask()).value());
+          return g;
+        },
+        {{{"S", 400}}});
 }
 
 TEST(Flash, EveryScheduleAgrees) {
   auto build = [] {
     Graph g("sched");
     auto [q, k, v] = inputs(g, 2, 1, 24);
+    g.output("o", attention(q, k, v).mask(sliding_window_mask(37)).value());
+    return g;
+  };
+  auto decode = [] {
+    Graph g("sched_decode");
+    auto [q, k, v] = inputs(g, 2, 1, 24, 2);
     g.output("o", attention(q, k, v).mask(sliding_window_mask(37)).value());
     return g;
   };
@@ -209,9 +278,11 @@ TEST(Flash, EveryScheduleAgrees) {
         o.schedule.q_tile = qt;
         o.schedule.kv_tile = kt;
         o.schedule.vector_bits = bits;
-        check("threads=" + std::to_string(threads) + " q_tile=" + std::to_string(qt) +
-                  " kv_tile=" + std::to_string(kt) + " vector_bits=" + std::to_string(bits),
-              build, shapes, o);
+        std::string name = "threads=" + std::to_string(threads) + " q_tile=" + std::to_string(qt) +
+                           " kv_tile=" + std::to_string(kt) +
+                           " vector_bits=" + std::to_string(bits);
+        check(name, build, shapes, o);
+        check(name + " decode", decode, {{{"B", 2}, {"S", 600}}, {{"B", 1}, {"S", 9}}}, o);
       }
 }
 

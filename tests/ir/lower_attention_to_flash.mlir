@@ -129,24 +129,10 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
   return %a : tensor<2x33x3xf32>
 }
 
-// Dynamic lengths: the kernel picks the decode kernel for at most 4 queries at run
-// time, and classifies every key tile of the tiled kernel by the mask's intervals.
+// Dynamic lengths: the tiled kernel (right for any query length), which classifies
+// every key tile by the mask's intervals.
 // CHECK-LABEL: func.func @dynamic_causal
-// CHECK: %[[LQ:.*]] = tensor.dim %{{.*}}, %c2 : tensor<1x16x?x64xf32>
-// CHECK: %[[FEW:.*]] = arith.cmpi sle, %[[LQ]], %c4 : index
-// CHECK: scf.if %[[FEW]] {
-// decode: splits from the thread count, tasks over (kv head, split), partial results
-// CHECK: func.call @omp_get_max_threads() : () -> i32
-// CHECK: %[[PART:.*]] = memref.alloc(%{{.*}}) : memref<?x66xf32>
-// CHECK: scf.parallel (%{{.*}}, %[[SP:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
-// a dot product over the head dim per key, reduced across lanes
-// CHECK: vector.fma
-// CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
-// the mask over 16 keys at once in a partial tile
-// CHECK: arith.cmpi sge, %{{.*}}, %{{.*}} : vector<16xindex>
-// merge of the splits by log-sum-exp, one task per (head, query)
-// CHECK: scf.parallel
-// CHECK: } else {
+// CHECK-NOT: omp_get_max_threads
 // tiled: groups of 8 key tiles (512 keys) are tested first, empty when q_hi < j0
 // CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
 // CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
@@ -183,6 +169,29 @@ func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, 
   return %a : tensor<1x16x?x64xf32>
 }
 
+// One query (a static length of at most 4): the split-KV decode kernel.
+// CHECK-LABEL: func.func @decode_causal
+// decode: splits from the thread count, tasks over (kv head, split), partial results
+// CHECK: call @omp_get_max_threads() : () -> i32
+// CHECK: %[[PART:.*]] = memref.alloc(%{{.*}}) : memref<?x66xf32>
+// CHECK: scf.parallel (%{{.*}}, %[[SP:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
+// a dot product over the head dim per key, reduced across lanes
+// CHECK: vector.fma
+// CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
+// the mask over 16 keys at once in a partial tile (q = 0 here: kv <= 0)
+// CHECK: arith.cmpi {{.*}} : vector<16xindex>
+// merge of the splits by log-sum-exp, one task per (head, query)
+// CHECK: scf.parallel
+func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %v: tensor<1x16x?x64xf32>) -> tensor<1x16x1x64xf32> {
+  %a = qkv.attention %q, %k, %v : tensor<1x16x1x64xf32>, tensor<1x16x?x64xf32>, tensor<1x16x?x64xf32> -> tensor<1x16x1x64xf32>
+    mask {
+    ^bb0(%b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index):
+      %c = arith.cmpi sge, %qi, %ki : index
+      qkv.yield %c : i1
+    }
+  return %a : tensor<1x16x1x64xf32>
+}
+
 // Heads split from a (B, L, H*Dh) tensor and merged back: the kernel reads q, k and v in
 // the unsplit tensor at (b, i, h*Dh + d) and writes (b, i, h*Dv + d) of the merged
 // result, so neither reshape makes a copy (both ops are gone).
@@ -194,11 +203,11 @@ func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, 
 // CHECK: %[[L:.*]] = tensor.dim %[[X]], %c1 : tensor<1x?x32xf32>
 // CHECK: %[[XM:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<1x?x32xf32> to memref<1x?x32xf32, strided<[?, ?, 1], offset: ?>>
 // CHECK: %[[OUT:.*]] = memref.alloc(%[[L]]) : memref<1x?x32xf32>
-// decode: q and k rows are vector loads at h*16 (+ d, 0 here: one vector per row)
+// the query tile's rows are vector loads at h*16 (+ d, 0 here: one vector per row)
 // CHECK: %[[HOFF:.*]] = arith.muli %{{.*}}, %c16 : index
 // CHECK: vector.load %[[XM]][%c0, %{{.*}}, %[[HOFF]]]
 // the merged output, written at (0, i, h*16 + d)
-// CHECK: memref.store %{{.*}}, %[[OUT]][%c0, %{{.*}}, %{{.*}}] : memref<1x?x32xf32>
+// CHECK: vector.maskedstore %[[OUT]][%c0, %{{.*}}, %{{.*}}], %{{.*}}, %{{.*}} : memref<1x?x32xf32>
 // CHECK-NOT: qkv.merge_heads
 // CHECK: %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<1x?x32xf32> to tensor<1x?x32xf32>
 // CHECK: return %[[RES]]

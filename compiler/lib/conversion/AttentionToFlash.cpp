@@ -547,20 +547,15 @@ struct FlashLowering : OpRewritePattern<AttentionOp> {
     KernelBuilder kb(ib);
     AttentionInfo a = describe(kb, op);
     FlashSchedule s = resolveSchedule(opts, ft, !op.getMask().empty());
-    // Few queries: split the keys instead of tiling the queries (decided at run time
-    // when the query length is dynamic).
+    // Few queries (a static query length of at most decode-rows, as a decode step has):
+    // split the keys instead of tiling the queries. A dynamic query length takes the
+    // tiled kernel, which is right for any length: emitting both and choosing at run time
+    // cost a third more compile time for a case decode graphs do not have.
     int64_t l = cast<RankedTensorType>(op.getQ().getType()).getDimSize(a.rank - 2);
-    if (!ShapedType::isDynamic(l)) {
-      if (l <= s.decodeRows)
-        emitDecodeAttention(kb, a, s);
-      else
-        emitTiledAttention(kb, a, s);
-    } else {
-      Value few = kb.cmp(arith::CmpIPredicate::sle, a.nL, kb.idx(s.decodeRows));
-      kb.ifThen(
-          few, [&](KernelBuilder &in) { emitDecodeAttention(in, a, s); },
-          [&](KernelBuilder &in) { emitTiledAttention(in, a, s); });
-    }
+    if (!ShapedType::isDynamic(l) && l <= s.decodeRows)
+      emitDecodeAttention(kb, a, s);
+    else
+      emitTiledAttention(kb, a, s);
     auto outType = cast<MemRefType>(a.out.mem.getType());
     Value res = bufferization::ToTensorOp::create(
         ib, RankedTensorType::get(outType.getShape(), a.ft), a.out.mem,
