@@ -346,7 +346,12 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset);
       break;
     case OpKind::Rope:
-      out = RopeOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset, a.interleaved);
+      out = RopeOp::create(b, nloc, ty, in(0), n.inputs.size() > 1 ? in(1) : mlir::Value(),
+                           llvm::APFloat(a.base), a.offset, a.interleaved);
+      break;
+    case OpKind::CacheView: out = CacheViewOp::create(b, nloc, ty, in(0), in(1), in(2)); break;
+    case OpKind::PagedCacheView:
+      out = PagedCacheViewOp::create(b, nloc, ty, in(0), in(1), in(2), in(3));
       break;
     case OpKind::LayerNorm:
       out = LayerNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),

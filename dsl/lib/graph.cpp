@@ -86,9 +86,11 @@ static const char *const kOpNames[] = {"input",
                                        "embedding",
                                        "attention",
                                        "linformer_project",
-                                       "linear_attention"};
+                                       "linear_attention",
+                                       "cache_view",
+                                       "paged_cache_view"};
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) ==
-              static_cast<std::size_t>(OpKind::LinearAttention) + 1);
+              static_cast<std::size_t>(OpKind::PagedCacheView) + 1);
 
 std::string_view op_name(OpKind op) { return kOpNames[static_cast<int>(op)]; }
 

@@ -135,6 +135,60 @@ InferredType infer_attention_like(const Graph &g, const std::vector<NodeId> &inp
   return {qn.dtype, out};
 }
 
+/// positions for rope: (L) or (B, L), integer, L the second-to-last dim of x and B its
+/// first.
+void check_rope_positions(const Node &x, const Node &p) {
+  if (!is_int(p.dtype))
+    user_error("rope: positions " + who(p) + " must be i32 or i64, got " +
+               std::string(dtype_name(p.dtype)));
+  const Dim &l = x.dims[x.rank() - 2];
+  bool ok =
+      (p.rank() == 1 && same_dim(p.dims[0], l)) ||
+      (p.rank() == 2 && x.rank() >= 3 && same_dim(p.dims[0], x.dims[0]) && same_dim(p.dims[1], l));
+  if (!ok)
+    user_error("rope: positions " + who(p) + " must be (" + l.name + ") or (" + x.dims[0].name +
+               ", " + l.name + ") for " + who(x));
+}
+
+void expect_int_vector(const Node &n, const Dim &len, const char *op, const char *what) {
+  if (!is_int(n.dtype) || n.rank() != 1 || !same_dim(n.dims[0], len))
+    user_error(std::string(op) + ": " + what + " " + who(n) + " must be an i32 or i64 (" +
+               len.name + ")");
+}
+
+/// cache_view(past, lengths, fresh), paged_cache_view(pool, table, lengths, fresh).
+InferredType infer_cache_view(const Graph &g, OpKind op, const std::vector<NodeId> &inputs) {
+  bool paged = op == OpKind::PagedCacheView;
+  std::string name(op_name(op));
+  const char *o = name.c_str();
+  expect_inputs(inputs, paged ? 4 : 3, paged ? 4 : 3, o);
+  const Node &store = in(g, inputs, 0, o), &fresh = in(g, inputs, paged ? 3 : 2, o);
+  const Node &lengths = in(g, inputs, paged ? 2 : 1, o);
+  expect_float(store, o);
+  expect_same_dtype(store, fresh, o);
+  if (store.rank() != 4 || fresh.rank() != 4)
+    user_error(name + ": " + who(store) + " and " + who(fresh) + " must have 4 dims (" +
+               (paged ? "pages, Hkv, page, Dh) and (B, Hkv, n, Dh)" : "B, Hkv, C, Dh)"));
+  const Dim &b = fresh.dims[0];
+  if (!same_dim(store.dims[1], fresh.dims[1]) || !same_dim(store.dims[3], fresh.dims[3]))
+    user_error(name + ": " + who(store) + " and " + who(fresh) +
+               " must share kv heads (dim 1) and head dim (dim 3)");
+  expect_int_vector(lengths, b, o, "lengths");
+  Dim rows = store.dims[2];
+  if (!paged) {
+    if (!same_dim(store.dims[0], b))
+      user_error(name + ": " + who(store) + " and " + who(fresh) + " must share the batch dim");
+  } else {
+    const Node &table = in(g, inputs, 1, o);
+    if (!is_int(table.dtype) || table.rank() != 2 || !same_dim(table.dims[0], b))
+      user_error(name + ": table " + who(table) + " must be an i32 or i64 (" + b.name +
+                 ", pages per sequence)");
+    rows = product(table.dims[1], store.dims[2]);
+  }
+  std::vector<Dim> out = {b, fresh.dims[1], sum({rows, fresh.dims[2]}), fresh.dims[3]};
+  return {store.dtype, out};
+}
+
 } // namespace
 
 int normalize_axis(std::int64_t axis, int rank, const std::string &what) {
@@ -371,7 +425,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
   }
 
   case OpKind::Rope: {
-    expect_inputs(inputs, 1, 1, o);
+    expect_inputs(inputs, 1, 2, o);
     const Node &x = in(g, inputs, 0, o);
     expect_float(x, o);
     expect_rank_at_least(x, 2, o, "rope needs (..., L, Dh)");
@@ -379,6 +433,8 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     if (d.is_dynamic() || d.extent % 2 != 0)
       user_error("rope: " + who(x) + " ends in " + describe(d) +
                  "; rope rotates pairs of features and needs a static, even last dim");
+    if (inputs.size() == 2)
+      check_rope_positions(x, in(g, inputs, 1, o));
     return {x.dtype, x.dims};
   }
 
@@ -432,6 +488,9 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
       user_error("attention: scale is NaN");
     return t;
   }
+
+  case OpKind::CacheView:
+  case OpKind::PagedCacheView: return infer_cache_view(g, op, inputs);
 
   case OpKind::LinformerProject: {
     expect_inputs(inputs, 2, 2, o);
@@ -679,6 +738,36 @@ Value rope(Value x, RopeOptions opts) {
   a.interleaved = opts.interleaved;
   a.offset = opts.offset;
   return unary(OpKind::Rope, x, a);
+}
+
+Value rope(Value x, Value positions, RopeOptions opts) {
+  graph_of("rope", {x, positions});
+  user_check(opts.base > 0, "rope: base must be positive");
+  user_check(opts.offset == 0, "rope: positions and an offset cannot be combined");
+  Attrs a;
+  a.base = opts.base;
+  a.interleaved = opts.interleaved;
+  return build(OpKind::Rope, {x, positions}, a);
+}
+
+Value cache_view(Value past, Value lengths, Value fresh) {
+  Graph &g = graph_of("cache_view", {past, lengths, fresh});
+  Value out = build(OpKind::CacheView, {past, lengths, fresh}, {});
+  g.define_sum(out.dims()[2], {past.dims()[2], fresh.dims()[2]});
+  return out;
+}
+
+Value paged_cache_view(Value pool, Value table, Value lengths, Value fresh) {
+  Graph &g = graph_of("paged_cache_view", {pool, table, lengths, fresh});
+  Value out = build(OpKind::PagedCacheView, {pool, table, lengths, fresh}, {});
+  Dim rows = product(table.dims()[1], pool.dims()[2]);
+  g.define_product(rows, table.dims()[1], pool.dims()[2]);
+  g.define_sum(out.dims()[2], {rows, fresh.dims()[2]});
+  return out;
+}
+
+MaskFn cache_mask(Value lengths) {
+  return mask_fn([lengths](Expr b, Expr, Expr q, Expr kv) { return kv <= lengths[b] + q; });
 }
 
 Value layer_norm(Value x, double eps) {

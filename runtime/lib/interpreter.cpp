@@ -672,19 +672,77 @@ Tensor eval_rope(const Ctx &c) {
   std::int64_t P = s[r - 2], Dh = s[r - 1], half = Dh / 2, batch = extent(s, 0, r - 2);
   const double *x = c.ptr(0);
   double *o = out_ptr(out);
-  for (std::int64_t row = 0; row < P; ++row) {
-    double p = static_cast<double>(c.n.attrs.offset + row);
-    for (std::int64_t i = 0; i < half; ++i) {
-      double theta =
-          std::pow(c.n.attrs.base, -static_cast<double>(2 * i) / static_cast<double>(Dh));
-      double cs = std::cos(p * theta), sn = std::sin(p * theta);
-      std::int64_t ia = c.n.attrs.interleaved ? 2 * i : i;
-      std::int64_t ib = c.n.attrs.interleaved ? 2 * i + 1 : i + half;
-      for (std::int64_t b = 0; b < batch; ++b) {
-        std::int64_t base = (b * P + row) * Dh;
+  // With positions (L) or (B, L): leading row b of x (over its dims before L) belongs to
+  // sequence b / per_seq, per_seq = the extent of the dims between B and L.
+  bool given = c.n.inputs.size() == 2;
+  const double *pos = given ? c.ptr(1) : nullptr;
+  bool per_batch = given && c.in(1).rank() == 2;
+  std::int64_t per_seq = per_batch ? batch / s[0] : 1;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t row = 0; row < P; ++row) {
+      double p = !given     ? static_cast<double>(c.n.attrs.offset + row)
+                 : per_batch ? pos[(b / per_seq) * P + row]
+                             : pos[row];
+      std::int64_t base = (b * P + row) * Dh;
+      for (std::int64_t i = 0; i < half; ++i) {
+        double theta =
+            std::pow(c.n.attrs.base, -static_cast<double>(2 * i) / static_cast<double>(Dh));
+        double cs = std::cos(p * theta), sn = std::sin(p * theta);
+        std::int64_t ia = c.n.attrs.interleaved ? 2 * i : i;
+        std::int64_t ib = c.n.attrs.interleaved ? 2 * i + 1 : i + half;
         double xa = x[base + ia], xb = x[base + ib];
         o[base + ia] = xa * cs - xb * sn;
         o[base + ib] = xa * sn + xb * cs;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- KV caches ---------------------------------------------------------------------------------
+
+/// Sequence b's length in the cache, checked against the rows the cache holds.
+std::int64_t cache_length(const Ctx &c, int input, std::int64_t b, std::int64_t rows) {
+  double v = c.ptr(input)[b];
+  if (!(v >= 0 && v <= static_cast<double>(rows)))
+    user_error(c.who() + ": lengths '" + c.in_node(input).name + "'[" + std::to_string(b) +
+               "] = " + int_str(v) + " is outside [0, " + std::to_string(rows) +
+               "], the rows the cache holds");
+  return static_cast<std::int64_t>(v);
+}
+
+/// out[b, h, j, :] = j < len_b ? stored(b, h, j) : j < len_b + n ? fresh[b, h, j - len_b] : 0,
+/// with stored(b, h, j) the row of a contiguous cache or of a page.
+Tensor eval_cache_view(const Ctx &c) {
+  bool paged = c.n.op == OpKind::PagedCacheView;
+  Tensor out = make_out(c);
+  const Shape &so = out.shape(), &sf = c.shape(paged ? 3 : 2), &ss = c.shape(0);
+  std::int64_t B = so[0], H = so[1], S = so[2], D = so[3], n = sf[2];
+  std::int64_t page = ss[2], pages_per_seq = paged ? c.shape(1)[1] : 0;
+  std::int64_t rows = paged ? pages_per_seq * page : ss[2];
+  const double *store = c.ptr(0), *fresh = c.ptr(paged ? 3 : 2);
+  double *o = out_ptr(out);
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::int64_t len = cache_length(c, paged ? 2 : 1, b, rows);
+    for (std::int64_t j = 0; j < S; ++j) {
+      for (std::int64_t h = 0; h < H; ++h) {
+        double *dst = o + ((b * H + h) * S + j) * D;
+        const double *src = nullptr;
+        if (j < len && !paged) {
+          src = store + ((b * H + h) * ss[2] + j) * D;
+        } else if (j < len) {
+          double pg = c.ptr(1)[b * pages_per_seq + j / page];
+          if (!(pg >= 0 && pg < static_cast<double>(ss[0])))
+            user_error(c.who() + ": table '" + c.in_node(1).name + "'[" + std::to_string(b) +
+                       ", " + std::to_string(j / page) + "] = " + int_str(pg) +
+                       " is not a page of '" + c.in_node(0).name + "' (" + std::to_string(ss[0]) +
+                       " pages)");
+          src = store + ((static_cast<std::int64_t>(pg) * H + h) * page + j % page) * D;
+        } else if (j < len + n) {
+          src = fresh + ((b * H + h) * n + (j - len)) * D;
+        }
+        for (std::int64_t d = 0; d < D; ++d)
+          dst[d] = src ? src[d] : 0.0;
       }
     }
   }
@@ -890,6 +948,8 @@ Tensor eval_node(const Ctx &c) {
   case OpKind::Attention: return eval_attention(c);
   case OpKind::LinformerProject: return eval_linformer_project(c);
   case OpKind::LinearAttention: return eval_linear_attention(c);
+  case OpKind::CacheView:
+  case OpKind::PagedCacheView: return eval_cache_view(c);
   }
   internal_error("interpreter: unknown op " + std::to_string(static_cast<int>(c.n.op)));
 }

@@ -63,12 +63,17 @@ std::vector<std::int64_t> descriptor(const Tensor &t) {
 
 } // namespace
 
-TensorMap Kernel::run(const TensorMap &inputs) const {
-  const Graph &g = *graph_;
-  DimBindings b = bind_dims(g, signature(inputs));
+namespace {
 
-  // Embedding ids that come straight from an input are range-checked here: compiled code
-  // reads table rows without bounds checks.
+std::int64_t int_at(const Tensor &t, std::int64_t i) {
+  // Read as integers: through a double, i64 values past 2^53 would round (and a message
+  // would name another value).
+  return t.dtype() == DType::I64 ? t.data_as<std::int64_t>()[i] : t.data_as<std::int32_t>()[i];
+}
+
+/// Embedding ids that come straight from an input are range-checked here: compiled code
+/// reads table rows without bounds checks.
+void check_embedding_ids(const Graph &g, const TensorMap &inputs, const DimBindings &b) {
   for (const Node &n : g.nodes()) {
     if (n.op != OpKind::Embedding)
       continue;
@@ -77,17 +82,62 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
       continue;
     const Tensor &t = inputs.at(ids.name);
     std::int64_t vocab = resolve(g.node(n.inputs[1]).dims, b)[0];
-    // Read as integers: through a double, i64 ids past 2^53 would round (and the
-    // message would name another id).
-    bool wide = t.dtype() == DType::I64;
     for (std::int64_t i = 0; i < t.numel(); ++i) {
-      std::int64_t v = wide ? t.data_as<std::int64_t>()[i] : t.data_as<std::int32_t>()[i];
+      std::int64_t v = int_at(t, i);
       if (v < 0 || v >= vocab)
         user_error("embedding '" + n.name + "': id " + std::to_string(v) + " at flat position " +
                    std::to_string(i) + " of '" + ids.name + "' is outside the table's " +
                    std::to_string(vocab) + " rows");
     }
   }
+}
+
+/// A cache view's lengths (and a paged one's block table) that come straight from inputs
+/// are checked here: compiled code reads rows [0, lengths[b]) of the cache, through the
+/// table, without bounds checks.
+void check_cache_views(const Graph &g, const TensorMap &inputs, const DimBindings &b) {
+  for (const Node &n : g.nodes()) {
+    if (n.op != OpKind::CacheView && n.op != OpKind::PagedCacheView)
+      continue;
+    bool paged = n.op == OpKind::PagedCacheView;
+    const Node &lengths = g.node(n.inputs[paged ? 2 : 1]);
+    if (lengths.op != OpKind::Input && lengths.op != OpKind::Param)
+      continue;
+    Shape store = resolve(g.node(n.inputs[0]).dims, b);
+    const Node *table = paged ? &g.node(n.inputs[1]) : nullptr;
+    Shape ts = table ? resolve(table->dims, b) : Shape{};
+    std::int64_t rows = paged ? ts[1] * store[2] : store[2];
+    const Tensor &len = inputs.at(lengths.name);
+    for (std::int64_t s = 0; s < len.numel(); ++s) {
+      std::int64_t v = int_at(len, s);
+      if (v < 0 || v > rows)
+        user_error(std::string(op_name(n.op)) + " '" + n.name + "': lengths '" + lengths.name +
+                   "'[" + std::to_string(s) + "] = " + std::to_string(v) + " is outside [0, " +
+                   std::to_string(rows) + "], the rows the cache holds");
+      if (!table || (table->op != OpKind::Input && table->op != OpKind::Param))
+        continue;
+      const Tensor &t = inputs.at(table->name);
+      for (std::int64_t m = 0; m * store[2] < v; ++m) {
+        std::int64_t page = int_at(t, s * ts[1] + m);
+        if (page < 0 || page >= store[0])
+          user_error(std::string(op_name(n.op)) + " '" + n.name + "': table '" + table->name +
+                     "'[" + std::to_string(s) + ", " + std::to_string(m) +
+                     "] = " + std::to_string(page) + " is not a page of the pool (" +
+                     std::to_string(store[0]) + " pages); sequence " + std::to_string(s) +
+                     " holds " + std::to_string(v) + " rows");
+      }
+    }
+  }
+}
+
+} // namespace
+
+TensorMap Kernel::run(const TensorMap &inputs) const {
+  const Graph &g = *graph_;
+  DimBindings b = bind_dims(g, signature(inputs));
+
+  check_embedding_ids(g, inputs, b);
+  check_cache_views(g, inputs, b);
 
   TensorMap outputs;
   std::vector<const Tensor *> out_order;

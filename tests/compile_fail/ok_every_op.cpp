@@ -52,7 +52,15 @@ void build() {
   auto emb = embedding(ids, table);
   auto lp = linformer_project(x, e);
   auto la = linear_attention(q, q, q);
+  auto len = g.input<i64>("lengths", B);
+  auto pos = g.input<i32>("positions", B, L);
+  auto past = g.input<f32>("k_past", B, H, dim<"C", 64>, Dh);
+  auto pool = g.input<f32>("k_pool", dim<"P">, H, dim<"page", 16>, Dh);
+  auto bt = g.input<i32>("block_table", B, dim<"M", 4>);
+  auto kc = cache_view(past, len, rope(q, pos));
+  auto kp = paged_cache_view(pool, bt, len, q);
+  auto oc = attention(q, kc, kc).mask(cache_mask(len));
   g.output("z", z.value());
   (void)m, (void)masked, (void)t, (void)t2, (void)s2, (void)s3, (void)c, (void)c2, (void)ar,
-      (void)nrm, (void)act, (void)emb, (void)lp, (void)la;
+      (void)nrm, (void)act, (void)emb, (void)lp, (void)la, (void)kp, (void)oc;
 }

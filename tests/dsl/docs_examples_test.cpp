@@ -461,6 +461,38 @@ TEST_F(Ops, LinearAttention) {
   EXPECT_EQ(o2.value().node().attrs.feature_map, FeatureMap::Relu);
 }
 
+TEST_F(Ops, KvCache) {
+  // [doc:kv-cache]
+  constexpr auto Hkv = dim<"Hkv", 2>;
+  constexpr auto C = dim<"C", 4096>; // the cache's capacity
+  constexpr auto N = dim<"n">;       // this step's tokens: 1 when decoding
+  auto x_q = g.input<f32>("q", B, H, N, Dh);
+  auto x_k = g.input<f32>("k", B, Hkv, N, Dh);
+  auto x_v = g.input<f32>("v", B, Hkv, N, Dh);
+  auto lengths = g.input<i64>("lengths", B);  // rows already cached, per sequence
+  auto pos = g.input<i64>("positions", B, N); // lengths[b] + i
+  auto k_past = g.input<f32>("k_past", B, Hkv, C, Dh);
+  auto v_past = g.input<f32>("v_past", B, Hkv, C, Dh);
+  auto k = cache_view(k_past, lengths, rope(x_k, pos)); // (B, Hkv, C+n, Dh)
+  auto v = cache_view(v_past, lengths, x_v);
+  auto o = attention(rope(x_q, pos), k, v).mask(cache_mask(lengths)); // (B, H, n, Dh)
+
+  // The same over a paged cache: 16-row pages, at most 256 per sequence.
+  constexpr auto Page = dim<"page", 16>;
+  constexpr auto M = dim<"M", 256>;
+  auto k_pool = g.input<f32>("k_pool", dim<"P">, Hkv, Page, Dh);
+  auto table = g.input<i32>("block_table", B, M); // page of rows [m*16, m*16+16)
+  auto kp = paged_cache_view(k_pool, table, lengths, rope(x_k, pos)); // (B, Hkv, M*page+n, Dh)
+  // [/doc]
+  g.output("o", o.value());
+  EXPECT_EQ(k.value().dims()[2].name, "C+n");
+  EXPECT_EQ(kp.value().dims()[2].name, "M*page+n");
+  // The mask loads lengths[b] (printed by the loaded tensor's node id).
+  std::string m = to_string(o.value().node().attrs.mask);
+  EXPECT_EQ(m.rfind("kv <= %", 0), 0u) << m;
+  EXPECT_NE(m.find("[b] + q"), std::string::npos) << m;
+}
+
 // ---- mods --------------------------------------------------------------------------------
 
 class Mods : public testing::Test {

@@ -504,3 +504,67 @@ TEST_F(ShapeRules, VerifyNamesTheBrokenNode) {
 }
 
 } // namespace
+
+// ---- KV caches and rope positions --------------------------------------------------------
+
+namespace {
+
+class CacheRules : public ShapeRules {
+protected:
+  Dim n{"n", 1}, P{"P"}, M{"M"}, page{"page", 16};
+};
+
+TEST_F(CacheRules, CacheViewShape) {
+  Value past = in("past", {B, Hkv, C, Dh}), fresh = in("fresh", {B, Hkv, n, Dh});
+  Value len = in("len", {B}, DType::I64);
+  Value v = cache_view(past, len, fresh);
+  EXPECT_EQ(describe(v.dims()), "(B, Hkv, C+n, Dh)");
+}
+
+TEST_F(CacheRules, CacheViewNeedsIntegerLengthsOverTheBatch) {
+  Value past = in("past", {B, Hkv, C, Dh}), fresh = in("fresh", {B, Hkv, n, Dh});
+  Value lenf = in("lenf", {B}), lenl = in("lenl", {L}, DType::I32);
+  EXPECT_EQ(error_of([&] { cache_view(past, lenf, fresh); }),
+            "cache_view: lengths 'lenf' (B) must be an i32 or i64 (B)");
+  EXPECT_EQ(error_of([&] { cache_view(past, lenl, fresh); }),
+            "cache_view: lengths 'lenl' (L) must be an i32 or i64 (B)");
+}
+
+TEST_F(CacheRules, CacheViewPartsMustAgree) {
+  Value past = in("past", {B, Hkv, C, Dh}), len = in("len", {B}, DType::I64);
+  Value heads = in("heads", {B, H, n, Dh}), batch = in("batch", {L, Hkv, n, Dh});
+  Value flat = in("flat", {Hkv, n, Dh});
+  EXPECT_EQ(error_of([&] { cache_view(past, len, heads); }),
+            "cache_view: 'past' (B, Hkv, C, Dh) and 'heads' (B, H, n, Dh) must share kv heads "
+            "(dim 1) and head dim (dim 3)");
+  EXPECT_TRUE(ErrorSays([&] { cache_view(past, in("len2", {L}, DType::I64), batch); },
+                        {"cache_view", "'past' (B, Hkv, C, Dh)", "must share the batch dim"}));
+  EXPECT_TRUE(ErrorSays([&] { cache_view(past, len, flat); }, {"'flat'", "must have 4 dims"}));
+}
+
+TEST_F(CacheRules, PagedCacheViewShapeAndTable) {
+  Value pool = in("pool", {P, Hkv, page, Dh}), fresh = in("fresh", {B, Hkv, n, Dh});
+  Value table = in("table", {B, M}, DType::I32), len = in("len", {B}, DType::I64);
+  EXPECT_EQ(describe(paged_cache_view(pool, table, len, fresh).dims()), "(B, Hkv, M*page+n, Dh)");
+  Value wrong = in("wrong", {L, M}, DType::I32);
+  EXPECT_EQ(error_of([&] { paged_cache_view(pool, wrong, len, fresh); }),
+            "paged_cache_view: table 'wrong' (L, M) must be an i32 or i64 (B, pages per sequence)");
+}
+
+TEST_F(CacheRules, RopePositions) {
+  Value x = in("x", {B, H, L, Dh});
+  EXPECT_NO_THROW(rope(x, in("p1", {L}, DType::I64)));
+  EXPECT_NO_THROW(rope(x, in("p2", {B, L}, DType::I32)));
+  EXPECT_EQ(error_of([&] {
+              rope(x, in("p3", {H, L}, DType::I32));
+            }),
+            "rope: positions 'p3' (H, L) must be (L) or (B, L) for 'x' (B, H, L, Dh)");
+  EXPECT_EQ(error_of([&] { rope(x, in("p4", {L})); }),
+            "rope: positions 'p4' (L) must be i32 or i64, got f32");
+  EXPECT_EQ(error_of([&] {
+              rope(x, in("p5", {L}, DType::I32), {10000, false, 3});
+            }),
+            "rope: positions and an offset cannot be combined");
+}
+
+} // namespace

@@ -370,6 +370,48 @@ TEST(TypedAttention, GroupedQueryAndMultiQuery) {
   g.verify();
 }
 
+TEST(TypedCache, ViewsRopeAndMaskEqualTheUntypedGraph) {
+  constexpr auto C = dim<"C", 128>;
+  constexpr auto N = dim<"n">;
+  constexpr auto P = dim<"P">;
+  constexpr auto M = dim<"M", 4>;
+  constexpr auto Page = dim<"page", 16>;
+  Graph g("cache");
+  auto q = g.input<f32>("q", B, H, N, Dh);
+  auto kn = g.input<f32>("k_new", B, Hkv, N, Dh);
+  auto past = g.input<f32>("k_past", B, Hkv, C, Dh);
+  auto pool = g.input<f32>("k_pool", P, Hkv, Page, Dh);
+  auto table = g.input<i32>("table", B, M);
+  auto len = g.input<i64>("lengths", B);
+  auto pos = g.input<i64>("positions", B, N);
+  auto kv = cache_view(past, len, rope(kn, pos));
+  static_assert(
+      same<decltype(kv), TypedValue<f32, DB, DHkv, std::remove_cv_t<decltype(C + N)>, DDh>>);
+  auto pv = paged_cache_view(pool, table, len, kn);
+  static_assert(
+      same<decltype(pv), TypedValue<f32, DB, DHkv, std::remove_cv_t<decltype(M * Page + N)>, DDh>>);
+  auto o = attention(rope(q, pos), kv, kv).mask(cache_mask(len));
+  auto op = attention(q, pv, pv).mask(cache_mask(len));
+  g.output("o", o.value());
+  g.output("op", op.value());
+
+  Graph r("cache");
+  Dim uB = u("B"), uH = u("H", 8), uHkv = u("Hkv", 2), uN = u("n"), uDh = u("Dh", 64);
+  Value uq = r.input("q", DType::F32, {uB, uH, uN, uDh});
+  Value ukn = r.input("k_new", DType::F32, {uB, uHkv, uN, uDh});
+  Value upast = r.input("k_past", DType::F32, {uB, uHkv, u("C", 128), uDh});
+  Value upool = r.input("k_pool", DType::F32, {u("P"), uHkv, u("page", 16), uDh});
+  Value utable = r.input("table", DType::I32, {uB, u("M", 4)});
+  Value ulen = r.input("lengths", DType::I64, {uB});
+  Value upos = r.input("positions", DType::I64, {uB, uN});
+  Value ukv = cache_view(upast, ulen, rope(ukn, upos));
+  Value upv = paged_cache_view(upool, utable, ulen, ukn);
+  r.output("o", attention(rope(uq, upos), ukv, ukv).mask(cache_mask(ulen)));
+  r.output("op", attention(uq, upv, upv).mask(cache_mask(ulen)));
+  EXPECT_EQ(g.str(), r.str());
+  EXPECT_EQ(g.hash(), r.hash());
+}
+
 // ---- loads -------------------------------------------------------------------------------
 
 TEST(TypedLoads, IndexCountMatchesRank) {

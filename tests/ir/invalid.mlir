@@ -766,3 +766,75 @@ func.func @linear_attention_shapes(%q: tensor<?x4xf32>, %k: tensor<?x5xf32>) -> 
   %0 = qkv.linear_attention %q, %k, %k feature_map "relu" : tensor<?x4xf32>, tensor<?x5xf32>, tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
+
+// -----
+
+func.func @rope_positions_shape(%x: tensor<2x?x4xf32>, %p: tensor<3x?xi64>) -> tensor<2x?x4xf32> {
+  // expected-error @+1 {{'qkv.rope' op positions must be (L) or (B, L) of x (..., L, Dh)}}
+  %0 = qkv.rope %x positions %p : tensor<3x?xi64> base 10000.0 offset 0 : tensor<2x?x4xf32> -> tensor<2x?x4xf32>
+  return %0 : tensor<2x?x4xf32>
+}
+
+// -----
+
+func.func @rope_positions_offset(%x: tensor<?x4xf32>, %p: tensor<?xi64>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'qkv.rope' op positions and an offset cannot be combined}}
+  %0 = qkv.rope %x positions %p : tensor<?xi64> base 10000.0 offset 3 : tensor<?x4xf32> -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @cache_view_rank(%past: tensor<2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
+  // expected-error @+1 {{'qkv.cache_view' op cache, new rows and result must have 4 dims}}
+  %0 = qkv.cache_view %past[%len], %new : (tensor<2x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
+  return %0 : tensor<2x2x17x8xf32>
+}
+
+// -----
+
+func.func @cache_view_batch(%past: tensor<3x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
+  // expected-error @+1 {{'qkv.cache_view' op cache and new rows must share the batch dim}}
+  %0 = qkv.cache_view %past[%len], %new : (tensor<3x2x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
+  return %0 : tensor<2x2x17x8xf32>
+}
+
+// -----
+
+func.func @cache_view_heads(%past: tensor<2x4x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
+  // expected-error @+1 {{'qkv.cache_view' op cache and new rows must share kv heads and head dim}}
+  %0 = qkv.cache_view %past[%len], %new : (tensor<2x4x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
+  return %0 : tensor<2x2x17x8xf32>
+}
+
+// -----
+
+func.func @cache_view_lengths(%past: tensor<2x2x16x8xf32>, %len: tensor<3xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
+  // expected-error @+1 {{'qkv.cache_view' op lengths must be (B)}}
+  %0 = qkv.cache_view %past[%len], %new : (tensor<2x2x16x8xf32>, tensor<3xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
+  return %0 : tensor<2x2x17x8xf32>
+}
+
+// -----
+
+func.func @cache_view_result(%past: tensor<2x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x16x8xf32> {
+  // expected-error @+1 {{'qkv.cache_view' op result must be (B, Hkv, cache rows + new rows, Dh)}}
+  %0 = qkv.cache_view %past[%len], %new : (tensor<2x2x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x16x8xf32>
+  return %0 : tensor<2x2x16x8xf32>
+}
+
+// -----
+
+func.func @paged_cache_view_table(%pool: tensor<9x2x4x8xf32>, %table: tensor<3xi32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x13x8xf32> {
+  // expected-error @+1 {{'qkv.paged_cache_view' op table must be (B, pages per sequence)}}
+  %0 = qkv.paged_cache_view %pool[%table, %len], %new : (tensor<9x2x4x8xf32>, tensor<3xi32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x13x8xf32>
+  return %0 : tensor<2x2x13x8xf32>
+}
+
+// -----
+
+func.func @paged_cache_view_result(%pool: tensor<9x2x4x8xf32>, %table: tensor<2x3xi32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x12x8xf32> {
+  // expected-error @+1 {{'qkv.paged_cache_view' op result must be (B, Hkv, cache rows + new rows, Dh)}}
+  %0 = qkv.paged_cache_view %pool[%table, %len], %new : (tensor<9x2x4x8xf32>, tensor<2x3xi32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x12x8xf32>
+  return %0 : tensor<2x2x12x8xf32>
+}

@@ -217,3 +217,52 @@ func.func @heads_in_place(%x: tensor<1x?x32xf32>) -> tensor<1x?x32xf32> {
   %m = qkv.merge_heads %a : tensor<1x2x?x16xf32> -> tensor<1x?x32xf32>
   return %m : tensor<1x?x32xf32>
 }
+
+// Keys and values from a paged KV cache: no (B, Hkv, S, Dh) tensor is built. Keys are read
+// in three segments: the stored rows [0, lengths[b]) through the block table (page
+// table[b, j / 8], row j % 8), this step's row [lengths[b], lengths[b] + 1), then the zero
+// rows, whose tiles the mask (kv <= lengths[b] + q) hides, so they are skipped.
+// DEFAULT-LABEL: func.func @decode_paged
+// DEFAULT-SAME: (%{{.*}}: tensor<2x4x1x16xf32>, %[[POOL:.*]]: tensor<?x2x8x16xf32>, %[[TAB:.*]]: tensor<2x4xi32>, %[[LEN:.*]]: tensor<2xi64>, %[[NEWK:.*]]: tensor<2x2x1x16xf32>, %{{.*}}: tensor<2x2x1x16xf32>)
+// DEFAULT-NOT: qkv.paged_cache_view
+// DEFAULT-DAG: %[[PM:.*]] = bufferization.to_buffer %[[POOL]] read_only
+// DEFAULT-DAG: %[[KM:.*]] = bufferization.to_buffer %[[NEWK]] read_only
+// DEFAULT-NOT: memref.alloc() : memref<2x2x33x16xf32>
+// DEFAULT: scf.parallel (%[[B:.*]], %[[H:.*]], %{{.*}}) =
+// DEFAULT: %[[L64:.*]] = tensor.extract %[[LEN]][%[[B]]] : tensor<2xi64>
+// DEFAULT: %[[L:.*]] = arith.index_cast %[[L64]] : i64 to index
+// DEFAULT: %[[L1:.*]] = arith.addi %[[L]], %c1 : index
+// stored rows, through the table
+// DEFAULT: %[[E1:.*]] = arith.minsi %{{.*}}, %[[L]] : index
+// DEFAULT: scf.for %[[J0:.*]] = %{{.*}} to %[[E1]] step %c32
+// DEFAULT: %[[SLOT:.*]] = arith.divui %[[J:.*]], %c8 : index
+// DEFAULT: %[[ID:.*]] = tensor.extract %[[TAB]][%[[B]], %[[SLOT]]] : tensor<2x4xi32>
+// DEFAULT: %[[PG:.*]] = arith.index_cast %[[ID]] : i32 to index
+// DEFAULT: %[[ROW:.*]] = arith.remui %[[J]], %c8 : index
+// DEFAULT: vector.load %[[PM]][%[[PG]], %[[H]], %[[ROW]], %c0]
+// this step's row
+// DEFAULT: %[[S2:.*]] = arith.maxsi %{{.*}}, %[[L]] : index
+// DEFAULT: %[[E2:.*]] = arith.minsi %{{.*}}, %[[L1]] : index
+// DEFAULT: scf.for %{{.*}} = %[[S2]] to %[[E2]] step %c32
+// DEFAULT: %[[FR:.*]] = arith.subi %{{.*}}, %[[L]] : index
+// DEFAULT: vector.load %[[KM]][%[[B]], %[[H]], %[[FR]], %c0]
+// the zero rows: a tile runs only if some key in it is visible (lengths[b] >= its first key)
+// DEFAULT: %[[S3:.*]] = arith.maxsi %{{.*}}, %[[L1]] : index
+// DEFAULT: scf.for %[[Z0:.*]] = %[[S3]] to %{{.*}} step %c32
+// DEFAULT: %[[ANY:.*]] = arith.cmpi sge, %[[L]], %[[Z0]] : index
+// DEFAULT-NEXT: scf.if %[[ANY]]
+// DEFAULT: vector.fma %{{.*}}, %cst{{.*}}, %cst
+func.func @decode_paged(%q: tensor<2x4x1x16xf32>, %pool: tensor<?x2x8x16xf32>, %table: tensor<2x4xi32>, %len: tensor<2xi64>, %k: tensor<2x2x1x16xf32>, %v: tensor<2x2x1x16xf32>) -> tensor<2x4x1x16xf32> {
+  %kc = qkv.paged_cache_view %pool[%table, %len], %k : (tensor<?x2x8x16xf32>, tensor<2x4xi32>, tensor<2xi64>, tensor<2x2x1x16xf32>) -> tensor<2x2x33x16xf32>
+  %vc = qkv.paged_cache_view %pool[%table, %len], %v : (tensor<?x2x8x16xf32>, tensor<2x4xi32>, tensor<2xi64>, tensor<2x2x1x16xf32>) -> tensor<2x2x33x16xf32>
+  %a = qkv.attention %q, %kc, %vc captures(%len : tensor<2xi64>) : tensor<2x4x1x16xf32>, tensor<2x2x33x16xf32>, tensor<2x2x33x16xf32> -> tensor<2x4x1x16xf32>
+    mask {
+    ^bb0(%b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index, %l: tensor<2xi64>):
+      %e = tensor.extract %l[%b] : tensor<2xi64>
+      %ei = arith.index_cast %e : i64 to index
+      %lim = arith.addi %ei, %qi : index
+      %c = arith.cmpi sle, %ki, %lim : index
+      qkv.yield %c : i1
+    }
+  return %a : tensor<2x4x1x16xf32>
+}

@@ -175,3 +175,69 @@ func.func @rms_norm(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
   %0 = qkv.rms_norm %x eps 0.01 : tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
+
+// cache_view materialised: stored rows below lengths[b], then the new rows, then zeros;
+// each read is guarded so no index is out of bounds.
+// CHECK-LABEL: func.func @cache_view
+// CHECK-SAME: (%[[PAST:arg0]]: tensor<2x2x16x8xf32>, %[[LEN:arg1]]: tensor<2xi64>, %[[NEW:arg2]]: tensor<2x2x1x8xf32>)
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[N:.*]] = arith.constant 1 : index
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x2x?x8xf32>)
+// CHECK: %[[B:.*]] = linalg.index 0 : index
+// CHECK-NEXT: %[[H:.*]] = linalg.index 1 : index
+// CHECK-NEXT: %[[J:.*]] = linalg.index 2 : index
+// CHECK-NEXT: %[[D:.*]] = linalg.index 3 : index
+// CHECK-NEXT: %[[L64:.*]] = tensor.extract %[[LEN]][%[[B]]] : tensor<2xi64>
+// CHECK-NEXT: %[[L:.*]] = arith.index_cast %[[L64]] : i64 to index
+// CHECK-NEXT: %[[INSTORE:.*]] = arith.cmpi slt, %[[J]], %[[L]] : index
+// CHECK-NEXT: %[[ROW:.*]] = arith.subi %[[J]], %[[L]] : index
+// CHECK-NEXT: %[[INNEW:.*]] = arith.cmpi slt, %[[ROW]], %[[N]] : index
+// CHECK-NEXT: scf.if %[[INSTORE]] -> (f32) {
+// CHECK-NEXT: %[[S:.*]] = tensor.extract %[[PAST]][%[[B]], %[[H]], %[[J]], %[[D]]]
+// CHECK-NEXT: scf.yield %[[S]] : f32
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.if %[[INNEW]] -> (f32) {
+// CHECK-NEXT: %[[F:.*]] = tensor.extract %[[NEW]][%[[B]], %[[H]], %[[ROW]], %[[D]]]
+// CHECK-NEXT: scf.yield %[[F]] : f32
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.yield %[[ZERO]] : f32
+// CHECK: tensor.cast %{{.*}} : tensor<2x2x?x8xf32> to tensor<2x2x17x8xf32>
+func.func @cache_view(%past: tensor<2x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
+  %0 = qkv.cache_view %past[%len], %new : (tensor<2x2x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
+  return %0 : tensor<2x2x17x8xf32>
+}
+
+// paged_cache_view: row j of sequence b is row j % page of page table[b, j / page].
+// CHECK-LABEL: func.func @paged_cache_view
+// CHECK-SAME: (%[[POOL:arg0]]: tensor<?x2x4x8xf32>, %[[TAB:arg1]]: tensor<2x3xi32>, %[[LEN:arg2]]: tensor<2xi64>, %[[NEW:arg3]]: tensor<2x2x?x8xf32>)
+// CHECK-DAG: %[[PAGE:.*]] = arith.constant 4 : index
+// CHECK: %[[B:.*]] = linalg.index 0 : index
+// CHECK-NEXT: %[[H:.*]] = linalg.index 1 : index
+// CHECK-NEXT: %[[J:.*]] = linalg.index 2 : index
+// CHECK-NEXT: %[[D:.*]] = linalg.index 3 : index
+// CHECK: scf.if
+// CHECK-NEXT: %[[SLOT:.*]] = arith.divui %[[J]], %[[PAGE]] : index
+// CHECK-NEXT: %[[ID:.*]] = tensor.extract %[[TAB]][%[[B]], %[[SLOT]]] : tensor<2x3xi32>
+// CHECK-NEXT: %[[PG:.*]] = arith.index_cast %[[ID]] : i32 to index
+// CHECK-NEXT: %[[R:.*]] = arith.remui %[[J]], %[[PAGE]] : index
+// CHECK-NEXT: tensor.extract %[[POOL]][%[[PG]], %[[H]], %[[R]], %[[D]]] : tensor<?x2x4x8xf32>
+func.func @paged_cache_view(%pool: tensor<?x2x4x8xf32>, %table: tensor<2x3xi32>, %len: tensor<2xi64>, %new: tensor<2x2x?x8xf32>) -> tensor<2x2x?x8xf32> {
+  %1 = qkv.paged_cache_view %pool[%table, %len], %new : (tensor<?x2x4x8xf32>, tensor<2x3xi32>, tensor<2xi64>, tensor<2x2x?x8xf32>) -> tensor<2x2x?x8xf32>
+  return %1 : tensor<2x2x?x8xf32>
+}
+
+// rope with positions (B, L): row (b, i) rotates by positions[b, i] instead of offset + i.
+// CHECK-LABEL: func.func @rope_positions
+// CHECK-SAME: (%[[X:arg0]]: tensor<2x?x8xf32>, %[[POS:arg1]]: tensor<2x?xi64>)
+// CHECK: %[[B:.*]] = linalg.index 0 : index
+// CHECK-NEXT: %[[I:.*]] = linalg.index 1 : index
+// CHECK: %[[P64:.*]] = tensor.extract %[[POS]][%[[B]], %[[I]]] : tensor<2x?xi64>
+// CHECK-NEXT: %[[P:.*]] = arith.index_cast %[[P64]] : i64 to index
+// CHECK: %[[PI:.*]] = arith.index_cast %[[P]] : index to i64
+// CHECK-NEXT: %[[PF:.*]] = arith.sitofp %[[PI]] : i64 to f64
+// CHECK-NEXT: %[[ANG:.*]] = arith.mulf %[[PF]], %{{.*}} : f64
+// CHECK-NEXT: math.cos %[[ANG]] : f64
+func.func @rope_positions(%x: tensor<2x?x8xf32>, %pos: tensor<2x?xi64>) -> tensor<2x?x8xf32> {
+  %2 = qkv.rope %x positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x?x8xf32> -> tensor<2x?x8xf32>
+  return %2 : tensor<2x?x8xf32>
+}

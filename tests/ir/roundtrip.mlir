@@ -162,3 +162,19 @@ func.func @f64(%x: tensor<4x?xf64>, %ids: tensor<?x?xi64>, %t: tensor<7x4xf64>) 
   %1 = qkv.softmax %x axis 0 : tensor<4x?xf64> -> tensor<4x?xf64>
   return %0 : tensor<?x?x4xf64>
 }
+
+// KV caches read in place, and RoPE at explicit positions.
+// CHECK-LABEL: func.func @caches(
+// CHECK-SAME: %[[PAST:arg0]]: tensor<2x2x16x8xf32>, %[[LEN:arg1]]: tensor<2xi64>, %[[NEW:arg2]]: tensor<2x2x?x8xf32>, %[[POOL:arg3]]: tensor<?x2x4x8xf32>, %[[TAB:arg4]]: tensor<2x3xi32>, %[[POS:arg5]]: tensor<2x?xi64>)
+// CHECK: %[[V:.*]] = qkv.cache_view %[[PAST]][%[[LEN]]], %[[NEW]] : (tensor<2x2x16x8xf32>, tensor<2xi64>, tensor<2x2x?x8xf32>) -> tensor<2x2x?x8xf32>
+// CHECK: %[[P:.*]] = qkv.paged_cache_view %[[POOL]][%[[TAB]], %[[LEN]]], %[[NEW]] : (tensor<?x2x4x8xf32>, tensor<2x3xi32>, tensor<2xi64>, tensor<2x2x?x8xf32>) -> tensor<2x2x?x8xf32>
+// CHECK: %[[R:.*]] = qkv.rope %[[NEW]] positions %[[POS]] : tensor<2x?xi64> base 1.000000e+04 offset 0 : tensor<2x2x?x8xf32> -> tensor<2x2x?x8xf32>
+// CHECK: return %[[V]], %[[P]], %[[R]]
+func.func @caches(%past: tensor<2x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x?x8xf32>,
+                  %pool: tensor<?x2x4x8xf32>, %table: tensor<2x3xi32>, %pos: tensor<2x?xi64>)
+    -> (tensor<2x2x?x8xf32>, tensor<2x2x?x8xf32>, tensor<2x2x?x8xf32>) {
+  %0 = qkv.cache_view %past[%len], %new : (tensor<2x2x16x8xf32>, tensor<2xi64>, tensor<2x2x?x8xf32>) -> tensor<2x2x?x8xf32>
+  %1 = qkv.paged_cache_view %pool[%table, %len], %new : (tensor<?x2x4x8xf32>, tensor<2x3xi32>, tensor<2xi64>, tensor<2x2x?x8xf32>) -> tensor<2x2x?x8xf32>
+  %2 = qkv.rope %new positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x2x?x8xf32> -> tensor<2x2x?x8xf32>
+  return %0, %1, %2 : tensor<2x2x?x8xf32>, tensor<2x2x?x8xf32>, tensor<2x2x?x8xf32>
+}

@@ -36,6 +36,11 @@ using namespace qkv::ir;
 namespace qkv::ir {
 
 SmallVector<Value> HeadView::at(KernelBuilder &kb, Value b, Value h, Value row, Value col) const {
+  if (table) {
+    Value id = kb.load(table, {b, kb.divu(row, pageRows)});
+    Value page = arith::IndexCastOp::create(kb.builder(), kb.builder().getIndexType(), id);
+    return {page, h, kb.remu(row, pageRows), col};
+  }
   SmallVector<Value> idx;
   if (rank == 4)
     idx.push_back(b);
@@ -47,6 +52,40 @@ SmallVector<Value> HeadView::at(KernelBuilder &kb, Value b, Value h, Value row, 
     idx.push_back(h);
   idx.append({row, col});
   return idx;
+}
+
+SmallVector<KeySegment> keySegments(KernelBuilder &kb, const AttentionInfo &a, Value b) {
+  if (!a.k.cached())
+    return {KeySegment{KeySegment::Stored, kb.idx(0), a.nS, Value()}};
+  ImplicitLocOpBuilder &ib = kb.builder();
+  Value len = arith::IndexCastOp::create(ib, ib.getIndexType(), kb.load(a.k.lengths, {b}));
+  Value freshEnd = kb.add(len, a.k.n);
+  return {KeySegment{KeySegment::Stored, kb.idx(0), len, Value()},
+          KeySegment{KeySegment::Fresh, len, freshEnd, len},
+          KeySegment{KeySegment::Zeros, freshEnd, a.nS, Value()}};
+}
+
+Value readRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, Value b, Value h,
+              Value row, Value col) {
+  switch (seg.kind) {
+  case KeySegment::Stored: return kb.load(src.stored.mem, src.stored.at(kb, b, h, row, col));
+  case KeySegment::Fresh:
+    return kb.load(src.fresh.mem, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col));
+  case KeySegment::Zeros: break;
+  }
+  return kb.fconst(cast<MemRefType>(src.stored.mem.getType()).getElementType(), 0.0);
+}
+
+Value readRowVector(KernelBuilder &kb, VectorType vt, const RowSource &src, const KeySegment &seg,
+                    Value b, Value h, Value row, Value col, Value mask) {
+  switch (seg.kind) {
+  case KeySegment::Stored:
+    return kb.vload(vt, src.stored.mem, src.stored.at(kb, b, h, row, col), mask);
+  case KeySegment::Fresh:
+    return kb.vload(vt, src.fresh.mem, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col), mask);
+  case KeySegment::Zeros: break;
+  }
+  return kb.fconst(vt, 0.0);
 }
 
 Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value b, Value h,
@@ -168,7 +207,8 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
 /// sT[j][i] = sum_d K[b, hk, j0 + j, d] * qT[d][i] for j < cols (`cols` is the whole
 /// key tile when `fullTile`: then the last register tile is one exact block).
 void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-                const TileBuffers &t, Value b, Value hk, Value j0, Value cols, bool fullTile) {
+                const TileBuffers &t, const KeySegment &seg, Value b, Value hk, Value j0,
+                Value cols, bool fullTile) {
   GemmSpec g;
   g.elem = a.ft;
   g.lanes = s.lanes;
@@ -180,7 +220,7 @@ void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   g.K = a.nDh;
   VectorType vt = kb.vec(a.ft, s.lanes);
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return in.load(a.k.mem, a.k.at(in, b, hk, in.add(j0, i), k));
+    return readRow(in, a.k, seg, b, hk, in.add(j0, i), k);
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.qT, {k, in.idx(c * s.lanes)});
@@ -194,7 +234,8 @@ void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
 
 /// oT[d][i] = oT[d][i] * corr[i] + sum_j V[b, hk, j0 + j, d] * sT[j][i] for d < Dv.
 void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-                const TileBuffers &t, Value b, Value hk, Value j0, Value cols) {
+                const TileBuffers &t, const KeySegment &seg, Value b, Value hk, Value j0,
+                Value cols) {
   GemmSpec g;
   g.elem = a.ft;
   g.lanes = s.lanes;
@@ -208,7 +249,7 @@ void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   for (int64_t c = 0; c < g.nc; ++c)
     corr.push_back(kb.vload(vt, t.corr, {kb.idx(c * s.lanes)}));
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return in.load(a.v.mem, a.v.at(in, b, hk, in.add(j0, k), i));
+    return readRow(in, a.v, seg, b, hk, in.add(j0, k), i);
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.sT, {k, in.idx(c * s.lanes)});
@@ -240,31 +281,32 @@ std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a,
                                   {j0, kb.sub(kb.add(j0, cols), one)},
                                   {a.nL, a.nL},
                                   {a.nS, a.nS}};
-  return classifyTile(kb, *a.mask, ranges);
+  return classifyTile(kb, *a.mask, ranges, a.captures);
 }
 
-/// One key tile: skipped when the mask proves it empty, without mask code when full.
+/// The key tile starting at j0 of a segment: skipped when the mask proves it empty,
+/// without mask code when full.
 void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-             const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows, Value kt) {
-  Value j0 = kb.mul(kt, s.kvTile);
-  Value cols = kb.min(kb.idx(s.kvTile), kb.sub(a.nS, j0));
+             const TileBuffers &t, const KeySegment &seg, Value b, Value h, Value hk, Value i0,
+             Value rows, Value j0) {
+  Value cols = kb.min(kb.idx(s.kvTile), kb.sub(seg.end, j0));
   auto work = [&](KernelBuilder &in, std::optional<Value> full) {
-    // Every key tile but the last has kv-tile keys: a static count lets the score kernel
-    // end in one exact register tile when kv-tile is not a multiple of its rows.
+    // Every key tile but a segment's last has kv-tile keys: a static count lets the score
+    // kernel end in one exact register tile when kv-tile is not a multiple of its rows.
     if (s.kvTile % gemmRowsFor(s.qTile / s.lanes, s.registers) == 0)
-      tileScores(in, a, s, t, b, hk, j0, cols, false);
+      tileScores(in, a, s, t, seg, b, hk, j0, cols, false);
     else
       in.ifThen(
           in.cmp(arith::CmpIPredicate::eq, cols, in.idx(s.kvTile)),
-          [&](KernelBuilder &x) { tileScores(x, a, s, t, b, hk, j0, cols, true); },
-          [&](KernelBuilder &x) { tileScores(x, a, s, t, b, hk, j0, cols, false); });
+          [&](KernelBuilder &x) { tileScores(x, a, s, t, seg, b, hk, j0, cols, true); },
+          [&](KernelBuilder &x) { tileScores(x, a, s, t, seg, b, hk, j0, cols, false); });
     if (full)
       in.ifThen(
           *full, [&](KernelBuilder &x) { tileSoftmax(x, a, s, t, b, h, i0, j0, cols, false); },
           [&](KernelBuilder &x) { tileSoftmax(x, a, s, t, b, h, i0, j0, cols, true); });
     else
       tileSoftmax(in, a, s, t, b, h, i0, j0, cols, a.mask != nullptr);
-    tileValues(in, a, s, t, b, hk, j0, cols);
+    tileValues(in, a, s, t, seg, b, hk, j0, cols);
   };
   std::optional<TileClass> cls = classifyKeys(kb, a, b, h, i0, rows, j0, cols);
   if (!cls) {
@@ -274,27 +316,37 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   kb.ifThen(notI1(kb, cls->empty), [&](KernelBuilder &in) { work(in, cls->full); });
 }
 
-/// The key tiles [0, nKT) of a query tile. With a mask, groups of 8 tiles are classified
-/// first, so a sliding window over a long sequence skips most of them with one test per
-/// group instead of one per tile.
-void keyTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-              const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows, Value nKT) {
+/// The key tiles of one segment of a query tile. With a mask, groups of 8 tiles are
+/// classified first, so a sliding window over a long sequence (or the unused rows of a
+/// cache) skips most of them with one test per group instead of one per tile.
+void segmentTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                  const TileBuffers &t, const KeySegment &seg, Value b, Value h, Value hk, Value i0,
+                  Value rows) {
+  Value nKT = kb.ceilDiv(kb.max(kb.sub(seg.end, seg.begin), kb.idx(0)), s.kvTile);
   auto tiles = [&](KernelBuilder &in, Value from, Value to) {
-    in.forLoop(from, to, 1,
-               [&](KernelBuilder &x, Value kt) { keyTile(x, a, s, t, b, h, hk, i0, rows, kt); });
+    in.forLoop(from, to, 1, [&](KernelBuilder &x, Value kt) {
+      keyTile(x, a, s, t, seg, b, h, hk, i0, rows, x.add(seg.begin, x.mul(kt, s.kvTile)));
+    });
   };
   if (!a.mask)
     return tiles(kb, kb.idx(0), nKT);
   constexpr int64_t group = 8;
   kb.forLoop(kb.idx(0), kb.ceilDiv(nKT, group), 1, [&](KernelBuilder &in, Value kg) {
     Value from = in.mul(kg, group), to = in.min(nKT, in.add(from, group));
-    Value j0 = in.mul(from, s.kvTile);
-    Value cols = in.min(in.idx(group * s.kvTile), in.sub(a.nS, j0));
+    Value j0 = in.add(seg.begin, in.mul(from, s.kvTile));
+    Value cols = in.min(in.idx(group * s.kvTile), in.sub(seg.end, j0));
     std::optional<TileClass> cls = classifyKeys(in, a, b, h, i0, rows, j0, cols);
     if (!cls)
       return tiles(in, from, to);
     in.ifThen(notI1(in, cls->empty), [&](KernelBuilder &x) { tiles(x, from, to); });
   });
+}
+
+/// Every key of a query tile, segment by segment.
+void keyTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+              const TileBuffers &t, Value b, Value h, Value hk, Value i0, Value rows) {
+  for (const KeySegment &seg : keySegments(kb, a, b))
+    segmentTiles(kb, a, s, t, seg, b, h, hk, i0, rows);
 }
 
 /// out[b, h, i0 + i, d] = oT[d][i] / l[i] (0 for a row that kept nothing), by blocks of
@@ -372,7 +424,6 @@ namespace qkv::ir {
 
 void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
   Value nQT = kb.ceilDiv(a.nL, s.qTile);
-  Value nKT = kb.ceilDiv(a.nS, s.kvTile);
   // Without a score mod, log2(e) joins the scale in q, so scores come out in log2 units.
   Value qScale =
       a.score ? a.scale
@@ -384,7 +435,7 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
     TileBuffers t = allocTileBuffers(in, a, s);
     packQueries(in, a, s, t, b, h, i0, rows, qScale);
     initTile(in, a, s, t);
-    keyTiles(in, a, s, t, b, h, hk, i0, rows, nKT);
+    keyTiles(in, a, s, t, b, h, hk, i0, rows);
     writeTile(in, a, s, t, b, h, i0, rows);
   });
 }
@@ -424,6 +475,19 @@ Value sizeOf(ImplicitLocOpBuilder &b, Value t, int64_t d) {
                                     arith::ConstantIndexOp::create(b, split.getHeads()));
     return dimOfX(d == r - 2 ? r - 3 : d);
   }
+  // A cache view (B, Hkv, rows + n, Dh): measured on its parts, which the kernel reads.
+  if (auto view = t.getDefiningOp<CacheViewOp>()) {
+    if (d != 2)
+      return sizeOf(b, view.getFresh(), d);
+    return arith::AddIOp::create(b, sizeOf(b, view.getPast(), 2), sizeOf(b, view.getFresh(), 2));
+  }
+  if (auto view = t.getDefiningOp<PagedCacheViewOp>()) {
+    if (d != 2)
+      return sizeOf(b, view.getFresh(), d);
+    Value rows =
+        arith::MulIOp::create(b, sizeOf(b, view.getTable(), 1), sizeOf(b, view.getPool(), 2));
+    return arith::AddIOp::create(b, rows, sizeOf(b, view.getFresh(), 2));
+  }
   return tensor::DimOp::create(b, t, d);
 }
 
@@ -440,6 +504,27 @@ HeadView viewOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
   }
   v.mem = readBuffer(b, t, false);
   return v;
+}
+
+/// Key or value rows: a plain operand, or the parts of a cache view.
+RowSource rowsOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
+  RowSource src;
+  auto parts = [&](Value store, Value lengths, Value fresh) {
+    src.stored.mem = readBuffer(b, store, false);
+    src.fresh = viewOf(b, fresh, rank, headDim);
+    src.lengths = readBuffer(b, lengths, true);
+    src.n = sizeOf(b, fresh, 2);
+  };
+  if (auto view = t.getDefiningOp<CacheViewOp>()) {
+    parts(view.getPast(), view.getLengths(), view.getFresh());
+  } else if (auto view = t.getDefiningOp<PagedCacheViewOp>()) {
+    parts(view.getPool(), view.getLengths(), view.getFresh());
+    src.stored.table = readBuffer(b, view.getTable(), true);
+    src.stored.pageRows = sizeOf(b, view.getPool(), 2);
+  } else {
+    src.stored = viewOf(b, t, rank, headDim);
+  }
+  return src;
 }
 
 /// The output buffer: in the (..., L, H*Dv) layout of the qkv.merge_heads that is the
@@ -501,8 +586,23 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
             b, arith::SIToFPOp::create(b, a.ft,
                                        arith::IndexCastOp::create(b, b.getI64Type(), a.nDh))));
   a.q = viewOf(b, q, r, a.nDh);
-  a.k = viewOf(b, k, r, a.nDh);
-  a.v = viewOf(b, v, r, a.nDv);
+  a.k = rowsOf(b, k, r, a.nDh);
+  a.v = rowsOf(b, v, r, a.nDv);
+  // Keys and values must be views of the same lengths to share the segments; otherwise
+  // both are read as plain operands (the views then materialise).
+  auto lengthsOf = [](Value t) -> Value {
+    if (auto view = t.getDefiningOp<CacheViewOp>())
+      return view.getLengths();
+    if (auto view = t.getDefiningOp<PagedCacheViewOp>())
+      return view.getLengths();
+    return Value();
+  };
+  if (lengthsOf(k) != lengthsOf(v))
+    a.k.lengths = a.v.lengths = Value();
+  if (!a.k.cached()) {
+    a.k.stored = viewOf(b, k, r, a.nDh);
+    a.v.stored = viewOf(b, v, r, a.nDv);
+  }
   for (Value c : op.getCaptures())
     a.captures.push_back(readBuffer(b, c, true));
   if (!op.getScore().empty())

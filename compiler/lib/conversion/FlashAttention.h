@@ -24,28 +24,62 @@ struct FlashSchedule {
 /// (..., H, L, D), or it is the (..., L, H*D) tensor that qkv.split_heads read or
 /// qkv.merge_heads writes: then element (b, h, row, col) lives at (b, row, h*D + col),
 /// and the kernel reads or writes it there, saving the copy the reshape would make.
+/// A paged cache's pool (pages, Hkv, page, D) is read through its block table (B, M):
+/// element (b, h, row, col) lives at (table[b, row / page], h, row % page, col).
 struct HeadView {
   mlir::Value mem;
   int64_t rank = 4;    // rank of the (..., H, L, D) operand
   mlir::Value headDim; // D, when merged
   bool merged = false;
+  mlir::Value table, pageRows; // paged: the block table (memref) and the page size
   /// Indices of element (b, h, row, col), without the absent leading dims.
   llvm::SmallVector<mlir::Value> at(KernelBuilder &kb, mlir::Value b, mlir::Value h,
                                     mlir::Value row, mlir::Value col) const;
 };
 
+/// Where key or value rows live: one operand, or the parts of a cache view (cache_view,
+/// paged_cache_view), whose key axis for sequence b is the stored rows [0, len_b), this
+/// step's fresh rows [len_b, len_b + n), then zeros. The kernels read each part where it
+/// is: no row of a cache is copied.
+struct RowSource {
+  HeadView stored;     // the operand itself, or the cache's storage
+  HeadView fresh;      // cache views: this step's rows
+  mlir::Value lengths; // cache views: the (B) stored lengths (memref)
+  mlir::Value n;       // cache views: the fresh rows' count
+  bool cached() const { return bool(lengths); }
+};
+
+/// A run of the key axis, [begin, end), all read the same way.
+struct KeySegment {
+  enum Kind { Stored, Fresh, Zeros } kind = Stored;
+  mlir::Value begin, end;
+  mlir::Value len; // Fresh: the stored length, subtracted from the row
+};
+
 /// One qkv.attention's operands and sizes, as the kernels read them.
 struct AttentionInfo {
   AttentionOp op;
-  int64_t rank;                                     // 2, 3 or 4
-  mlir::Type ft;                                    // f32 or f64
-  HeadView q, k, v, out;                            // out: a fresh buffer
+  int64_t rank;    // 2, 3 or 4
+  mlir::Type ft;   // f32 or f64
+  HeadView q, out; // out: a fresh buffer
+  RowSource k, v;
   llvm::SmallVector<mlir::Value> captures;          // memrefs with identity layout
   mlir::Value nB, nH, nHk, nL, nS, nDh, nDv, group; // sizes (index)
   std::optional<int64_t> staticDh, staticDv;
   mlir::Value scale;                              // the softmax scale (1/sqrt(Dh) by default)
   mlir::Region *score = nullptr, *mask = nullptr; // the mods, when present
 };
+
+/// The segments of sequence b's key axis [0, nS): one for a plain operand; stored rows,
+/// fresh rows and zeros for a cache view.
+llvm::SmallVector<KeySegment> keySegments(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b);
+/// Element (b, h, row, col) of `src` for a key row in `seg` (0 in the zeros segment).
+mlir::Value readRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, mlir::Value b,
+                    mlir::Value h, mlir::Value row, mlir::Value col);
+/// The vector at (b, h, row, col .. col + lanes) (lanes off in `mask` read 0).
+mlir::Value readRowVector(KernelBuilder &kb, mlir::VectorType vt, const RowSource &src,
+                          const KeySegment &seg, mlir::Value b, mlir::Value h, mlir::Value row,
+                          mlir::Value col, mlir::Value mask);
 
 /// Score and mask for the lanes of one tile row: `s` holds the raw scores (scale * q.k)
 /// unless there is no score mod, in which case it is already in log2 units. Returns the

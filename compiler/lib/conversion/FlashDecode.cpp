@@ -51,7 +51,8 @@ void overVectors(KernelBuilder &kb, Value n, std::optional<int64_t> staticN, int
 
 /// p[j] = qScale * q[b, h, i, :] . k[b, hk, j0 + j, :] for j < cols; -inf up to pLen.
 void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-               const DecodeState &st, Value b, Value h, Value hk, Value i, Value j0, Value cols) {
+               const DecodeState &st, const KeySegment &seg, Value b, Value h, Value hk, Value i,
+               Value j0, Value cols) {
   VectorType vt = kb.vec(a.ft, s.lanes);
   kb.forLoop(kb.idx(0), cols, 1, [&](KernelBuilder &in, Value j) {
     Value acc = in.fconst(vt, 0.0);
@@ -60,7 +61,7 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
         in.forLoop(in.idx(0), in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes), in.idx(s.lanes),
                    {acc}, [&](KernelBuilder &x, Value d, ValueRange c) {
                      Value qv = x.vload(vt, a.q.mem, a.q.at(x, b, h, i, d));
-                     Value kv = x.vload(vt, a.k.mem, a.k.at(x, b, hk, kr, d));
+                     Value kv = readRowVector(x, vt, a.k, seg, b, hk, kr, d, Value());
                      return SmallVector<Value>{vector::FMAOp::create(x.builder(), qv, kv, c[0])};
                    })[0];
     std::optional<int64_t> dh = a.staticDh;
@@ -70,7 +71,7 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       auto mt = VectorType::get({s.lanes}, in.builder().getI1Type());
       Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(a.nDh, full)});
       Value qv = in.vload(vt, a.q.mem, a.q.at(in, b, h, i, full), mask);
-      Value kv = in.vload(vt, a.k.mem, a.k.at(in, b, hk, kr, full), mask);
+      Value kv = readRowVector(in, vt, a.k, seg, b, hk, kr, full, mask);
       sum = vector::FMAOp::create(in.builder(), qv, kv, sum);
     }
     Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sum,
@@ -136,8 +137,8 @@ Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
 /// head dim the whole output row stays in registers and each value row is read once,
 /// front to back; otherwise one vector of the row at a time.
 void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-               const DecodeState &st, Value b, Value hk, Value r, Value j0, Value cols,
-               Value corr) {
+               const DecodeState &st, const KeySegment &seg, Value b, Value hk, Value r, Value j0,
+               Value cols, Value corr) {
   VectorType vt = kb.vec(a.ft, s.lanes);
   Value corrV = kb.splat(corr, vt);
   if (a.staticDv && *a.staticDv <= 16 * s.lanes) {
@@ -160,7 +161,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
           SmallVector<Value> out;
           for (int64_t c = 0; c < nv; ++c) {
             Value vv =
-                x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), x.idx(c * s.lanes)), maskOf(c));
+                readRowVector(x, vt, a.v, seg, b, hk, x.add(j0, j), x.idx(c * s.lanes), maskOf(c));
             out.push_back(vector::FMAOp::create(x.builder(), pj, vv, in[c]));
           }
           return out;
@@ -175,7 +176,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     Value acc =
         in.forLoop(in.idx(0), cols, in.idx(1), {o}, [&](KernelBuilder &x, Value j, ValueRange c) {
           Value pj = x.splat(x.load(st.p, {j}), vt);
-          Value vv = x.vload(vt, a.v.mem, a.v.at(x, b, hk, x.add(j0, j), d), mask);
+          Value vv = readRowVector(x, vt, a.v, seg, b, hk, x.add(j0, j), d, mask);
           return SmallVector<Value>{vector::FMAOp::create(x.builder(), pj, vv, c[0])};
         })[0];
     in.vstore(acc, st.o, {r, d}, mask);
@@ -184,17 +185,18 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
 
 /// One key tile of one task, for every query row of the kv head.
 void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-                const DecodeState &st, Value b, Value hk, Value j0, Value jEnd) {
+                const DecodeState &st, const KeySegment &seg, Value b, Value hk, Value j0,
+                Value jEnd) {
   Value cols = kb.min(kb.idx(s.kvTile), kb.sub(jEnd, j0));
   Value one = kb.idx(1);
   Value h0 = kb.mul(hk, a.group);
   auto work = [&](KernelBuilder &in, std::optional<Value> full) {
     in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
       Value h = x.add(h0, x.divu(r, a.nL)), i = x.remu(r, a.nL);
-      rowScores(x, a, s, st, b, h, hk, i, j0, cols);
+      rowScores(x, a, s, st, seg, b, h, hk, i, j0, cols);
       auto soft = [&](KernelBuilder &y, bool withMask) {
         Value corr = rowSoftmax(y, a, s, st, b, h, i, r, j0, cols, withMask);
-        rowValues(y, a, s, st, b, hk, r, j0, cols, corr);
+        rowValues(y, a, s, st, seg, b, hk, r, j0, cols, corr);
       };
       if (full)
         x.ifThen(
@@ -212,7 +214,7 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
                                     {j0, kb.sub(kb.add(j0, cols), one)},
                                     {a.nL, a.nL},
                                     {a.nS, a.nS}};
-    cls = classifyTile(kb, *a.mask, ranges);
+    cls = classifyTile(kb, *a.mask, ranges, a.captures);
   }
   if (!cls)
     return work(kb, std::nullopt);
@@ -263,8 +265,12 @@ void splitTask(KernelBuilder &in, const AttentionInfo &a, const FlashSchedule &s
   });
   Value jBegin = in.mul(sp, st.chunk);
   Value jEnd = in.min(a.nS, in.add(jBegin, st.chunk));
-  in.forLoop(jBegin, jEnd, s.kvTile,
-             [&](KernelBuilder &x, Value j0) { decodeTile(x, a, s, t, b, hk, j0, jEnd); });
+  // The split's keys, segment by segment (one segment unless the keys are a cache view).
+  for (const KeySegment &seg : keySegments(in, a, b)) {
+    Value from = in.max(jBegin, seg.begin), to = in.min(jEnd, seg.end);
+    in.forLoop(from, to, s.kvTile,
+               [&](KernelBuilder &x, Value j0) { decodeTile(x, a, s, t, seg, b, hk, j0, to); });
+  }
   Value base = in.mul(in.add(in.mul(in.add(in.mul(b, a.nHk), hk), st.splits), sp), st.rows);
   in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
     Value row = x.add(base, r);

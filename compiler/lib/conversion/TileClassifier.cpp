@@ -1,6 +1,7 @@
 #include "TileClassifier.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
 #include "qkv/compiler/ir/QkvDialect.h"
@@ -19,6 +20,7 @@ public:
   explicit IntervalEval(KernelBuilder &kb) : kb_(kb), b_(kb.builder()) {}
 
   void bind(Value v, Interval i) { map_[v] = i; }
+  void bindCapture(Value arg, Value mem) { captures_[arg] = mem; }
   std::optional<Interval> get(Value v) {
     auto it = map_.find(v);
     if (it != map_.end())
@@ -81,7 +83,26 @@ private:
       return evalLogic(op);
     if (auto s = dyn_cast<arith::SelectOp>(op))
       return evalSelect(s);
+    if (auto ex = dyn_cast<tensor::ExtractOp>(op))
+      return evalLoad(ex);
     return evalArith(op);
+  }
+
+  /// A load at indices that are points (the same value at both ends) is made once for the
+  /// tile: its value is a point too.
+  std::optional<Interval> evalLoad(tensor::ExtractOp ex) {
+    auto mem = captures_.find(ex.getTensor());
+    if (mem == captures_.end() || !ex.getType().isIntOrIndex())
+      return std::nullopt;
+    SmallVector<Value> idx;
+    for (Value i : ex.getIndices()) {
+      auto in = get(i);
+      if (!in || in->lo != in->hi)
+        return std::nullopt;
+      idx.push_back(in->lo);
+    }
+    Value v = kb_.load(mem->second, idx);
+    return Interval{v, v};
   }
 
   std::optional<Interval> evalArith(Operation &op) {
@@ -219,6 +240,7 @@ private:
   KernelBuilder &kb_;
   ImplicitLocOpBuilder &b_;
   llvm::DenseMap<Value, Interval> map_;
+  llvm::DenseMap<Value, Value> captures_;
 };
 
 bool isConstant(Value v, bool expected) {
@@ -228,11 +250,14 @@ bool isConstant(Value v, bool expected) {
 
 } // namespace
 
-std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<Interval> ranges) {
+std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<Interval> ranges,
+                                      ValueRange captures) {
   Block &block = mask.front();
   IntervalEval ev(kb);
   for (unsigned i = 0; i < ranges.size(); ++i)
     ev.bind(block.getArgument(i), ranges[i]);
+  for (unsigned i = 0; i < captures.size(); ++i)
+    ev.bindCapture(block.getArgument(ranges.size() + i), captures[i]);
   for (Operation &op : block.without_terminator())
     ev.eval(op);
   auto r = ev.get(cast<YieldOp>(block.getTerminator()).getValue());

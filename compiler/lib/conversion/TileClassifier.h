@@ -25,9 +25,13 @@ struct TileClass {
 };
 
 /// Emits the interval evaluation of `mask` (a mask region: b, h, q, kv, len_q, len_kv,
-/// captures...) for positions in `ranges` (six intervals, in that order). Returns nullopt
-/// when the expression cannot say anything about any tile (then every tile is partial).
+/// captures...) for positions in `ranges` (six intervals, in that order). A load from a
+/// captured tensor (`captures`: memrefs) at indices known exactly for the tile (b, h, or
+/// constants) is made, so `kv <= lengths[b] + q` is classified too; a load at a range of
+/// indices is unknown. Returns nullopt when the expression cannot say anything about any
+/// tile (then every tile is partial).
 std::optional<TileClass> classifyTile(KernelBuilder &kb, mlir::Region &mask,
-                                      llvm::ArrayRef<Interval> ranges);
+                                      llvm::ArrayRef<Interval> ranges,
+                                      mlir::ValueRange captures = {});
 
 } // namespace qkv::ir

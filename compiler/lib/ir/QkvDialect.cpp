@@ -110,6 +110,17 @@ LogicalResult RopeOp::verify() {
   int64_t d = t.getDimSize(t.getRank() - 1);
   if (ShapedType::isDynamic(d) || d % 2)
     return emitOpError("needs a static, even last dim");
+  if (Value p = getPositions()) {
+    auto pt = rt(p);
+    int64_t l = t.getDimSize(t.getRank() - 2);
+    bool ok = (pt.getRank() == 1 && compatible(pt.getDimSize(0), l)) ||
+              (pt.getRank() == 2 && t.getRank() >= 3 &&
+               compatible(pt.getDimSize(0), t.getDimSize(0)) && compatible(pt.getDimSize(1), l));
+    if (!ok)
+      return emitOpError("positions must be (L) or (B, L) of x (..., L, Dh)");
+    if (getOffset() != 0)
+      return emitOpError("positions and an offset cannot be combined");
+  }
   return sameShape(*this, t, rt(getResult()), "result");
 }
 
@@ -273,6 +284,48 @@ LogicalResult EmbeddingOp::verify() {
   if (o.getRank() != ids.getRank() + 1)
     return emitOpError("result must be (ids..., features)");
   return success();
+}
+
+// ---- KV caches ---------------------------------------------------------------------------
+
+/// The checks cache_view and paged_cache_view share: `store` (B or pages, Hkv, rows, Dh),
+/// fresh (B, Hkv, n, Dh), lengths (B), result (B, Hkv, rowsTotal + n, Dh).
+static LogicalResult verifyCacheView(Operation *op, Value store, Value lengths, Value fresh,
+                                     Value result, int64_t rowsTotal) {
+  auto s = rt(store), f = rt(fresh), l = rt(lengths), o = rt(result);
+  if (s.getRank() != 4 || f.getRank() != 4 || o.getRank() != 4)
+    return op->emitOpError("cache, new rows and result must have 4 dims");
+  if (!compatible(s.getDimSize(1), f.getDimSize(1)) ||
+      !compatible(s.getDimSize(3), f.getDimSize(3)))
+    return op->emitOpError("cache and new rows must share kv heads and head dim");
+  if (l.getRank() != 1 || !compatible(l.getDimSize(0), f.getDimSize(0)))
+    return op->emitOpError("lengths must be (B)");
+  int64_t n = f.getDimSize(2);
+  int64_t total = ShapedType::isDynamic(rowsTotal) || ShapedType::isDynamic(n)
+                      ? ShapedType::kDynamic
+                      : rowsTotal + n;
+  if (!compatible(o.getDimSize(0), f.getDimSize(0)) ||
+      !compatible(o.getDimSize(1), f.getDimSize(1)) || !compatible(o.getDimSize(2), total) ||
+      !compatible(o.getDimSize(3), f.getDimSize(3)))
+    return op->emitOpError("result must be (B, Hkv, cache rows + new rows, Dh)");
+  return success();
+}
+
+LogicalResult CacheViewOp::verify() {
+  if (!compatible(rt(getPast()).getDimSize(0), rt(getFresh()).getDimSize(0)))
+    return emitOpError("cache and new rows must share the batch dim");
+  return verifyCacheView(*this, getPast(), getLengths(), getFresh(), getResult(),
+                         rt(getPast()).getDimSize(2));
+}
+
+LogicalResult PagedCacheViewOp::verify() {
+  auto table = rt(getTable());
+  if (table.getRank() != 2 || !compatible(table.getDimSize(0), rt(getFresh()).getDimSize(0)))
+    return emitOpError("table must be (B, pages per sequence)");
+  int64_t m = table.getDimSize(1), page = rt(getPool()).getDimSize(2);
+  int64_t rows =
+      ShapedType::isDynamic(m) || ShapedType::isDynamic(page) ? ShapedType::kDynamic : m * page;
+  return verifyCacheView(*this, getPool(), getLengths(), getFresh(), getResult(), rows);
 }
 
 // ---- mods and attention ------------------------------------------------------------------

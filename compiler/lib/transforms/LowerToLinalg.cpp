@@ -639,6 +639,15 @@ struct RopeLowering : OpRewritePattern<RopeOp> {
             idx.push_back(linalg::IndexOp::create(b, l, j));
           Value d = idx.back();
           Value p = arith::AddIOp::create(b, l, idx[r - 2], indexConst(b, l, offset));
+          if (Value pos = op.getPositions()) {
+            // (L) or (B, L): this row's position, read from the tensor
+            SmallVector<Value> at;
+            if (tensorType(pos).getRank() == 2)
+              at.push_back(idx[0]);
+            at.push_back(idx[r - 2]);
+            p = arith::IndexCastOp::create(b, l, b.getIndexType(),
+                                           tensor::ExtractOp::create(b, l, pos, at));
+          }
           Value i, partner, first;
           if (inter) {
             // pairs (2i, 2i+1): the first of a pair is even
@@ -929,18 +938,97 @@ struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
   }
 };
 
+/// A cache view materialised (when something other than attention reads it): row j of
+/// sequence b is the stored row (`stored(b, h, j, d)`) below lengths[b], then fresh's rows,
+/// then zeros. Reads are guarded by scf.if, so no index is ever out of bounds.
+Value cacheViewGeneric(OpBuilder &rw, Location loc, Value rows, Value lengths, Value fresh,
+                       function_ref<Value(OpBuilder &, Location, ValueRange)> stored) {
+  Type elem = tensorType(fresh).getElementType();
+  Value n = sizeValue(rw, loc, fresh, 2);
+  SmallVector<OpFoldResult> outSizes = sizesOf(rw, loc, fresh);
+  outSizes[2] = arith::AddIOp::create(rw, loc, rows, n).getResult();
+  Value init = emptyOf(rw, loc, outSizes, elem);
+  MLIRContext *ctx = rw.getContext();
+  return generic(
+      rw, loc, init, {}, {}, dimsMap(ctx, 4, range(0, 4)), iterators(4),
+      [&](OpBuilder &b, Location l, ValueRange) -> Value {
+        SmallVector<Value> idx;
+        for (unsigned j = 0; j < 4; ++j)
+          idx.push_back(linalg::IndexOp::create(b, l, j));
+        Value len = arith::IndexCastOp::create(
+            b, l, b.getIndexType(), tensor::ExtractOp::create(b, l, lengths, ValueRange{idx[0]}));
+        Value inStore = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, idx[2], len);
+        Value row = arith::SubIOp::create(b, l, idx[2], len);
+        Value inFresh = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, row, n);
+        auto outer = scf::IfOp::create(b, l, TypeRange{elem}, inStore, true);
+        {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(&outer.getThenRegion().front());
+          scf::YieldOp::create(b, l, stored(b, l, idx));
+          b.setInsertionPointToStart(&outer.getElseRegion().front());
+          auto inner = scf::IfOp::create(b, l, TypeRange{elem}, inFresh, true);
+          b.setInsertionPointToStart(&inner.getThenRegion().front());
+          Value v = tensor::ExtractOp::create(b, l, fresh, ValueRange{idx[0], idx[1], row, idx[3]});
+          scf::YieldOp::create(b, l, v);
+          b.setInsertionPointToStart(&inner.getElseRegion().front());
+          scf::YieldOp::create(b, l, floatConst(b, l, elem, 0.0));
+          b.setInsertionPointAfter(inner);
+          scf::YieldOp::create(b, l, inner.getResult(0));
+        }
+        return outer.getResult(0);
+      });
+}
+
+struct CacheViewLowering : OpRewritePattern<CacheViewOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CacheViewOp op, PatternRewriter &rw) const override {
+    Value past = op.getPast();
+    Value rows = sizeValue(rw, op.getLoc(), past, 2);
+    Value res = cacheViewGeneric(rw, op.getLoc(), rows, op.getLengths(), op.getFresh(),
+                                 [&](OpBuilder &b, Location l, ValueRange i) {
+                                   return tensor::ExtractOp::create(b, l, past, i).getResult();
+                                 });
+    if (res.getType() != op.getType())
+      res = tensor::CastOp::create(rw, op.getLoc(), op.getType(), res);
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct PagedCacheViewLowering : OpRewritePattern<PagedCacheViewOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(PagedCacheViewOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    Value pool = op.getPool(), table = op.getTable();
+    Value page = sizeValue(rw, loc, pool, 2);
+    auto stored = [&](OpBuilder &b, Location l, ValueRange i) -> Value {
+      Value slot = arith::DivUIOp::create(b, l, i[2], page);
+      Value id = tensor::ExtractOp::create(b, l, table, ValueRange{i[0], slot});
+      Value pg = arith::IndexCastOp::create(b, l, b.getIndexType(), id);
+      Value row = arith::RemUIOp::create(b, l, i[2], page);
+      return tensor::ExtractOp::create(b, l, pool, ValueRange{pg, i[1], row, i[3]});
+    };
+    Value rows = arith::MulIOp::create(rw, loc, sizeValue(rw, loc, table, 1), page);
+    Value res = cacheViewGeneric(rw, loc, rows, op.getLengths(), op.getFresh(), stored);
+    if (res.getType() != op.getType())
+      res = tensor::CastOp::create(rw, loc, op.getType(), res);
+    rw.replaceOp(op, res);
+    return success();
+  }
+};
+
 struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<MatMulLowering, LinearLowering, TransposeLowering, BinaryLowering<AddOp>,
-                 BinaryLowering<SubOp>, BinaryLowering<MulOp>, BinaryLowering<DivOp>,
-                 BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
-                 UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
-                 UnaryLowering<EluOp, eluBody>, SoftmaxLowering, SplitHeadsLowering,
-                 MergeHeadsLowering, ConcatLowering, MaskLowering, ScoreModLowering,
-                 SinusoidalPELowering, RopeLowering, LayerNormLowering, RmsNormLowering,
-                 EmbeddingLowering, LinformerProjectLowering, LinearAttentionLowering>(
-        &getContext());
+    patterns
+        .add<MatMulLowering, LinearLowering, TransposeLowering, BinaryLowering<AddOp>,
+             BinaryLowering<SubOp>, BinaryLowering<MulOp>, BinaryLowering<DivOp>,
+             BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
+             UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
+             UnaryLowering<EluOp, eluBody>, SoftmaxLowering, SplitHeadsLowering, MergeHeadsLowering,
+             ConcatLowering, MaskLowering, ScoreModLowering, SinusoidalPELowering, RopeLowering,
+             LayerNormLowering, RmsNormLowering, EmbeddingLowering, LinformerProjectLowering,
+             LinearAttentionLowering, CacheViewLowering, PagedCacheViewLowering>(&getContext());
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))

@@ -55,6 +55,8 @@ enum class OpKind : std::uint8_t {
   Attention,       // softmax(score_mod(scale q.k) masked) . v, with GQA/MQA and cross
   LinformerProject,// E (K', S) along the sequence axis of x (..., S, D) -> (..., K', D)
   LinearAttention, // phi(q) (phi(k)^T v), normalised
+  CacheView,       // a KV cache's rows read in place, then this step's new rows
+  PagedCacheView,  // the same over a paged cache: a page pool and a block table
 };
 
 std::string_view op_name(OpKind op);
@@ -271,6 +273,10 @@ struct RopeOptions {
 /// Rotates (x_a, x_b) pairs of the last axis by angle p * base^(-2i/Dh), p = position on
 /// the second-to-last axis.
 Value rope(Value x, RopeOptions opts = {});
+/// The same with each row's position read from `positions` (integer; (L) for every
+/// batch, or (B, L) with B the first dim of x): a decode step's tokens sit at the cache's
+/// length, which differs per sequence. opts.offset must be 0.
+Value rope(Value x, Value positions, RopeOptions opts = {});
 Value layer_norm(Value x, double eps = 1e-5);
 Value layer_norm(Value x, Value gamma, Value beta, double eps = 1e-5);
 Value rms_norm(Value x, double eps = 1e-6);
@@ -284,6 +290,22 @@ Value embedding(Value ids, Value table);
 /// x (..., S, D) projected along S by e (K', S): e . x -> (..., K', D) (Linformer).
 Value linformer_project(Value x, Value e);
 Value linear_attention(Value q, Value k, Value v, FeatureMap phi = FeatureMap::EluPlusOne);
+
+/// Keys or values of a KV cache, read in place, followed by this step's new rows:
+/// `past` (B, Hkv, C, Dh) holds each sequence's first lengths[b] rows (`lengths` (B),
+/// integer, 0 <= lengths[b] <= C); `fresh` (B, Hkv, n, Dh) holds the n rows this step
+/// adds. The result (B, Hkv, C+n, Dh) is, for sequence b, past's rows [0, lengths[b]),
+/// then fresh's n rows, then zeros. Attention over it masks the rows past lengths[b] + n
+/// with cache_mask, and the compiled kernel then reads past and fresh where they are:
+/// no row of the cache is copied.
+Value cache_view(Value past, Value lengths, Value fresh);
+/// The same over a paged cache: `pool` (P, Hkv, page, Dh) holds P pages of `page` rows;
+/// `table` (B, M), integer, names the page holding rows [m*page, (m+1)*page) of sequence
+/// b. The result is (B, Hkv, M*page+n, Dh).
+Value paged_cache_view(Value pool, Value table, Value lengths, Value fresh);
+/// The mask for attention over a cache view: query i of sequence b, at position
+/// lengths[b] + i, sees keys 0 .. lengths[b] + i (causal over cache and new rows).
+MaskFn cache_mask(Value lengths);
 
 /// attention(q, k, v) with q (..., Hq, L, Dh), k (..., Hkv, S, Dh), v (..., Hkv, S, Dv),
 /// rank 2 (L, Dh), 3 (H, L, Dh) or 4 (B, H, L, Dh); Hq a multiple of Hkv (GQA/MQA).

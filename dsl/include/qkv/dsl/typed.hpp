@@ -277,6 +277,9 @@ struct embedding;
 struct attention;
 struct linformer_project;
 struct linear_attention;
+struct cache_view;
+struct paged_cache_view;
+struct cache_mask;
 } // namespace ops
 
 namespace rules {
@@ -389,6 +392,29 @@ template <class Op, class ParamDims, class Last> struct norm_param_is_last_dim {
 };
 template <class DT> struct embedding_ids_are_integer {
   static constexpr bool value = is_int(DT::value);
+};
+template <class Op, class DT> struct is_integer_tensor {
+  static constexpr bool value = is_int(DT::value);
+};
+/// rope's positions are (L) or (B, L) of x (B, ..., L, Dh).
+template <class Positions, class X> struct rope_positions_match_rows;
+template <class... P, class... X> struct rope_positions_match_rows<dim_list<P...>, dim_list<X...>> {
+  static constexpr bool value = [] {
+    using xs = boost::hana::basic_tuple<X...>;
+    constexpr std::size_t r = sizeof...(X);
+    if constexpr (r < 2)
+      return true; // rank_at_least reports it
+    else {
+      using rows = std::remove_cvref_t<decltype(boost::hana::at_c<r - 2>(xs{}))>;
+      using first = std::remove_cvref_t<decltype(boost::hana::at_c<0>(xs{}))>;
+      if constexpr (sizeof...(P) == 1)
+        return (std::is_same_v<P, rows> && ...);
+      else if constexpr (sizeof...(P) == 2 && r >= 3)
+        return std::is_same_v<dim_list<P...>, dim_list<first, rows>>;
+      else
+        return false;
+    }
+  }();
 };
 template <class ProjectionLast, class SeqDim> struct linformer_projection_ends_in_seq_dim {
   static constexpr bool value = std::is_same_v<ProjectionLast, SeqDim>;
@@ -1006,18 +1032,26 @@ auto sinusoidal_pe(const TypedValue<DT, D...> &x, double base = 10000, std::int6
                                             "sinusoidal_pe");
 }
 
-/// Rotary position embedding over x's last two axes (L, Dh); Dh static and even.
-template <class DT, class... D> auto rope(const TypedValue<DT, D...> &x, RopeOptions opts = {}) {
-  detail::check_float<ops::rope, DT>();
+namespace detail {
+template <class DT, class... D> constexpr bool check_rope() {
+  check_float<ops::rope, DT>();
   static_assert(rules::rank_at_least<ops::rope, 2, dim_list<D...>>::value,
                 "rope: the tensor needs at least 2 dims (..., L, Dh)");
   if constexpr (sizeof...(D) >= 2) {
     static_assert(rules::rope_last_dim_is_static_and_even<
-                      typename detail::traits<TypedValue<DT, D...>>::template dim<-1>>::value,
+                      typename traits<TypedValue<DT, D...>>::template dim<-1>>::value,
                   "rope: rope rotates pairs of features, so the last dim (the template argument "
                   "above) must be static and even");
-    return detail::wrap<TypedValue<DT, D...>>(rope(x.value(), opts), "rope");
+    return true;
   }
+  return false;
+}
+} // namespace detail
+
+/// Rotary position embedding over x's last two axes (L, Dh); Dh static and even.
+template <class DT, class... D> auto rope(const TypedValue<DT, D...> &x, RopeOptions opts = {}) {
+  if constexpr (detail::check_rope<DT, D...>())
+    return detail::wrap<TypedValue<DT, D...>>(rope(x.value(), opts), "rope");
 }
 
 namespace detail {
@@ -1035,6 +1069,21 @@ template <class Op, class X, class P> constexpr void check_norm() {
   }
 }
 } // namespace detail
+
+/// rope with each row's position read from `positions`, integer, (L) or (B, L) with B
+/// x's first dim and L its second-to-last; opts.offset must be 0.
+template <class DT, class... D, class DP, class... P>
+auto rope(const TypedValue<DT, D...> &x, const TypedValue<DP, P...> &positions,
+          RopeOptions opts = {}) {
+  static_assert(rules::is_integer_tensor<ops::rope, DP>::value,
+                "rope: positions must be an integer tensor (i32 or i64); their dtype is the "
+                "template argument above");
+  static_assert(rules::rope_positions_match_rows<dim_list<P...>, dim_list<D...>>::value,
+                "rope: positions must be (L) or (B, L), with L x's second-to-last dim and B its "
+                "first (both shapes are the template arguments above)");
+  if constexpr (detail::check_rope<DT, D...>())
+    return detail::wrap<TypedValue<DT, D...>>(rope(x.value(), positions.value(), opts), "rope");
+}
 
 /// Normalises over the last axis to mean 0, variance 1.
 template <class DT, class... D> auto layer_norm(const TypedValue<DT, D...> &x, double eps = 1e-5) {
@@ -1127,6 +1176,99 @@ auto linformer_project(const TypedValue<DX, X...> &x, const TypedValue<DE, E...>
         hana::append(hana::drop_back(dx, hana::size_c<2>), hana::at_c<0>(de)), hana::back(dx));
     return detail::wrap_dims<DX>(linformer_project(x.value(), e.value()), out, "linformer_project");
   }
+}
+
+namespace detail {
+/// The rules cache_view and paged_cache_view share: the store (B or pages, Hkv, rows, Dh),
+/// lengths (B) integer, fresh (B, Hkv, n, Dh) with fresh's B, Hkv, Dh.
+template <class Op, class S, class L, class F> constexpr bool check_cache_view() {
+  using TS = traits<S>;
+  using TL = traits<L>;
+  using TF = traits<F>;
+  check_float<Op, typename TS::dtype>();
+  check_same_dtype<Op, typename TS::dtype, typename TF::dtype>();
+  static_assert(rules::rank_is<Op, 4, typename TS::list>::value,
+                "cache_view: the cache must have 4 dims (B, Hkv, C, Dh), or a paged cache's pool "
+                "(pages, Hkv, page, Dh)");
+  static_assert(rules::rank_is<Op, 4, typename TF::list>::value,
+                "cache_view: the new rows must have 4 dims (B, Hkv, n, Dh)");
+  static_assert(rules::is_integer_tensor<Op, typename TL::dtype>::value,
+                "cache_view: lengths must be an integer tensor (i32 or i64)");
+  static_assert(rules::rank_is<Op, 1, typename TL::list>::value,
+                "cache_view: lengths must have 1 dim (B)");
+  if constexpr (TS::rank == 4 && TF::rank == 4 && TL::rank == 1) {
+    static_assert(rules::same_dims<
+                      Op, dim_list<typename TS::template dim<1>, typename TS::template dim<3>>,
+                      dim_list<typename TF::template dim<1>, typename TF::template dim<3>>>::value,
+                  "cache_view: the cache and the new rows must share kv heads (dim 1) and head dim "
+                  "(dim 3); both pairs are the template arguments above");
+    static_assert(
+        rules::same_dims<Op, typename TL::list, dim_list<typename TF::template dim<0>>>::value,
+        "cache_view: lengths must be (B), the new rows' first dim (both are the template "
+        "arguments above)");
+    return true;
+  }
+  return false;
+}
+} // namespace detail
+
+/// Keys or values of a KV cache read in place, then this step's rows: past (B, Hkv, C, Dh),
+/// lengths (B) integer, fresh (B, Hkv, n, Dh) -> (B, Hkv, C+n, Dh).
+template <class DP, class... P, class DL, class... Ls, class DF, class... F>
+auto cache_view(const TypedValue<DP, P...> &past, const TypedValue<DL, Ls...> &lengths,
+                const TypedValue<DF, F...> &fresh) {
+  using TP = detail::traits<TypedValue<DP, P...>>;
+  using TF = detail::traits<TypedValue<DF, F...>>;
+  if constexpr (detail::check_cache_view<ops::cache_view, TypedValue<DP, P...>,
+                                         TypedValue<DL, Ls...>, TypedValue<DF, F...>>()) {
+    static_assert(rules::same_dims<ops::cache_view, dim_list<typename TP::template dim<0>>,
+                                   dim_list<typename TF::template dim<0>>>::value,
+                  "cache_view: the cache and the new rows must share the batch dim (both are the "
+                  "template arguments above)");
+    using Rows = decltype(typename TP::template dim<2>{} + typename TF::template dim<2>{});
+    using Out = TypedValue<DP, typename TF::template dim<0>, typename TF::template dim<1>, Rows,
+                           typename TF::template dim<3>>;
+    return detail::wrap<Out>(cache_view(past.value(), lengths.value(), fresh.value()),
+                             "cache_view");
+  }
+}
+
+/// The same over a paged cache: pool (P, Hkv, page, Dh), table (B, M) integer -> (B, Hkv,
+/// M*page+n, Dh).
+template <class DP, class... P, class DT, class... T, class DL, class... Ls, class DF, class... F>
+auto paged_cache_view(const TypedValue<DP, P...> &pool, const TypedValue<DT, T...> &table,
+                      const TypedValue<DL, Ls...> &lengths, const TypedValue<DF, F...> &fresh) {
+  using TP = detail::traits<TypedValue<DP, P...>>;
+  using TT = detail::traits<TypedValue<DT, T...>>;
+  using TF = detail::traits<TypedValue<DF, F...>>;
+  static_assert(rules::is_integer_tensor<ops::paged_cache_view, DT>::value,
+                "paged_cache_view: the block table must be an integer tensor (i32 or i64)");
+  static_assert(rules::rank_is<ops::paged_cache_view, 2, typename TT::list>::value,
+                "paged_cache_view: the block table must have 2 dims (B, pages per sequence)");
+  if constexpr (TT::rank == 2 &&
+                detail::check_cache_view<ops::paged_cache_view, TypedValue<DP, P...>,
+                                         TypedValue<DL, Ls...>, TypedValue<DF, F...>>()) {
+    static_assert(rules::same_dims<ops::paged_cache_view, dim_list<typename TT::template dim<0>>,
+                                   dim_list<typename TF::template dim<0>>>::value,
+                  "paged_cache_view: the block table's first dim must be the new rows' batch dim "
+                  "(both are the template arguments above)");
+    using Pages = decltype(typename TT::template dim<1>{} * typename TP::template dim<2>{});
+    using Rows = decltype(Pages{} + typename TF::template dim<2>{});
+    using Out = TypedValue<DP, typename TF::template dim<0>, typename TF::template dim<1>, Rows,
+                           typename TF::template dim<3>>;
+    return detail::wrap<Out>(
+        paged_cache_view(pool.value(), table.value(), lengths.value(), fresh.value()),
+        "paged_cache_view");
+  }
+}
+
+/// cache_mask over typed lengths (B), integer.
+template <class DL, class... Ls> MaskFn cache_mask(const TypedValue<DL, Ls...> &lengths) {
+  static_assert(rules::is_integer_tensor<ops::cache_mask, DL>::value,
+                "cache_mask: lengths must be an integer tensor (i32 or i64)");
+  static_assert(rules::rank_is<ops::cache_mask, 1, dim_list<Ls...>>::value,
+                "cache_mask: lengths must have 1 dim (B)");
+  return cache_mask(lengths.value());
 }
 
 namespace detail {

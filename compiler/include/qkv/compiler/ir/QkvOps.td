@@ -73,9 +73,14 @@ def Qkv_SinusoidalPEOp : Qkv_UnaryOp<"sinusoidal_pe"> {
 
 def Qkv_RopeOp : Qkv_UnaryOp<"rope"> {
   let summary = "rotary position embedding over the last two axes (L, Dh)";
-  let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$base, I64Attr:$offset,
-                   UnitAttr:$interleaved);
-  let assemblyFormat = "$x `base` $base `offset` $offset (`interleaved` $interleaved^)? "
+  let description = [{
+    Row i is at position offset + i, or at positions[i] / positions[b, i] when the
+    optional positions tensor ((L) or (B, L), B the first dim of x) is given.
+  }];
+  let arguments = (ins Qkv_FloatTensor:$x, Optional<Qkv_IntTensor>:$positions, F64Attr:$base,
+                   I64Attr:$offset, UnitAttr:$interleaved);
+  let assemblyFormat = "$x (`positions` $positions^ `:` type($positions))? `base` $base "
+                       "`offset` $offset (`interleaved` $interleaved^)? "
                        "attr-dict `:` type($x) `->` type($result)";
 }
 
@@ -177,6 +182,36 @@ def Qkv_EmbeddingOp : Qkv_Op<"embedding", [Pure]> {
   let arguments = (ins Qkv_IntTensor:$ids, Qkv_FloatTensor:$table);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$table `[` $ids `]` attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+// ---- KV caches -----------------------------------------------------------------------------
+
+def Qkv_CacheViewOp : Qkv_Op<"cache_view", [Pure]> {
+  let summary = "a KV cache's rows read in place, then this step's new rows, then zeros";
+  let description = [{
+    past (B, Hkv, C, Dh), lengths (B), fresh (B, Hkv, n, Dh) -> (B, Hkv, C+n, Dh): for
+    sequence b, past's rows [0, lengths[b]), fresh's n rows, then zeros.
+  }];
+  let arguments = (ins Qkv_FloatTensor:$past, Qkv_IntTensor:$lengths, Qkv_FloatTensor:$fresh);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$past `[` $lengths `]` `,` $fresh attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Qkv_PagedCacheViewOp : Qkv_Op<"paged_cache_view", [Pure]> {
+  let summary = "a paged KV cache's rows read through a block table, then new rows, then zeros";
+  let description = [{
+    pool (P, Hkv, page, Dh), table (B, M), lengths (B), fresh (B, Hkv, n, Dh) ->
+    (B, Hkv, M*page+n, Dh): row j < lengths[b] of sequence b is row j % page of page
+    table[b, j / page]; then fresh's n rows, then zeros.
+  }];
+  let arguments = (ins Qkv_FloatTensor:$pool, Qkv_IntTensor:$table, Qkv_IntTensor:$lengths,
+                   Qkv_FloatTensor:$fresh);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$pool `[` $table `,` $lengths `]` `,` $fresh attr-dict `:` "
+                       "functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
