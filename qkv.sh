@@ -3,6 +3,8 @@
 # [n/N] progress) and runs. Safe to run again: each step is skipped when already done.
 #
 #   ./qkv.sh demo     install, build, run the seed walkthrough example end to end
+#   ./qkv.sh demo three-matmuls
+#                     the same for the second walkthrough, "attention is three matmuls"
 #   ./qkv.sh test     install, build, run the whole ctest suite
 #   ./qkv.sh build    install and build everything
 #   ./qkv.sh bench    build and run the benchmarks under bench/
@@ -46,10 +48,16 @@ cmd=${1:-help}
 shift || true
 case "$cmd" in
   demo)
+    case "${1:-seed}" in
+      seed) demo=qkv-seed-walkthrough ;;
+      three-matmuls) demo=qkv-seed-three-matmuls ;;
+      *) echo "qkv.sh demo: unknown demo '$1' (the demos: seed, the default; three-matmuls)" >&2
+         exit 2 ;;
+    esac
     deps
-    build qkv-seed-walkthrough
-    say "running the demo"
-    "$BUILD/bin/qkv-seed-walkthrough" "$@"
+    build "$demo"
+    say "running the demo ($demo)"
+    "$BUILD/bin/$demo"
     ;;
   test)
     deps
@@ -76,7 +84,7 @@ case "$cmd" in
     rm -rf "$BUILD"
     ;;
   *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     [ "$cmd" = help ] || exit 2
     ;;
 esac

@@ -47,6 +47,14 @@ void expect_rank_at_least(const Node &n, int r, const char *op, const char *why)
 
 bool same_dim(const Dim &a, const Dim &b) { return a.name == b.name; }
 
+/// A derived dim (H*Dh, a+b) matches a dim by static extent when both are static, else by
+/// name: a dim named H*Dh whose extent is not the product does not split into these parts.
+bool derived_dim_matches(const Dim &derived, const Dim &d) {
+  if (derived.is_static() && d.is_static())
+    return derived.extent == d.extent;
+  return derived.name == d.name;
+}
+
 bool same_dims(const std::vector<Dim> &a, const std::vector<Dim> &b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_dim);
 }
@@ -328,8 +336,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     const Dim &h = attrs.dims[0], &dh = attrs.dims[1];
     const Dim &last = x.dims.back();
     Dim prod = product(h, dh);
-    bool ok = last.name == prod.name ||
-              (last.is_static() && prod.is_static() && last.extent == prod.extent);
+    bool ok = derived_dim_matches(prod, last);
     if (!ok) {
       if (last.is_dynamic())
         user_error("split_heads: " + who(x) + " ends in " + describe(last) +
@@ -357,8 +364,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     Dim out_dim = product(h, dh);
     if (!attrs.dims.empty()) {
       const Dim &want = attrs.dims[0];
-      bool ok = want.name == out_dim.name ||
-                (want.is_static() && out_dim.is_static() && want.extent == out_dim.extent);
+      bool ok = derived_dim_matches(out_dim, want);
       if (!ok)
         user_error("merge_heads: " + who(x) + " merges " + describe(h) + " heads of " +
                    describe(dh) + " into " +
@@ -395,8 +401,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     Dim joined = sum(parts);
     if (!attrs.dims.empty()) {
       const Dim &want = attrs.dims[0];
-      bool ok = want.name == joined.name ||
-                (want.is_static() && joined.is_static() && want.extent == joined.extent);
+      bool ok = derived_dim_matches(joined, want);
       if (!ok)
         user_error("concat: the parts add up to " + describe(joined) + ", which is not " +
                    describe(want));

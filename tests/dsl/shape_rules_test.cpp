@@ -198,6 +198,25 @@ TEST_F(ShapeRules, SplitHeadsDynamicLastDimNeedsTheProductName) {
   EXPECT_EQ(split_heads(y, H, Dim("F")).dims(), (std::vector<Dim>{H, L, Dim("F")}));
 }
 
+// A static dim named like the product still needs the product's extent: 'P*Q'(8), made of
+// 2 x 4, does not split into 2 heads of 3 (the rules once matched it by its name alone).
+TEST_F(ShapeRules, DerivedDimsOfAnotherStaticExtentDoNotMatchByName) {
+  Dim P("P", 2), Q("Q", 4);
+  Value x = in("x", {L, product(P, Q)}), o = in("o", {H, L, Dh}), a = in("a", {L, K}),
+        d = in("d", {L, N});
+  EXPECT_EQ(error_of([&] { split_heads(x, P, Dim("Q", 3)); }),
+            "split_heads: 'x' (L, P*Q) ends in 'P*Q'(8), which cannot split into 'P'(2) heads of "
+            "'Q'(3) (6 != 8)");
+  EXPECT_EQ(error_of([&] { merge_heads(o, Dim("H*Dh", 256)); }),
+            "merge_heads: 'o' (H, L, Dh) merges 'H'(8) heads of 'Dh'(64) into 512 features, which "
+            "is not 'H*Dh'(256)");
+  EXPECT_EQ(error_of([&] {
+              concat({a, d}, 1, Dim("K+N", 40));
+            }),
+            "concat: the parts add up to 'K+N'(48), which is not 'K+N'(40)");
+  EXPECT_EQ(split_heads(x, P, Q).dims(), (std::vector<Dim>{P, L, Q}));
+}
+
 TEST_F(ShapeRules, SplitHeadsHeadsStaticAndRank) {
   Value x = in("x", {L, D}), v = in("v", {D});
   EXPECT_EQ(error_of([&] { split_heads(x, Dim("G"), Dh); }),

@@ -349,11 +349,13 @@ template <class Op, class Dim, class... D> struct dim_is_not_repeated<Op, Dim, d
 template <class Heads> struct split_heads_heads_are_static {
   static constexpr bool value = Heads::is_static;
 };
-/// A derived dim (H*Dh, A+B) matches a dim with its name, or a static one of its extent.
+/// A derived dim (H*Dh, A+B) matches a dim with its name, or a static one of its extent;
+/// a dim with its name but another static extent does not (the parts were changed: 'H*Dh'(8)
+/// does not split into 2 heads of 3).
 template <class Derived, class Dim> struct derived_dim_matches {
+  static constexpr bool both_static = Derived::is_static && Dim::is_static;
   static constexpr bool value =
-      Derived::name == Dim::name ||
-      (Derived::is_static && Dim::is_static && Derived::extent == Dim::extent);
+      both_static ? Derived::extent == Dim::extent : Derived::name == Dim::name;
 };
 template <class Last, class Heads, class HeadDim>
 struct split_heads_last_dim_is_heads_times_head_dim {
@@ -856,8 +858,8 @@ auto softmax(const TypedValue<DT, D...> &x, Dim) {
     return softmax<axis>(x);
 }
 
-/// (..., L, H*Dh) -> (..., H, L, Dh). The last dim must be H * Dh by name, or static with
-/// extent H*Dh; H must be static.
+/// (..., L, H*Dh) -> (..., H, L, Dh). The last dim must have extent H*Dh when static, or be
+/// named H*Dh when dynamic; H must be static.
 template <class DT, class... D, class H, class Dh>
 requires(is_named_dim_v<H> &&is_named_dim_v<Dh>) auto split_heads(const TypedValue<DT, D...> &x,
                                                                   H heads, Dh head_dim) {
@@ -871,8 +873,8 @@ requires(is_named_dim_v<H> &&is_named_dim_v<Dh>) auto split_heads(const TypedVal
     static_assert(
         rules::split_heads_last_dim_is_heads_times_head_dim<detail::dim_at<-1, decltype(dx)>, H,
                                                             Dh>::value,
-        "split_heads: the tensor's last dim must be heads * head_dim: named H*Dh, or "
-        "static with extent H*Dh (the last dim, the heads and the head dim are the "
+        "split_heads: the tensor's last dim must be heads * head_dim: static with extent "
+        "H*Dh, or named H*Dh when dynamic (the last dim, the heads and the head dim are the "
         "template arguments above)");
     constexpr auto out = hana::concat(hana::drop_back(dx, hana::size_c<2>),
                                       hana::tuple_t<H, detail::dim_at<-2, decltype(dx)>, Dh>);
@@ -903,7 +905,8 @@ template <class DT, class... D> auto merge_heads(const TypedValue<DT, D...> &x) 
                                  "merge_heads");
 }
 
-/// (..., H, L, Dh) -> (..., L, Out), Out being H*Dh by name or static with that extent.
+/// (..., H, L, Dh) -> (..., L, Out), Out having H*Dh's extent when both are static, else
+/// its name.
 template <class DT, class... D, class Out>
 requires is_named_dim_v<Out>
 auto merge_heads(const TypedValue<DT, D...> &x, Out out_dim) {
@@ -912,9 +915,9 @@ auto merge_heads(const TypedValue<DT, D...> &x, Out out_dim) {
   if constexpr (sizeof...(D) >= 3) {
     static_assert(
         rules::merge_heads_out_is_heads_times_head_dim<detail::merged_dim<D...>, Out>::value,
-        "merge_heads: the output dim must be heads * head_dim, by name (H*Dh) or by "
-        "static extent (the merged dim and the requested one are the template "
-        "arguments above)");
+        "merge_heads: the output dim must be heads * head_dim, by static extent, or by "
+        "name (H*Dh) when one is dynamic (the merged dim and the requested one are the "
+        "template arguments above)");
     return detail::wrap_dims<DT>(merge_heads(x.value(), out_dim), detail::merged_dims<Out, D...>(),
                                  "merge_heads");
   }
@@ -939,7 +942,8 @@ template <std::size_t Axis, class First, class T> constexpr void check_concat_pa
 
 /// Joins tensors along axis Axis, by default the last: concat(a, b), concat<1>(a, b, c).
 /// The joined dim is named a+b+... with the summed extent; a dim passed last names it
-/// instead, concat(a, b, Dh), and must be a+b by name or static with the summed extent.
+/// instead, concat(a, b, Dh), and must have the summed extent when both are static, else be
+/// named a+b.
 template <std::int64_t Axis = -1, class DT, class... D, class... Rest>
 requires(sizeof...(Rest) >= 1 &&
          ((detail::is_typed_value<Rest> ||
@@ -975,9 +979,9 @@ requires(sizeof...(Rest) >= 1 &&
       using Joined = std::conditional_t<has_out, Last, Sum>;
       if constexpr (has_out)
         static_assert(rules::concat_out_is_sum_of_parts<Sum, Last>::value,
-                      "concat: the joined dim must be the sum of the parts, by name (a+b) or by "
-                      "static extent (the sum and the requested dim are the template arguments "
-                      "above)");
+                      "concat: the joined dim must be the sum of the parts, by static extent, or "
+                      "by name (a+b) when one is dynamic (the sum and the requested dim are the "
+                      "template arguments above)");
       std::vector<Value> xs{first.value()};
       auto push = [&](const auto &r) {
         if constexpr (detail::is_typed_value<std::remove_cvref_t<decltype(r)>>)
