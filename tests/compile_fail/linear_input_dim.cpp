@@ -1,4 +1,4 @@
-// Must not compile: ARCHITECTURE.md's example: linear(q, wk) where q ends in Dh and wk starts with D.
+// Must not compile: the classic mix-up, linear(q, wk) where q ends in Dh and wk starts with D.
 // EXPECT: linear_input_dim_is_weight_first_dim<
 // EXPECT: "Dh"}, 64>
 // EXPECT: "D"}, 512>

@@ -69,7 +69,7 @@ TEST_F(ShapeRules, MatmulNeedsFloatAndOneDtype) {
 // ---- linear ------------------------------------------------------------------------------
 
 TEST_F(ShapeRules, LinearInputDimIsNotTheWeightsFirst) {
-  // The example of ARCHITECTURE.md: q ends in Dh, wk starts with D.
+  // The classic mix-up: q ends in Dh, wk starts with D.
   Value q = in("q", {L, Dh}), wk = in("wk", {D, Dh});
   EXPECT_EQ(error_of([&] { linear(q, wk); }),
             "linear: 'q' (L, Dh) ends in 'Dh'(64) but weight 'wk' (D, Dh) starts with 'D'(512) "

@@ -1,4 +1,5 @@
-// The worked example of /work/shared/seeds/000_*.txt ("I love GPU programming", d_model 6),
+// The worked example of the first seed document ("I love GPU programming", d_model 6; see
+// examples/README.md),
 // checked through the interpreter. Only the numbers the seed derives by hand are checked:
 // its later matrices (the rest of Q, K, V, A) are illustrative, not computed.
 #include "test_util.hpp"

@@ -5,5 +5,6 @@
 #include <qkv/dsl.hpp>
 #include <qkv/runtime/interpreter.hpp>
 #include <qkv/runtime/kernel.hpp>
+#include <qkv/runtime/kv_cache.hpp>
 #include <qkv/runtime/tensor.hpp>
 #include <qkv/compiler/compile.hpp>
