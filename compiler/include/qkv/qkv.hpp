@@ -7,3 +7,4 @@
 #include <qkv/runtime/kernel.hpp>
 #include <qkv/runtime/tensor.hpp>
 #include <qkv/compiler/compile.hpp>
+#include <qkv/compiler/tile_map.hpp>
