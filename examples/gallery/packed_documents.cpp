@@ -1,0 +1,48 @@
+// Document packing (jagged sequences packed into fixed-length rows): a captured tensor
+// says which document each position belongs to, and a position sees the earlier
+// positions of its own document only.
+#include "variants.hpp"
+
+namespace qkv::gallery {
+namespace {
+
+Graph build(const Params &) {
+  Graph g("packed_documents");
+  auto [q, k, v] = qkv_inputs(g);
+  auto doc = g.input<i32>("doc", B, L); // doc[b, i]: the document of position i
+  auto same_doc =
+      mask_fn([&](auto b, auto h, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); });
+  auto o = attention(q, k, v).mask(and_masks(causal_mask(), same_doc));
+  g.output("out", o.value());
+  return g;
+}
+
+/// Documents of 1 to L/4 positions (a fixed pseudo-random sequence), numbered 0, 1, ...
+/// along each row.
+void documents(TensorMap &in) {
+  Tensor &doc = in.at("doc");
+  std::int64_t rows = doc.shape()[0], len = doc.shape()[1];
+  std::uint64_t state = 0x9E3779B97F4A7C15u;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t id = 0, left = 0;
+    for (std::int64_t i = 0; i < len; ++i) {
+      if (left == 0) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        left =
+            1 + static_cast<std::int64_t>(
+                    (state >> 33) % static_cast<std::uint64_t>(std::max<std::int64_t>(1, len / 4)));
+        id += i > 0;
+      }
+      doc.set(r * len + i, static_cast<double>(id));
+      --left;
+    }
+  }
+}
+
+} // namespace
+
+const Variant packed_documents{"packed_documents",
+                               "causal within each packed document (captured doc ids)",
+                               Form::Attention, build, documents};
+
+} // namespace qkv::gallery
