@@ -3,6 +3,9 @@
 // positions of its own document only.
 #include "variants.hpp"
 
+#include <algorithm>
+#include <random>
+
 namespace qkv::gallery {
 namespace {
 
@@ -17,26 +20,21 @@ Graph build(const Params &) {
   return g;
 }
 
-/// Documents of 1 to L/4 positions (a fixed pseudo-random sequence), numbered 0, 1, ...
-/// along each row.
+/// Documents of random lengths, 1 to L/4 positions (a fixed pseudo-random sequence),
+/// numbered 0, 1, ... along each row.
 void documents(TensorMap &in) {
   Tensor &doc = in.at("doc");
   std::int64_t rows = doc.shape()[0], len = doc.shape()[1];
-  std::uint64_t state = 0x9E3779B97F4A7C15u;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::int64_t id = 0, left = 0;
-    for (std::int64_t i = 0; i < len; ++i) {
-      if (left == 0) {
-        state = state * 6364136223846793005u + 1442695040888963407u;
-        left =
-            1 + static_cast<std::int64_t>(
-                    (state >> 33) % static_cast<std::uint64_t>(std::max<std::int64_t>(1, len / 4)));
-        id += i > 0;
+  std::mt19937_64 random(7);
+  auto longest = static_cast<std::uint64_t>(std::max<std::int64_t>(1, len / 4));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0, id = -1, end = 0; i < len; ++i) {
+      if (i == end) {
+        end += 1 + static_cast<std::int64_t>(random() % longest);
+        ++id;
       }
       doc.set(r * len + i, static_cast<double>(id));
-      --left;
     }
-  }
 }
 
 } // namespace

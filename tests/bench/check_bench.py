@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 OPTIONS = ["--batch", "--heads", "--kv-heads", "--seq", "--kv-len", "--head-dim", "--window",
-           "--dims", "--threads", "--json", "--repeat"]
+           "--dims", "--threads", "--json", "--repeat", "--no-baselines"]
 FIELDS = ["name", "shape", "mask", "threads", "isa", "ms", "runs", "compile_ms", "compile_runs",
           "flops", "gflops", "peak_gflops", "pct_peak", "bytes", "read_gbs", "bandwidth_gbs",
           "pct_bandwidth", "baselines", "tolerance", "wall_s"]

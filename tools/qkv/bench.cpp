@@ -59,6 +59,7 @@ const char *const kBenchHelp =
     "  --json          print one JSON object on stdout instead of the table\n"
     "  --repeat N      exactly N timed runs of qkv and of each baseline, and N compiles\n"
     "                  (default: adaptive runs as above, 3 compiles)\n"
+    "  --no-baselines  time qkv alone\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
     "JSON fields: name, shape, mask (none, causal, window, expr), threads, isa, ms, runs,\n"
@@ -88,6 +89,7 @@ struct Config {
   int threads = 1;
   bool json = false;
   int repeat = 0; // 0: adaptive
+  bool baselines = true;
 };
 
 struct Result {
@@ -130,15 +132,17 @@ std::string sig(double v) {
 }
 
 Config config_of(const cli::Args &a) {
-  cli::check_opts(a, {"threads", "json", "repeat", QKV_SHAPE_OPTS});
-  if (a.opts.count("json") && !a.opts.at("json").empty())
-    user_error("--json takes no value, got '" + a.opts.at("json") + "'");
+  cli::check_opts(a, {"threads", "json", "repeat", "no-baselines", QKV_SHAPE_OPTS});
+  for (const char *flag : {"json", "no-baselines"})
+    if (a.opts.count(flag) && !a.opts.at(flag).empty())
+      user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
   Config c;
   c.entry = &gallery::find(a.name);
   c.shape = cli::shape_from_opts(*c.entry, a, c.entry->bench_shape);
   c.threads = static_cast<int>(cli::int_opt(a, "threads").value_or(qb::hardware_threads()));
   c.json = a.opts.count("json") > 0;
   c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
+  c.baselines = a.opts.count("no-baselines") == 0;
   return c;
 }
 
@@ -401,7 +405,7 @@ int cmd_bench(const cli::Args &a) {
   measure_machine(r, "before the runs");
   Kernel k = compile_timed(g, r);
   Tensor out = time_qkv(k, in, r);
-  r.no_baselines = gallery::baseline_gap(e, g, r.c.shape);
+  r.no_baselines = r.c.baselines ? gallery::baseline_gap(e, g, r.c.shape) : "--no-baselines";
   if (r.no_baselines.empty() && e.workload.mask == Workload::Mask::Expr)
     r.table = gallery::mask_table(g, in);
   if (r.no_baselines.empty())

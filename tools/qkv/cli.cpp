@@ -16,7 +16,7 @@ Args parse(int argc, char **argv) {
       auto eq = s.find('=');
       std::string key = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       std::string val;
-      bool flag = key == "check" || key == "json";
+      bool flag = key == "check" || key == "json" || key == "no-baselines";
       if (eq != std::string::npos)
         val = s.substr(eq + 1);
       else if (!flag && i + 1 < argc)

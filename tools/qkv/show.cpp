@@ -135,6 +135,11 @@ void draw_tiles(const Picture &p) {
   }
 }
 
+/// "1 empty tile", "3 empty tiles".
+std::string tiles(std::int64_t n, const char *kind) {
+  return std::to_string(n) + " " + kind + (n == 1 ? " tile" : " tiles");
+}
+
 void summarize(const Picture &p) {
   const TileMap &t = p.tiles;
   auto truly = [&](TileKind k) { return std::count(p.truth.begin(), p.truth.end(), k); };
@@ -153,8 +158,9 @@ void summarize(const Picture &p) {
   if (unproved_empty + unproved_full == 0)
     std::cout << "the analysis is exact here: it proves every empty and every full tile\n";
   else
-    std::cout << "conservative: " << unproved_empty << " empty tiles not proved empty (computed "
-              << "anyway), " << unproved_full << " full tiles not proved full (mask per element)\n";
+    std::cout << "conservative: " << tiles(unproved_empty, "empty") << " not proved empty "
+              << "(computed anyway), " << tiles(unproved_full, "full")
+              << " not proved full (mask per element)\n";
 }
 
 constexpr Rgb kKept{31, 58, 147}, kKeptMasked{96, 140, 220}, kGrid{160, 160, 160},
