@@ -11,6 +11,8 @@ packages=(
   libboost-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
   # Build tools.
   cmake ninja-build g++ python3
+  # `qkv show --png`: mask pictures.
+  libpng-dev
   # Bench-only: the OpenBLAS baseline of `qkv bench` and bench/ (bench/common links it when
   # found; the qkv libraries and their tests never depend on it).
   libopenblas-dev

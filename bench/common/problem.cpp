@@ -12,6 +12,7 @@ std::string_view mask_name(MaskKind m) {
   case MaskKind::None: return "none";
   case MaskKind::Causal: return "causal";
   case MaskKind::Window: return "window";
+  case MaskKind::Table: return "table";
   }
   return "?";
 }
@@ -26,6 +27,15 @@ std::pair<std::int64_t, std::int64_t> AttentionProblem::kept(std::int64_t i) con
   case MaskKind::Causal: return {0, std::min(i + 1, len_kv)};
   case MaskKind::Window:
     return {std::max<std::int64_t>(0, i - window + 1), std::min(i + 1, len_kv)};
+  case MaskKind::Table: {
+    const std::uint8_t *row = table + i * len_kv;
+    std::int64_t lo = 0, hi = len_kv;
+    while (lo < len_kv && !row[lo])
+      ++lo;
+    while (hi > lo && !row[hi - 1])
+      --hi;
+    return {lo, hi};
+  }
   }
   return {0, 0};
 }
@@ -33,6 +43,8 @@ std::pair<std::int64_t, std::int64_t> AttentionProblem::kept(std::int64_t i) con
 std::int64_t AttentionProblem::kept_pairs() const {
   if (mask == MaskKind::None)
     return len_q * len_kv;
+  if (mask == MaskKind::Table)
+    return std::count_if(table, table + len_q * len_kv, [](std::uint8_t k) { return k != 0; });
   std::int64_t n = 0;
   for (std::int64_t i = 0; i < len_q; ++i) {
     auto [lo, hi] = kept(i);
@@ -66,6 +78,8 @@ void AttentionProblem::check() const {
   positive(head_dim, "head_dim");
   if (mask == MaskKind::Window)
     positive(window, "window");
+  if (mask == MaskKind::Table && !table)
+    throw std::invalid_argument("a Table mask needs its table");
   if (heads % kv_heads != 0)
     throw std::invalid_argument("kv_heads (" + std::to_string(kv_heads) + ") must divide heads (" +
                                 std::to_string(heads) + ")");

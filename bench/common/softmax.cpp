@@ -63,11 +63,18 @@ QKV_BENCH_CLONES void scale_row(float *row, std::int64_t n, float f) {
     row[j] *= f;
 }
 
+QKV_BENCH_CLONES void mask_row(float *row, std::int64_t n, const std::uint8_t *keep) {
+  for (std::int64_t j = 0; j < n; ++j)
+    row[j] = keep[j] ? row[j] : kNegInf;
+}
+
 } // namespace
 
 void mask_softmax_row(const AttentionProblem &p, std::int64_t i, float *row) {
   std::int64_t n = p.len_kv;
-  if (p.mask != MaskKind::None) {
+  if (p.mask == MaskKind::Table) {
+    mask_row(row, n, p.table + i * n);
+  } else if (p.mask != MaskKind::None) {
     auto [lo, hi] = p.kept(i);
     mask_row(row, n, lo, hi);
   }

@@ -212,6 +212,19 @@ ExprPtr make_load(const Graph *g, std::int32_t tensor, DType dtype, std::vector<
 }
 
 Expr index_var(ExprOp which) { return Expr(make_leaf(which)); }
+IntExpr int_index_var(ExprOp which) { return IntExpr(make_leaf(which)); }
+
+IntExpr int_binary(ExprOp op, const Expr &a, const Expr &b) {
+  return IntExpr(make_binary(op, a.ptr(), b.ptr()));
+}
+
+namespace {
+thread_local const char *tracing_mod = nullptr;
+} // namespace
+
+TracingMod::TracingMod(const char *which) : outer_(tracing_mod) { tracing_mod = which; }
+TracingMod::~TracingMod() { tracing_mod = outer_; }
+const char *TracingMod::current() { return tracing_mod; }
 
 } // namespace detail
 
@@ -221,6 +234,11 @@ Expr::Expr(ExprPtr p) : p_(std::move(p)) {
   if (p_->type == ExprType::Bool)
     user_error("mod expression: a condition (" + to_string(p_) +
                ") was used where a number is needed; write qkv::select(cond, 1.0, 0.0)");
+}
+
+IntExpr::IntExpr(ExprPtr p) : Expr(std::move(p)) {
+  if (type() != ExprType::Int)
+    internal_error("IntExpr from the non-integer expression " + str());
 }
 
 BoolExpr::BoolExpr(ExprPtr p) : p_(std::move(p)) {
@@ -296,8 +314,11 @@ BoolExpr select(const BoolExpr &c, const BoolExpr &a, const BoolExpr &b) {
   return BoolExpr(detail::make_select(c.ptr(), a.ptr(), b.ptr()));
 }
 
-Expr len_q() { return Expr(detail::make_leaf(ExprOp::LenQ)); }
-Expr len_kv() { return Expr(detail::make_leaf(ExprOp::LenKV)); }
+IntExpr operator-(const IntExpr &a) { return IntExpr(make_unary(ExprOp::Neg, a.ptr())); }
+IntExpr abs(const IntExpr &a) { return IntExpr(make_unary(ExprOp::Abs, a.ptr())); }
+
+IntExpr len_q() { return IntExpr(detail::make_leaf(ExprOp::LenQ)); }
+IntExpr len_kv() { return IntExpr(detail::make_leaf(ExprOp::LenKV)); }
 
 MaskFn causal_mask() {
   return mask_fn([](Expr, Expr, Expr q, Expr kv) { return q >= kv; });

@@ -137,12 +137,21 @@ Value Value::named(const std::string &name) const {
 
 Expr Value::load(std::vector<Expr> idx) const {
   const Node &n = node();
+  // The mod being traced names the error ("score_mod: ..."), else the expression.
+  const char *mod = detail::TracingMod::current();
+  std::string who = mod ? std::string(mod) + ": " : std::string("mod expression: ");
   if (static_cast<int>(idx.size()) != n.rank())
-    user_error("mod expression: " + describe() + " has " + std::to_string(n.rank()) +
+    user_error(who + describe() + " has " + std::to_string(n.rank()) +
                " dims but is indexed with " + std::to_string(idx.size()));
   std::vector<ExprPtr> ps;
-  for (const Expr &e : idx)
-    ps.push_back(e.ptr());
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    if (idx[i].type() != ExprType::Int)
+      user_error(who + "index " + std::to_string(i) + " of " + describe() + " is the float `" +
+                 idx[i].str() +
+                 "`; tensor indices must be integers (positions, integer "
+                 "constants, loads from integer tensors and integer arithmetic on them)");
+    ps.push_back(idx[i].ptr());
+  }
   return Expr(detail::make_load(g_, id_, n.dtype, std::move(ps)));
 }
 

@@ -977,7 +977,99 @@ std::vector<Tensor> evaluate(const Graph &g, const TensorMap &inputs,
   return vals;
 }
 
+/// Marks `from` and every node it depends on in `live`.
+void mark_live(const Graph &g, NodeId from, std::vector<bool> &live) {
+  live.at(from) = true;
+  for (std::size_t i = static_cast<std::size_t>(from) + 1; i-- > 0;)
+    if (live[i])
+      for (NodeId in : g.nodes()[i].inputs)
+        live.at(in) = true;
+}
+
+/// What mask_map needs of a node: its mask, the extents of its (b, h, q, kv) axes, and the
+/// values of the tensors its mask reads.
+struct MaskSite {
+  const Node *n = nullptr;
+  const ExprNode *mask = nullptr; // null: keeps everything
+  std::int64_t batch = 1, heads = 1, len_q = 0, len_kv = 0;
+  DimBindings dims;
+  std::vector<Tensor> vals;
+};
+
+MaskSite mask_site(const Graph &g, const TensorMap &inputs, NodeId node) {
+  g.verify();
+  user_check(node >= 0 && node < static_cast<NodeId>(g.nodes().size()),
+             "mask_map: graph '" + g.name() + "' has no node %" + std::to_string(node));
+  MaskSite m;
+  m.n = &g.node(node);
+  user_check(m.n->op == OpKind::Attention || m.n->op == OpKind::Mask,
+             "mask_map: node '" + m.n->name + "' of graph '" + g.name() + "' is a " +
+                 std::string(op_name(m.n->op)) + ", not an attention or a mask");
+  m.mask = m.n->attrs.mask.get();
+  m.dims = bind_dims(g, signature(inputs));
+  // The captured tensors come after the operands: q, k, v (attention) or the scores.
+  std::size_t operands = m.n->op == OpKind::Attention ? 3 : 1;
+  std::vector<bool> live(g.nodes().size(), false);
+  for (std::size_t i = operands; i < m.n->inputs.size(); ++i)
+    mark_live(g, m.n->inputs[i], live);
+  m.vals = evaluate(g, inputs, live);
+  Shape q = resolve(g.node(m.n->inputs[0]).dims, m.dims);
+  Shape kv = m.n->op == OpKind::Attention ? resolve(g.node(m.n->inputs[1]).dims, m.dims) : q;
+  int r = static_cast<int>(q.size());
+  m.len_q = q[r - 2];
+  m.len_kv = m.n->op == OpKind::Attention ? kv[r - 2] : q[r - 1];
+  m.heads = r >= 3 ? q[r - 3] : 1;
+  m.batch = r >= 4 ? q[r - 4] : 1;
+  return m;
+}
+
+MaskMap eval_mask_map(const Graph &g, const TensorMap &inputs, const MaskSite &m, std::int64_t b,
+                      std::int64_t h) {
+  user_check(b >= 0 && b < m.batch && h >= 0 && h < m.heads,
+             "mask_map: (b=" + std::to_string(b) + ", h=" + std::to_string(h) +
+                 ") is outside node '" + m.n->name + "' (" + std::to_string(m.batch) +
+                 " batches, " + std::to_string(m.heads) + " heads)");
+  MaskMap out{m.len_q, m.len_kv, std::vector<std::uint8_t>(m.len_q * m.len_kv, 1)};
+  if (!m.mask)
+    return out;
+  Ctx c{g, *m.n, m.dims, m.vals, inputs};
+  ModEvaluator ev(c, "mask_mod");
+  for (std::int64_t i = 0; i < m.len_q; ++i)
+    for (std::int64_t j = 0; j < m.len_kv; ++j)
+      out.keep[i * m.len_kv + j] = ev.condition(*m.mask, {b, h, i, j, m.len_q, m.len_kv, 0});
+  return out;
+}
+
+/// Whether expression e reads position `which` (IndexB or IndexH), loads included.
+bool reads(const ExprNode *e, ExprOp which) {
+  if (!e)
+    return false;
+  if (e->op == which)
+    return true;
+  return std::any_of(e->args.begin(), e->args.end(),
+                     [&](const ExprPtr &a) { return reads(a.get(), which); });
+}
+
 } // namespace
+
+std::int64_t MaskMap::kept() const {
+  return static_cast<std::int64_t>(std::count(keep.begin(), keep.end(), std::uint8_t{1}));
+}
+
+MaskMap mask_map(const Graph &g, const TensorMap &inputs, NodeId node, std::int64_t b,
+                 std::int64_t h) {
+  return eval_mask_map(g, inputs, mask_site(g, inputs, node), b, h);
+}
+
+std::int64_t kept_pairs(const Graph &g, const TensorMap &inputs, NodeId node) {
+  MaskSite m = mask_site(g, inputs, node);
+  bool by_b = reads(m.mask, ExprOp::IndexB), by_h = reads(m.mask, ExprOp::IndexH);
+  std::int64_t total = 0;
+  for (std::int64_t b = 0; b < (by_b ? m.batch : 1); ++b)
+    for (std::int64_t h = 0; h < (by_h ? m.heads : 1); ++h)
+      total += eval_mask_map(g, inputs, m, b, h).kept();
+  return total * (by_b ? 1 : m.batch) * (by_h ? 1 : m.heads);
+}
 
 std::vector<Tensor> run_all(const Graph &g, const TensorMap &inputs) {
   return evaluate(g, inputs, std::vector<bool>(g.nodes().size(), true));

@@ -5,13 +5,50 @@
 namespace qkv::test {
 namespace {
 
-std::vector<DiffCase> cases() {
+/// The reductions of a variant (examples/gallery/): as the blocks below, with the keys
+/// of self-attention on L; Linformer also sums over L (its projection) and attends over
+/// Kp; linear attention sums phi(k)^T v over L.
+///
+/// The variants' blocks have D = 512: their projection weights (w*) are scaled by
+/// 1/sqrt(fan-in), as models initialise them, so that every term stays O(1) (M = 1) and
+/// scores are a tenth or so; the large set multiplies x (and memory) by 10, scores by
+/// 100. Linformer's E and F stay in [-1, 1): its outputs would shrink to the tolerance.
+DiffCase &variant_sums(DiffCase &c, const gallery::Entry &e) {
+  const std::string &n = e.name;
+  if (e.variant->form == gallery::Form::Attention)
+    // ALiBi adds up to slope_0 * (L - 1) = 0.5 * 127 to the scores of the test shapes.
+    return c.sums({"Dh", "L"}, n == "alibi" ? 64 : 1).large_inputs(10, n == "alibi" ? 164 : 100);
+  std::vector<std::string> params;
+  Graph g = e.build();
+  for (NodeId id : g.arguments())
+    if (g.node(id).op == OpKind::Param && g.node(id).name[0] == 'w')
+      params.push_back(g.node(id).name);
+  c.prepare = [params](TensorMap &in) {
+    for (const std::string &p : params)
+      times(p, 1 / std::sqrt(static_cast<double>(in.at(p).shape().front())))(in);
+  };
+  if (n == "linformer")
+    return c.sums({"D", "L", "Dh", "Kp", "D"}, 1).large_inputs(10, 100);
+  if (n == "linear_attn")
+    return c.sums({"D", "L", "Dh", "D"}, 1).large_inputs(10, 100);
+  return c.sums({"D", "Dh", n == "cross_attention" ? "S" : "L", "D"}, 1).large_inputs(10, 100);
+}
+
+/// The kernel benchmarks' entries, or the variants of examples/gallery/.
+std::vector<DiffCase> cases(bool variants) {
   std::vector<DiffCase> out;
   for (const auto &e : gallery::entries()) {
+    if ((e.variant != nullptr) != variants)
+      continue;
     DiffCase c;
     c.name = e.name;
     c.build = [&e] { return e.build(); };
     c.shapes = e.shapes;
+    c.prepare = e.prepare;
+    if (e.variant) {
+      out.push_back(variant_sums(c, e));
+      continue;
+    }
     // The chain of sums: the projections over D, q.k over the head dim, the softmax-weighted
     // sum over the keys, the output projection over D. Weights in [-1, 1) over D=64 make
     // terms of a few units and scores in the tens (M); the large set makes x ten times
@@ -32,7 +69,10 @@ class Gallery : public ::testing::TestWithParam<DiffCase> {};
 
 TEST_P(Gallery, MatchesInterpreter) { run_differential(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(All, Gallery, ::testing::ValuesIn(cases()),
+// Two ctest entries run them (tests/compiler/CMakeLists.txt): Kernels/* and Variants/*.
+INSTANTIATE_TEST_SUITE_P(Kernels, Gallery, ::testing::ValuesIn(cases(false)),
+                         [](const auto &info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Variants, Gallery, ::testing::ValuesIn(cases(true)),
                          [](const auto &info) { return info.param.name; });
 
 } // namespace

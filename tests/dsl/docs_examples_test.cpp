@@ -652,6 +652,10 @@ TEST(DslGuide, RunTimeErrorsQuotedInTheGuide) {
     attention(o, o, o).score_mod(
         [&](Expr s, Expr, Expr h, Expr qi, Expr) { return s + slopes(h, qi); });
   }));
+  expect_in_guide(error_of([&] {
+    attention(o, o, o).score_mod(
+        [&](Expr s, Expr, Expr h, Expr, Expr) { return s + slopes[h * 0.5]; });
+  }));
   expect_in_guide(error_of([&] { bind_dims(g, {{"q", {DType::F32, {3, 64}}}}); }));
 }
 

@@ -104,9 +104,15 @@ TEST(ModTypes, LoadIndicesAreIntegersAndLoadsHaveTheTensorsType) {
   EXPECT_EQ(slopes[h].type(), ExprType::Float);
   EXPECT_EQ(docs[q].type(), ExprType::Int);
   EXPECT_EQ(error_of([&] { slopes[score]; }),
-            "mod expression: tensor indices must be integers, got score");
-  EXPECT_EQ(error_of([&] { slopes[q * 0.5]; }),
-            "mod expression: tensor indices must be integers, got float(q) * 0.5");
+            "mod expression: index 0 of 'slopes' (H) is the float `score`; tensor indices must "
+            "be integers (positions, integer constants, loads from integer tensors and integer "
+            "arithmetic on them)");
+  // While a mod is traced, the error names it.
+  std::string e = error_of([&] {
+    score_fn([&](auto s, auto, auto, auto qi, auto) { return s + docs[qi] + slopes[qi * 0.5]; });
+  });
+  EXPECT_EQ(e.rfind("score_mod: index 0 of 'slopes' (H) is the float `float(q) * 0.5`", 0), 0u)
+      << e;
 }
 
 // ---- printing ----------------------------------------------------------------------------

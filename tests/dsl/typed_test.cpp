@@ -418,13 +418,35 @@ TEST(TypedLoads, IndexCountMatchesRank) {
   Graph g("g");
   auto slopes = g.param<f32>("slopes", H);
   auto bias = g.param<f32>("bias", H, dim<"R", 9>);
-  Expr h = detail::index_var(ExprOp::IndexH);
-  Expr qi = detail::index_var(ExprOp::IndexQ);
-  Expr ki = detail::index_var(ExprOp::IndexKV);
+  IntExpr h = detail::int_index_var(ExprOp::IndexH);
+  IntExpr qi = detail::int_index_var(ExprOp::IndexQ);
+  IntExpr ki = detail::int_index_var(ExprOp::IndexKV);
   EXPECT_EQ(slopes[h].str(), "%0[h]");
   EXPECT_EQ(slopes(h).str(), "%0[h]");
   EXPECT_EQ(bias(h, qi - ki + 4).str(), "%1[h, q - kv + 4]");
   EXPECT_EQ(bias(h, 3).type(), ExprType::Float);
+}
+
+// Indices are integers by type: arithmetic on IntExprs stays IntExpr, a load from an
+// integer tensor is one, a float load is a plain Expr (indexing with it does not compile:
+// tests/compile_fail/load_float_index.cpp).
+TEST(TypedLoads, IntegerIndicesByType) {
+  Graph g("g");
+  auto doc = g.input<i32>("doc", L);
+  auto slopes = g.param<f32>("slopes", H);
+  IntExpr qi = detail::int_index_var(ExprOp::IndexQ);
+  IntExpr ki = detail::int_index_var(ExprOp::IndexKV);
+  static_assert(same<decltype(doc[qi]), IntExpr>);
+  static_assert(same<decltype(slopes[qi]), Expr>);
+  static_assert(same<decltype(qi - ki), IntExpr>);
+  static_assert(same<decltype(2 * qi % 3), IntExpr>);
+  static_assert(same<decltype(max(0, min(qi / 4, len_q() - 1))), IntExpr>);
+  static_assert(same<decltype(abs(-qi)), IntExpr>);
+  static_assert(same<decltype(select(qi > ki, qi, 0)), IntExpr>);
+  static_assert(same<decltype(qi * 0.5), Expr>);
+  static_assert(same<decltype(qi - Expr(1.5)), Expr>);
+  EXPECT_EQ(slopes[doc[qi] % 8].str(), "%1[%0[q] % 8]");
+  EXPECT_EQ((qi * 0.5).type(), ExprType::Float);
 }
 
 // ---- the layers' cross-check --------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/interpreter.hpp>
 
 #include "qkv_bench/baselines.hpp"
 #include "qkv_bench/machine.hpp"
@@ -45,9 +46,12 @@ const char *const kBenchHelp =
     "times are medians, and each one's run count is printed.\n"
     "\n"
     "Flops: attention 4*B*H*Dh*pairs, pairs = the (query, key) pairs the mask keeps,\n"
-    "counted exactly; blocks add 2*M*K*N per projection. read_gbs: bytes of the inputs\n"
-    "(q, k, v; or x, memory and the weights) read once and of the output written once,\n"
-    "divided by the median time.\n"
+    "counted exactly; blocks add 2*M*K*N per projection. The variants of\n"
+    "examples/gallery/ are counted node by node, their pairs by evaluating the mask on\n"
+    "the inputs. read_gbs: bytes of the inputs (q, k, v; or x, memory and the weights)\n"
+    "read once and of the output written once, divided by the median time. The\n"
+    "baselines run where they compute the graph: attention with a mask (a mask expression\n"
+    "as a table of kept pairs), blocks of projections and attention; not with a score_mod.\n"
     "\n"
     "options:\n"
     "  --threads T     threads for qkv, the baselines, peak and bandwidth (default: all\n"
@@ -55,12 +59,15 @@ const char *const kBenchHelp =
     "  --json          print one JSON object on stdout instead of the table\n"
     "  --repeat N      exactly N timed runs of qkv and of each baseline, and N compiles\n"
     "                  (default: adaptive runs as above, 3 compiles)\n"
+    "  --no-baselines  time qkv alone\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
-    "JSON fields: name, shape, mask, threads, isa, ms, runs, compile_ms, compile_runs,\n"
-    "flops, gflops, peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
+    "JSON fields: name, shape, mask (none, causal, window, expr), threads, isa, ms, runs,\n"
+    "compile_ms, compile_runs, flops, gflops, kept_pairs and pairs (over all batches and\n"
+    "heads), peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
-    "max_abs_err, ok}), tolerance, wall_s. Percentages are in percent.\n";
+    "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s.\n"
+    "Percentages are in percent.\n";
 
 namespace {
 
@@ -82,6 +89,7 @@ struct Config {
   int threads = 1;
   bool json = false;
   int repeat = 0; // 0: adaptive
+  bool baselines = true;
 };
 
 struct Result {
@@ -103,6 +111,9 @@ struct Report {
   std::vector<Result> baselines;
   double out_scale = 1; // max(1, max |qkv output|)
   double wall_s = 0;
+  std::int64_t kept = 0, pairs = 0; // (query, key) pairs kept and in all, per batch and head
+  std::string no_baselines;         // why the baselines did not run, or ""
+  std::vector<std::uint8_t> table;  // a mask expression's kept pairs, for the baselines
 };
 
 void progress(const std::string &s) { std::cerr << "[qkv bench] " << s << std::endl; }
@@ -121,15 +132,17 @@ std::string sig(double v) {
 }
 
 Config config_of(const cli::Args &a) {
-  cli::check_opts(a, {"threads", "json", "repeat", QKV_SHAPE_OPTS});
-  if (a.opts.count("json") && !a.opts.at("json").empty())
-    user_error("--json takes no value, got '" + a.opts.at("json") + "'");
+  cli::check_opts(a, {"threads", "json", "repeat", "no-baselines", QKV_SHAPE_OPTS});
+  for (const char *flag : {"json", "no-baselines"})
+    if (a.opts.count(flag) && !a.opts.at(flag).empty())
+      user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
   Config c;
   c.entry = &gallery::find(a.name);
   c.shape = cli::shape_from_opts(*c.entry, a, c.entry->bench_shape);
   c.threads = static_cast<int>(cli::int_opt(a, "threads").value_or(qb::hardware_threads()));
   c.json = a.opts.count("json") > 0;
   c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
+  c.baselines = a.opts.count("no-baselines") == 0;
   return c;
 }
 
@@ -196,9 +209,10 @@ Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Re
   progress("running baseline " + res.name);
   qb::settle();
   Tensor out(DType::F32, want.shape());
-  res.t =
-      qb::time_runs([&] { gallery::run_baseline(b, *r.c.entry, r.c.shape, in, out, r.c.threads); },
-                    policy(r.c, kBaselineBudgetS));
+  const std::uint8_t *table = r.table.empty() ? nullptr : r.table.data();
+  res.t = qb::time_runs(
+      [&] { gallery::run_baseline(b, *r.c.entry, r.c.shape, in, out, r.c.threads, table); },
+      policy(r.c, kBaselineBudgetS));
   const float *got = out.data_as<float>(), *w = want.data_as<float>();
   for (std::int64_t i = 0; i < out.numel(); ++i) {
     double d = std::fabs(static_cast<double>(got[i]) - w[i]);
@@ -220,16 +234,25 @@ json shape_json(const Config &c) {
             {"seq", s.seq},     {"kv_len", s.kv_len}, {"head_dim", s.head_dim}};
   if (is_block(*c.entry))
     j["model_dim"] = s.model_dim();
-  if (c.entry->workload.mask == Workload::Mask::Window)
+  if (c.entry->uses_window())
     j["window"] = s.window;
   return j;
+}
+
+/// none, causal, window, or expr (any other mask expression, evaluated).
+std::string mask_label(const Entry &e) {
+  if (e.workload.mask == Workload::Mask::Expr)
+    return "expr";
+  return std::string(qb::mask_name(attention_problem(e, GraphShape{}).mask));
 }
 
 json to_json(const Report &r) {
   json j;
   j["name"] = r.c.entry->name;
   j["shape"] = shape_json(r.c);
-  j["mask"] = qb::mask_name(attention_problem(*r.c.entry, r.c.shape).mask);
+  j["mask"] = mask_label(*r.c.entry);
+  j["kept_pairs"] = r.kept;
+  j["pairs"] = r.pairs;
   j["threads"] = r.c.threads;
   j["isa"] = qb::isa_name(r.isa);
   j["ms"] = r.qkv.t.median_ms;
@@ -260,6 +283,8 @@ json to_json(const Report &r) {
                               {"ok", b.ok}};
   if (!qb::missing_baselines_reason().empty())
     j["baselines_missing"] = qb::missing_baselines_reason();
+  if (!r.no_baselines.empty())
+    j["baselines_not_run"] = r.no_baselines;
   if (!qb::blas_config().empty())
     j["blas"] = qb::blas_config();
   j["tolerance"] = kTolerance * r.out_scale;
@@ -274,8 +299,12 @@ std::string work_line(const Report &r) {
   if (is_block(e))
     s += " (projections " + sig(block_problem(e, r.c.shape).projection_flops() * 1e-9) +
          " + attention " + sig(p.flops() * 1e-9) + ")";
-  s += "; attention 4*B*H*Dh*pairs with " + std::to_string(p.kept_pairs()) + " of " +
-       std::to_string(p.len_q * p.len_kv) + " pairs kept per head";
+  if (e.variant)
+    s += "; counted node by node, attention 2*(Dh+Dv)*pairs with " + std::to_string(r.kept) +
+         " of " + std::to_string(r.pairs) + " pairs kept (all batches and heads)";
+  else
+    s += "; attention 4*B*H*Dh*pairs with " + std::to_string(p.kept_pairs()) + " of " +
+         std::to_string(p.len_q * p.len_kv) + " pairs kept per head";
   return s + "\nbytes     " + sig(r.bytes * 1e-6) + " MB (inputs read once + output " +
          "written once)";
 }
@@ -295,8 +324,7 @@ void print_row(const Report &r, const Result &x, bool is_qkv) {
 void print_table(const Report &r) {
   const Config &c = r.c;
   std::cout << "qkv bench " << c.entry->name << ": " << c.entry->sizes(c.shape) << ", mask "
-            << qb::mask_name(attention_problem(*c.entry, c.shape).mask) << ", " << c.threads
-            << " threads\n"
+            << mask_label(*c.entry) << ", " << c.threads << " threads\n"
             << "machine   " << qb::isa_name(r.isa) << " FMA peak " << fixed(r.peak.value, 1)
             << " GFLOP/s, read bandwidth " << fixed(r.bandwidth.value, 1) << " GB/s (on "
             << c.threads << " threads; the higher of " << fixed(r.peaks.front(), 1) << " and "
@@ -316,6 +344,8 @@ void print_table(const Report &r) {
     print_row(r, b, false);
   if (!qb::missing_baselines_reason().empty())
     std::cout << "(" << qb::missing_baselines_reason() << ")\n";
+  if (!r.no_baselines.empty())
+    std::cout << "(baselines not run: " << r.no_baselines << ")\n";
   if (!qb::blas_config().empty())
     std::cout << "openblas  " << qb::blas_config() << "\n";
   std::cout << "wall time " << fixed(r.wall_s, 1) << " s\n";
@@ -333,6 +363,33 @@ int verdict(const Report &r) {
   return status;
 }
 
+/// Flops, bytes and kept pairs: the variants' by evaluating their graphs on the inputs,
+/// the other entries' by their fixed forms.
+void count_work(Report &r, const Graph &g, const TensorMap &in) {
+  const Entry &e = *r.c.entry;
+  if (!e.variant) {
+    r.flops = gallery::flops(e, r.c.shape);
+    r.bytes = gallery::bytes(e, r.c.shape);
+    qb::AttentionProblem p = attention_problem(e, r.c.shape);
+    r.kept = p.kept_pairs() * p.batch * p.heads;
+    r.pairs = p.len_q * p.len_kv * p.batch * p.heads;
+    return;
+  }
+  progress("counting the pairs the mask keeps");
+  r.flops = gallery::graph_flops(g, in);
+  r.bytes = gallery::graph_bytes(g, in);
+  for (const Node &n : g.nodes())
+    if (n.op == OpKind::Attention) {
+      r.kept += reference::kept_pairs(g, in, n.id);
+      Shape q = resolve(g.node(n.inputs[0]).dims, complete_dims(g, e.dims(r.c.shape)));
+      Shape k = resolve(g.node(n.inputs[1]).dims, complete_dims(g, e.dims(r.c.shape)));
+      std::int64_t lanes = 1;
+      for (std::size_t i = 0; i + 2 < q.size(); ++i)
+        lanes *= q[i];
+      r.pairs += lanes * q.end()[-2] * k.end()[-2];
+    }
+}
+
 } // namespace
 
 int cmd_bench(const cli::Args &a) {
@@ -342,15 +399,18 @@ int cmd_bench(const cli::Args &a) {
   const Entry &e = *r.c.entry;
   Graph g = e.build(r.c.shape);
   progress(e.name + ": " + e.sizes(r.c.shape) + ", " + std::to_string(r.c.threads) + " threads");
-  r.flops = gallery::flops(e, r.c.shape);
-  r.bytes = gallery::bytes(e, r.c.shape);
+  progress("random inputs");
+  TensorMap in = e.inputs(g, e.dims(r.c.shape), 1, true);
+  count_work(r, g, in);
   measure_machine(r, "before the runs");
   Kernel k = compile_timed(g, r);
-  progress("random inputs");
-  TensorMap in = gallery::bench_inputs(g, e.dims(r.c.shape));
   Tensor out = time_qkv(k, in, r);
-  for (qb::Baseline b : qb::available_baselines())
-    r.baselines.push_back(time_baseline(b, in, out, r));
+  r.no_baselines = r.c.baselines ? gallery::baseline_gap(e, g, r.c.shape) : "--no-baselines";
+  if (r.no_baselines.empty() && e.workload.mask == Workload::Mask::Expr)
+    r.table = gallery::mask_table(g, in);
+  if (r.no_baselines.empty())
+    for (qb::Baseline b : qb::available_baselines())
+      r.baselines.push_back(time_baseline(b, in, out, r));
   measure_machine(r, "after the runs");
   r.wall_s = (qb::now_ms() - t0) * 1e-3;
   if (r.c.json)

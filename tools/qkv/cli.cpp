@@ -16,7 +16,7 @@ Args parse(int argc, char **argv) {
       auto eq = s.find('=');
       std::string key = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       std::string val;
-      bool flag = key == "check" || key == "json";
+      bool flag = key == "check" || key == "json" || key == "no-baselines";
       if (eq != std::string::npos)
         val = s.substr(eq + 1);
       else if (!flag && i + 1 < argc)
@@ -109,8 +109,19 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
     s.kv_heads = s.heads;
   if (a.opts.count("dims"))
     s = e.with_dims(s, parse_dims(a.opts.at("dims")));
-  if (a.opts.count("window") && e.workload.mask != gallery::Workload::Mask::Window)
+  if (a.opts.count("window") && !e.uses_window())
     user_error("--window: graph '" + e.name + "' has no sliding-window mask (attn_window has)");
+  if (e.variant)
+    for (const char *key : {"heads", "kv-heads", "head-dim"}) {
+      std::int64_t fixed = std::string(key) == "heads"      ? base.heads
+                           : std::string(key) == "kv-heads" ? base.kv_heads
+                                                            : base.head_dim;
+      if (auto v = int_opt(a, key); v && *v != fixed)
+        user_error(std::string("--") + key + ": graph '" + e.name +
+                   "' is written in the typed DSL with " + std::to_string(fixed) +
+                   " in its types (examples/gallery/" + e.name + ".cpp); it cannot be " +
+                   std::to_string(*v));
+    }
   if (e.self_attention()) {
     if (a.opts.count("kv-len") && s.kv_len != s.seq)
       user_error("--kv-len: graph '" + e.name +

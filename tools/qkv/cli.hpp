@@ -17,7 +17,8 @@ struct Args {
   bool help = false;
 };
 
-/// `qkv CMD NAME --key value --key=value --flag`; --check and --json take no value.
+/// `qkv CMD NAME --key value --key=value --flag`; --check, --json and --no-baselines take
+/// no value.
 Args parse(int argc, char **argv);
 /// Throws qkv::Error naming an option that `a.cmd` does not take.
 void check_opts(const Args &a, std::initializer_list<const char *> allowed);
@@ -39,8 +40,10 @@ std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t
   "  --seq L         query length (dynamic dim L; static for attn_decode)\n"                       \
   "  --kv-len S      key/value length (dynamic dim S; default: L, or the graph's own for\n"        \
   "                  attn_decode; self-attention blocks have S = L)\n"                             \
-  "  --head-dim Dh   head dim (static); the blocks' model dim is D = H * Dh\n"                     \
-  "  --window W      keys a query of attn_window sees, itself included (static; 256)\n"            \
+  "  --head-dim Dh   head dim (static); the blocks' model dim is D = H * Dh; the variants\n"       \
+  "                  of examples/gallery/ have heads, kv heads and head dim in their types\n"      \
+  "  --window W      keys a sliding window sees, itself included (static; attn_window,\n"          \
+  "                  sliding_window, dilated_window, longformer)\n"                                \
   "  --dims D=N,...  set dynamic dims by name (B, L, S), after the options above\n"
 
 /// `base` with the shape options applied (--dims last: B=, L=, S= set batch, seq,

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <qkv/runtime/kernel.hpp>
+
 namespace qkv::gallery {
 
 namespace {
@@ -189,10 +191,73 @@ void add_attention(std::vector<Entry> &e) {
        {}});
 }
 
+/// The static sizes of a variant are in its types; a shape must agree with them.
+void check_static(const Variant &v, const GraphShape &s) {
+  check_fits(s.heads == H.extent && s.kv_heads == v.kv_heads && s.head_dim == Dh.extent, v.name,
+             "written in the typed DSL (examples/gallery/" + std::string(v.name) +
+                 ".cpp) with H=" + std::to_string(H.extent) + " Hkv=" + std::to_string(v.kv_heads) +
+                 " Dh=" + std::to_string(Dh.extent) +
+                 " in its types; the shape asks for H=" + std::to_string(s.heads) +
+                 " Hkv=" + std::to_string(s.kv_heads) + " Dh=" + std::to_string(s.head_dim));
+}
+
+/// The test shapes of a variant: the default one first, then a second batch with an odd
+/// length, then a single query (the decode kernel).
+std::vector<DimBindings> variant_tests(const Variant &v, const GraphShape &small) {
+  if (v.form == Form::Cross)
+    return {{{"B", small.batch}, {"L", small.seq}, {"S", small.kv_len}},
+            {{"B", 1}, {"L", 1}, {"S", 1}},
+            {{"B", 1}, {"L", 5}, {"S", 17}}};
+  std::vector<DimBindings> out = {{{"B", small.batch}, {"L", small.seq}}};
+  if (v.test_lengths[0] > 0) {
+    for (std::size_t i = 1; i < v.test_lengths.size(); ++i)
+      if (v.test_lengths[i] > 0)
+        out.push_back({{"B", i == 1 ? 2 : 1}, {"L", v.test_lengths[i]}});
+    return out;
+  }
+  bool block = v.form == Form::Block;
+  out.push_back({{"B", block ? 1 : 2}, {"L", block ? 33 : 77}});
+  out.push_back({{"B", 1}, {"L", 1}});
+  return out;
+}
+
+Entry variant_entry(const Variant &v) {
+  bool attention = v.form == Form::Attention, cross = v.form == Form::Cross;
+  GraphShape small = attention ? shape(1, H.extent, v.kv_heads, 128, 128, Dh.extent)
+                     : cross   ? shape(2, H.extent, v.kv_heads, 8, 12, Dh.extent)
+                               : shape(2, H.extent, v.kv_heads, 16, 16, Dh.extent);
+  if (v.test_lengths[0] > 0)
+    small.seq = small.kv_len = v.test_lengths[0];
+  small.window = 32;
+  GraphShape bench = shape(1, H.extent, v.kv_heads, 2048, 2048, Dh.extent);
+  Entry e;
+  e.name = v.name;
+  e.description = v.summary;
+  e.make = [&v](const GraphShape &s) {
+    check_static(v, s);
+    return v.build(Params{s.window});
+  };
+  e.dynamic = cross ? std::vector<std::string>{"B", "L", "S"} : std::vector<std::string>{"B", "L"};
+  e.shape = small;
+  e.bench_shape = bench;
+  e.shapes = variant_tests(v, small);
+  Graph g = e.make(small);
+  bool masked = std::any_of(g.nodes().begin(), g.nodes().end(),
+                            [](const Node &n) { return n.attrs.mask != nullptr; });
+  e.workload = {attention ? Workload::Form::Attention : Workload::Form::Block,
+                masked ? Mask::Expr : Mask::None, cross};
+  if (v.inputs)
+    e.prepare = v.inputs;
+  e.variant = &v;
+  return e;
+}
+
 std::vector<Entry> make() {
   std::vector<Entry> e;
   add_blocks(e);
   add_attention(e);
+  for (const Variant *v : variants())
+    e.push_back(variant_entry(*v));
   return e;
 }
 
@@ -220,7 +285,29 @@ GraphShape Entry::with_dims(GraphShape s, const DimBindings &bindings) const {
 }
 
 bool Entry::self_attention() const {
-  return workload.form == Workload::Form::Block && !workload.cross;
+  // Keys from the queries' own sequence: the graph has no key length of its own.
+  return std::find(dynamic.begin(), dynamic.end(), "S") == dynamic.end();
+}
+
+bool Entry::uses_window() const {
+  return workload.mask == Mask::Window || (variant && variant->uses_window);
+}
+
+TensorMap Entry::inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
+                        bool scale_weights) const {
+  TensorMap in = random_inputs(g, dims, seed);
+  for (NodeId id : g.arguments()) {
+    const Node &n = g.node(id);
+    if (!scale_weights || n.op != OpKind::Param)
+      continue;
+    Tensor &t = in.at(n.name);
+    double f = 1.0 / std::sqrt(static_cast<double>(t.shape().front()));
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      t.set(i, t.get(i) * f);
+  }
+  if (prepare)
+    prepare(in);
+  return in;
 }
 
 std::string Entry::sizes(const GraphShape &s) const {
@@ -242,7 +329,7 @@ std::string Entry::sizes(const GraphShape &s) const {
   put("Dh", s.head_dim);
   if (workload.form == Workload::Form::Block && !seed)
     put("D", s.model_dim());
-  if (workload.mask == Mask::Window)
+  if (uses_window())
     put("W", s.window);
   return out;
 }

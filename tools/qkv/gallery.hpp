@@ -13,6 +13,9 @@
 #include <vector>
 
 #include <qkv/dsl/graph.hpp>
+#include <qkv/runtime/tensor.hpp>
+
+#include "variants.hpp"
 
 namespace qkv::gallery {
 
@@ -36,7 +39,8 @@ struct Workload {
   /// Block: x (B, L, D) [and memory (B, S, D)] projected by wq, wk, wv, attention per
   /// head, merged heads [projected by wo], output "y" (or "out" without wo).
   enum class Form { Attention, Block } form = Form::Attention;
-  enum class Mask { None, Causal, Window } mask = Mask::None;
+  /// Expr: any other mask expression; its kept pairs are counted by evaluating it.
+  enum class Mask { None, Causal, Window, Expr } mask = Mask::None;
   bool cross = false;   ///< Block: keys and values come from the input "memory"
   bool out_proj = true; ///< Block: ends with the output projection wo
 };
@@ -57,6 +61,11 @@ struct Entry {
   /// (including 1 and odd sizes).
   std::vector<DimBindings> shapes;
   Workload workload;
+  /// Gives captured inputs meaningful values after random ones (document ids); or null.
+  std::function<void(TensorMap &)> prepare = nullptr;
+  /// The examples/gallery/ variant the entry is, or null. A variant is written in the
+  /// typed DSL: its heads, kv heads and head dim are in its types, not in the shape.
+  const Variant *variant = nullptr;
 
   /// The graph at the default shape.
   Graph build() const { return make(shape); }
@@ -71,6 +80,13 @@ struct Entry {
   /// s with the dynamic dims set from bindings (B, L, S); throws qkv::Error naming the
   /// graph for a dim it does not have.
   GraphShape with_dims(GraphShape s, const DimBindings &bindings) const;
+  /// The graph reads the shape's window (a sliding-window mask).
+  bool uses_window() const;
+  /// Random inputs of g (random_inputs with this seed: values in [-1, 1)), with the
+  /// weights (params) scaled by 1/sqrt(fan-in), their first extent, as models initialise
+  /// them, when `scale_weights`; then `prepare`.
+  TensorMap inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed = 1,
+                   bool scale_weights = false) const;
 };
 
 const std::vector<Entry> &entries();

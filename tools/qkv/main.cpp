@@ -4,6 +4,7 @@
 //   qkv dump NAME [--stage=S] [shape options]
 //   qkv run NAME [--check] [shape options] [--seed N] [--atol X] [--rtol Y]
 //   qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]   (bench.cpp)
+//   qkv show NAME [--seq L] [--png FILE] [--q-tile T] [--kv-tile T]      (show.cpp)
 #include <algorithm>
 #include <exception>
 #include <iomanip>
@@ -16,6 +17,7 @@
 #include "bench.hpp"
 #include "cli.hpp"
 #include "gallery.hpp"
+#include "show.hpp"
 
 namespace {
 
@@ -31,6 +33,7 @@ commands:
   dump NAME            print NAME's IR at one stage (default: qkv)
   run NAME             compile NAME for the host CPU and run it on random inputs
   bench NAME           time NAME at a shape against the machine's peak and two baselines
+  show NAME            draw NAME's mask and the tiles the compiled kernel skips
 
 `qkv <command> --help` describes each command's options.
 )";
@@ -52,7 +55,8 @@ const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [shape options]\n\n"
 
 const char *kRunHelp =
     "usage: qkv run NAME [--check] [shape options] [--seed N] [--atol X] [--rtol Y]\n\n"
-    "Compiles NAME for the host CPU and runs it on random inputs (fixed seed) at the\n"
+    "Compiles NAME for the host CPU and runs it on random inputs (fixed seed; values in\n"
+    "[-1, 1), weights scaled by 1/sqrt(fan-in) as models initialise them) at the\n"
     "gallery's default shape, changed by the shape options (e.g. --seq 17, --dims B=2,L=17).\n"
     "With --check, also runs the reference interpreter (double precision) and prints\n"
     "max_abs_err= and max_rel_err= per output; exits 1 if any element is off by more than\n"
@@ -94,7 +98,7 @@ int cmd_run(const Args &a) {
   Graph g = e.build(shape);
   DimBindings dims = e.dims(shape);
   auto seed = static_cast<std::uint64_t>(cli::number_opt(a, "seed", 1));
-  TensorMap in = random_inputs(g, dims, seed);
+  TensorMap in = e.inputs(g, dims, seed, /*scale_weights=*/true);
   Kernel k = compile(g);
   TensorMap out = k.run(in);
   std::cout << "graph " << e.name << " [" << cli::dims_str(dims) << "] compiled in " << std::fixed
@@ -130,6 +134,7 @@ int dispatch(const Args &a) {
   const char *help = a.cmd == "dump"    ? kDumpHelp
                      : a.cmd == "run"   ? kRunHelp
                      : a.cmd == "bench" ? qkv::tool::kBenchHelp
+                     : a.cmd == "show"  ? qkv::tool::kShowHelp
                                         : nullptr;
   if (!help) {
     std::cerr << "qkv: unknown command '" << a.cmd << "'\n\n" << kUsage;
@@ -147,6 +152,8 @@ int dispatch(const Args &a) {
     return cmd_dump(a);
   if (a.cmd == "run")
     return cmd_run(a);
+  if (a.cmd == "show")
+    return qkv::tool::cmd_show(a);
   return qkv::tool::cmd_bench(a);
 }
 

@@ -1,24 +1,31 @@
 #include "workload.hpp"
 
+#include <algorithm>
 #include <cmath>
 
+#include <qkv/runtime/interpreter.hpp>
 #include <qkv/runtime/kernel.hpp>
 
 namespace qkv::gallery {
 
 bool is_block(const Entry &e) { return e.workload.form == Workload::Form::Block; }
 
-bench::AttentionProblem attention_problem(const Entry &e, const GraphShape &s) {
+bench::AttentionProblem attention_problem(const Entry &e, const GraphShape &s,
+                                          const std::uint8_t *table) {
   bench::AttentionProblem p{s.batch, s.heads, s.kv_heads, s.seq, s.kv_len, s.head_dim};
-  p.mask = e.workload.mask == Workload::Mask::Causal   ? bench::MaskKind::Causal
-           : e.workload.mask == Workload::Mask::Window ? bench::MaskKind::Window
-                                                       : bench::MaskKind::None;
+  switch (e.workload.mask) {
+  case Workload::Mask::None: p.mask = bench::MaskKind::None; break;
+  case Workload::Mask::Causal: p.mask = bench::MaskKind::Causal; break;
+  case Workload::Mask::Window: p.mask = bench::MaskKind::Window; break;
+  case Workload::Mask::Expr: p.mask = bench::MaskKind::Table; break;
+  }
   p.window = s.window;
+  p.table = table;
   return p;
 }
 
-bench::BlockProblem block_problem(const Entry &e, const GraphShape &s) {
-  return {attention_problem(e, s), e.workload.cross, e.workload.out_proj};
+bench::BlockProblem block_problem(const Entry &e, const GraphShape &s, const std::uint8_t *table) {
+  return {attention_problem(e, s, table), e.workload.cross, e.workload.out_proj};
 }
 
 double flops(const Entry &e, const GraphShape &s) {
@@ -30,22 +37,105 @@ double bytes(const Entry &e, const GraphShape &s) {
 }
 
 TensorMap bench_inputs(const Graph &g, const DimBindings &dims) {
-  TensorMap in = random_inputs(g, dims, 1);
-  for (NodeId id : g.arguments()) {
-    const Node &n = g.node(id);
-    if (n.op != OpKind::Param)
-      continue;
-    Tensor &t = in.at(n.name);
-    float f = static_cast<float>(1.0 / std::sqrt(static_cast<double>(t.shape().front())));
-    float *p = t.data_as<float>();
-    for (std::int64_t i = 0; i < t.numel(); ++i)
-      p[i] *= f;
+  Entry plain; // no prepare: the entries bench_attention runs have no captured inputs
+  return plain.inputs(g, dims, 1, true);
+}
+
+namespace {
+
+double numel(const Shape &s) {
+  double n = 1;
+  for (std::int64_t x : s)
+    n *= static_cast<double>(x);
+  return n;
+}
+
+double attention_flops(const Graph &g, const Node &n, const TensorMap &in, const DimBindings &d) {
+  Shape q = resolve(g.node(n.inputs[0]).dims, d), v = resolve(g.node(n.inputs[2]).dims, d);
+  double pairs = static_cast<double>(reference::kept_pairs(g, in, n.id));
+  return 2 * static_cast<double>(q.back() + v.back()) * pairs;
+}
+
+double linear_attention_flops(const Graph &g, const Node &n, const DimBindings &d) {
+  Shape q = resolve(g.node(n.inputs[0]).dims, d), k = resolve(g.node(n.inputs[1]).dims, d);
+  Shape v = resolve(g.node(n.inputs[2]).dims, d);
+  double dh = static_cast<double>(q.back()), dv = static_cast<double>(v.back());
+  double keys = numel(k) / dh, queries = numel(q) / dh;
+  return 2 * keys * dh * dv + 2 * queries * dh * (dv + 1);
+}
+
+/// Whether expression e reads position `which` (b or h), through loads too.
+bool reads(const ExprPtr &e, ExprOp which) {
+  return e && (e->op == which || std::any_of(e->args.begin(), e->args.end(),
+                                             [&](const ExprPtr &a) { return reads(a, which); }));
+}
+
+const Node *first_attention(const Graph &g) {
+  for (const Node &n : g.nodes())
+    if (n.op == OpKind::Attention)
+      return &n;
+  return nullptr;
+}
+
+} // namespace
+
+double graph_flops(const Graph &g, const TensorMap &in) {
+  DimBindings d = complete_dims(g, bind_dims(g, signature(in)));
+  double f = 0;
+  for (const Node &n : g.nodes()) {
+    auto operand = [&](int i) { return resolve(g.node(n.inputs[i]).dims, d); };
+    switch (n.op) {
+    case OpKind::MatMul:
+    case OpKind::Linear: f += 2 * numel(resolve(n.dims, d)) * operand(0).back(); break;
+    case OpKind::LinformerProject: f += 2 * numel(resolve(n.dims, d)) * operand(0).end()[-2]; break;
+    case OpKind::Attention: f += attention_flops(g, n, in, d); break;
+    case OpKind::LinearAttention: f += linear_attention_flops(g, n, d); break;
+    default: break;
+    }
   }
-  return in;
+  return f;
+}
+
+double graph_bytes(const Graph &g, const TensorMap &in) {
+  DimBindings d = complete_dims(g, bind_dims(g, signature(in)));
+  double b = 0;
+  for (NodeId id : g.arguments())
+    b += static_cast<double>(in.at(g.node(id).name).nbytes());
+  for (const auto &[name, id] : g.outputs())
+    b += numel(resolve(g.node(id).dims, d)) * static_cast<double>(dtype_size(g.node(id).dtype));
+  return b;
+}
+
+std::string baseline_gap(const Entry &e, const Graph &g, const GraphShape &s) {
+  if (!e.variant)
+    return "";
+  const Node *att = first_attention(g);
+  if (!att)
+    return "they compute softmax attention; '" + e.name + "' has none";
+  if (att->attrs.score)
+    return "they compute no score_mod; '" + e.name + "' has one";
+  if (reads(att->attrs.mask, ExprOp::IndexH) ||
+      (s.batch > 1 && reads(att->attrs.mask, ExprOp::IndexB)))
+    return "their mask is the same for every batch and head; the mask of '" + e.name + "' is not";
+  if (!is_block(e))
+    return "";
+  for (const Node &n : g.nodes())
+    if (n.op != OpKind::Input && n.op != OpKind::Param && n.op != OpKind::Linear &&
+        n.op != OpKind::SplitHeads && n.op != OpKind::MergeHeads && n.op != OpKind::Attention)
+      return std::string("their blocks are projections and attention; '") + e.name + "' has " +
+             std::string(op_name(n.op));
+  return "";
+}
+
+std::vector<std::uint8_t> mask_table(const Graph &g, const TensorMap &in) {
+  const Node *att = first_attention(g);
+  if (!att)
+    internal_error("mask_table: graph '" + g.name() + "' has no attention");
+  return reference::mask_map(g, in, att->id, 0, 0).keep;
 }
 
 void run_baseline(bench::Baseline b, const Entry &e, const GraphShape &s, const TensorMap &in,
-                  Tensor &out, int threads) {
+                  Tensor &out, int threads, const std::uint8_t *table) {
   auto ptr = [&](const char *name) { return in.at(name).data_as<float>(); };
   if (is_block(e)) {
     bench::BlockTensors t;
@@ -56,13 +146,13 @@ void run_baseline(bench::Baseline b, const Entry &e, const GraphShape &s, const 
     t.wv = ptr("wv");
     t.wo = e.workload.out_proj ? ptr("wo") : nullptr;
     t.out = out.data_as<float>();
-    bench::block(b, block_problem(e, s), t, threads);
+    bench::block(b, block_problem(e, s, table), t, threads);
     return;
   }
   auto view = [&](const char *name, std::int64_t heads, std::int64_t len) {
     return bench::heads_major(ptr(name), heads, len, s.head_dim);
   };
-  bench::attention(b, attention_problem(e, s), view("q", s.heads, s.seq),
+  bench::attention(b, attention_problem(e, s, table), view("q", s.heads, s.seq),
                    view("k", s.kv_heads, s.kv_len), view("v", s.kv_heads, s.kv_len),
                    bench::heads_major(out.data_as<float>(), s.heads, s.seq, s.head_dim), threads);
 }

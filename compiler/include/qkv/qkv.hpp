@@ -8,3 +8,4 @@
 #include <qkv/runtime/kv_cache.hpp>
 #include <qkv/runtime/tensor.hpp>
 #include <qkv/compiler/compile.hpp>
+#include <qkv/compiler/tile_map.hpp>

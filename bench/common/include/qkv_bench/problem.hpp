@@ -10,7 +10,9 @@
 
 namespace qkv::bench {
 
-enum class MaskKind { None, Causal, Window };
+/// Table: any mask, given as its kept (query, key) pairs (the same for every batch and
+/// head), as a mask expression evaluates to.
+enum class MaskKind { None, Causal, Window, Table };
 std::string_view mask_name(MaskKind m);
 
 /// softmax(mask(scale * q k^T)) v for every batch b and query head h: q (B, H, Lq, Dh),
@@ -21,10 +23,14 @@ struct AttentionProblem {
   std::int64_t batch = 1, heads = 1, kv_heads = 1, len_q = 1, len_kv = 1, head_dim = 1;
   MaskKind mask = MaskKind::None;
   std::int64_t window = 0; ///< Window: keys a query sees, itself included
+  /// Table: table[i * len_kv + j] != 0 keeps key j for query i (len_q x len_kv bytes,
+  /// owned by the caller).
+  const std::uint8_t *table = nullptr;
 
   /// 1 / sqrt(head_dim).
   float scale() const;
-  /// The keys query row i keeps: [first, second), empty when first >= second.
+  /// The keys query row i keeps: [first, second), empty when first >= second (for
+  /// Table: the range from its first kept key to past its last).
   std::pair<std::int64_t, std::int64_t> kept(std::int64_t i) const;
   /// Unmasked (query, key) pairs of one (batch, head), counted exactly.
   std::int64_t kept_pairs() const;

@@ -125,6 +125,33 @@ private:
 
 #undef QKV_NO_TRUTH_VALUE
 
+/// A symbolic number known to be an integer when the mod is written: the indices b, h,
+/// q, kv a mod receives, len_q(), len_kv(), integer constants, loads from integer tensors
+/// of the typed DSL, and + - * / % min max abs select over those. The typed DSL indexes
+/// tensors only with these (or C++ integers), so a float index does not compile there;
+/// the untyped Value::load checks the same at run time. An IntExpr is an Expr.
+class IntExpr : public Expr {
+public:
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  IntExpr(T v) : Expr(v) {}
+  /// Throws qkv::InternalError unless p is an integer expression.
+  explicit IntExpr(ExprPtr p);
+};
+
+namespace detail {
+template <class T>
+inline constexpr bool is_int_like = std::same_as<std::decay_t<T>, IntExpr> ||
+                                    (std::integral<std::decay_t<T>> &&
+                                     !std::same_as<std::decay_t<T>, bool>);
+/// Both operands integers, at least one of them symbolic.
+template <class A, class B>
+inline constexpr bool int_operands =
+    is_int_like<A> && is_int_like<B> &&
+    (std::same_as<std::decay_t<A>, IntExpr> || std::same_as<std::decay_t<B>, IntExpr>);
+IntExpr int_binary(ExprOp op, const Expr &a, const Expr &b);
+} // namespace detail
+
 // Arithmetic. Int op Int stays Int (except pow); anything with a float is float.
 Expr operator+(const Expr &a, const Expr &b);
 Expr operator-(const Expr &a, const Expr &b);
@@ -157,10 +184,54 @@ BoolExpr operator!(const BoolExpr &a);
 Expr select(const BoolExpr &c, const Expr &a, const Expr &b);
 BoolExpr select(const BoolExpr &c, const BoolExpr &a, const BoolExpr &b);
 
+// Integer arithmetic on IntExprs stays an IntExpr (C++'s int64 rules, as for Expr).
+template <class A, class B>
+  requires detail::int_operands<A, B>
+IntExpr operator+(const A &a, const B &b) {
+  return detail::int_binary(ExprOp::Add, Expr(a), Expr(b));
+}
+template <class A, class B>
+  requires detail::int_operands<A, B>
+IntExpr operator-(const A &a, const B &b) {
+  return detail::int_binary(ExprOp::Sub, Expr(a), Expr(b));
+}
+template <class A, class B>
+  requires detail::int_operands<A, B>
+IntExpr operator*(const A &a, const B &b) {
+  return detail::int_binary(ExprOp::Mul, Expr(a), Expr(b));
+}
+template <class A, class B>
+  requires detail::int_operands<A, B>
+IntExpr operator/(const A &a, const B &b) {
+  return detail::int_binary(ExprOp::Div, Expr(a), Expr(b));
+}
+template <class A, class B>
+  requires detail::int_operands<A, B>
+IntExpr operator%(const A &a, const B &b) {
+  return detail::int_binary(ExprOp::Mod, Expr(a), Expr(b));
+}
+template <class A, class B>
+  requires detail::int_operands<A, B>
+IntExpr min(const A &a, const B &b) {
+  return detail::int_binary(ExprOp::Min, Expr(a), Expr(b));
+}
+template <class A, class B>
+  requires detail::int_operands<A, B>
+IntExpr max(const A &a, const B &b) {
+  return detail::int_binary(ExprOp::Max, Expr(a), Expr(b));
+}
+IntExpr operator-(const IntExpr &a);
+IntExpr abs(const IntExpr &a);
+template <class A, class B>
+  requires(detail::is_int_like<A> && detail::is_int_like<B>)
+IntExpr select(const BoolExpr &c, const A &a, const B &b) {
+  return IntExpr(select(c, Expr(a), Expr(b)).ptr());
+}
+
 /// The symbolic extents of the query / key-value axes, for masks that need them
 /// (e.g. causal attention aligned to the last query when L != S).
-Expr len_q();
-Expr len_kv();
+IntExpr len_q();
+IntExpr len_kv();
 
 // ---- tracing -----------------------------------------------------------------------
 
@@ -175,32 +246,52 @@ struct ScoreFn {
 
 namespace detail {
 Expr index_var(ExprOp which);
+/// b, h, q or kv as an IntExpr: what a traced mod receives.
+IntExpr int_index_var(ExprOp which);
+
+/// Names the mod being traced ("mask_mod", "score_mod") for the errors raised while its
+/// lambda runs; nests, restoring the outer name when it ends.
+class TracingMod {
+public:
+  explicit TracingMod(const char *which);
+  ~TracingMod();
+  TracingMod(const TracingMod &) = delete;
+  TracingMod &operator=(const TracingMod &) = delete;
+  /// The mod being traced on this thread, or nullptr.
+  static const char *current();
+
+private:
+  const char *outer_;
+};
 
 template <class F> ExprPtr trace_mask(F &&f) {
-  static_assert(std::is_invocable_v<F &, Expr, Expr, Expr, Expr>,
+  static_assert(std::is_invocable_v<F &, IntExpr, IntExpr, IntExpr, IntExpr>,
                 "mask_mod must be callable as f(b, h, q, kv): four index arguments "
                 "(write [](auto b, auto h, auto q, auto kv) { ... })");
-  using R = std::invoke_result_t<F &, Expr, Expr, Expr, Expr>;
+  using R = std::invoke_result_t<F &, IntExpr, IntExpr, IntExpr, IntExpr>;
   static_assert(std::is_same_v<std::decay_t<R>, BoolExpr> || std::is_same_v<std::decay_t<R>, bool>,
                 "mask_mod must return a condition (a comparison such as q >= kv, combined "
                 "with && || !), not a number");
-  return BoolExpr(f(index_var(ExprOp::IndexB), index_var(ExprOp::IndexH),
-                    index_var(ExprOp::IndexQ), index_var(ExprOp::IndexKV)))
+  TracingMod tracing("mask_mod");
+  return BoolExpr(f(int_index_var(ExprOp::IndexB), int_index_var(ExprOp::IndexH),
+                    int_index_var(ExprOp::IndexQ), int_index_var(ExprOp::IndexKV)))
       .ptr();
 }
 
 template <class F> ExprPtr trace_score(F &&f) {
-  static_assert(std::is_invocable_v<F &, Expr, Expr, Expr, Expr, Expr>,
+  static_assert(std::is_invocable_v<F &, Expr, IntExpr, IntExpr, IntExpr, IntExpr>,
                 "score_mod must be callable as f(score, b, h, q, kv): the score then four "
                 "index arguments (write [](auto s, auto b, auto h, auto q, auto kv) { ... })");
-  using R = std::invoke_result_t<F &, Expr, Expr, Expr, Expr, Expr>;
+  using R = std::invoke_result_t<F &, Expr, IntExpr, IntExpr, IntExpr, IntExpr>;
   static_assert(!std::is_same_v<std::decay_t<R>, BoolExpr>,
                 "score_mod must return a number (the new score), not a condition; to drop "
                 "scores use a mask_mod");
   static_assert(std::is_convertible_v<R, Expr>,
                 "score_mod must return a number expression built from its arguments");
-  return Expr(f(index_var(ExprOp::Score), index_var(ExprOp::IndexB), index_var(ExprOp::IndexH),
-                index_var(ExprOp::IndexQ), index_var(ExprOp::IndexKV)))
+  TracingMod tracing("score_mod");
+  return Expr(f(index_var(ExprOp::Score), int_index_var(ExprOp::IndexB),
+                int_index_var(ExprOp::IndexH), int_index_var(ExprOp::IndexQ),
+                int_index_var(ExprOp::IndexKV)))
       .ptr();
 }
 } // namespace detail

@@ -449,6 +449,9 @@ struct attention_query_heads_are_a_multiple_of_kv_heads {
 template <class Tensor, std::size_t NumIndices> struct load_has_one_index_per_dim {
   static constexpr bool value = Tensor::rank == NumIndices;
 };
+template <class Tensor, class Index> struct load_index_is_integer {
+  static constexpr bool value = detail::is_int_like<Index>;
+};
 template <class Dims> struct constant_dims_are_static;
 template <class... D> struct constant_dims_are_static<dim_list<D...>> {
   static constexpr bool value = (D::is_static && ...);
@@ -487,18 +490,22 @@ public:
     return *this;
   }
 
-  /// Loads inside a mod: slopes[h], bias(h, q - kv). One index per dim.
-  template <class... I> Expr operator()(const I &...idx) const {
+  /// Loads inside a mod: slopes[h], bias(h, q - kv). One index per dim, each an integer
+  /// (an IntExpr such as the b, h, q, kv a mod receives, or a C++ integer). A load from an
+  /// integer tensor is an IntExpr, so it can index another tensor.
+  template <class... I> auto operator()(const I &...idx) const {
     static_assert(rules::load_has_one_index_per_dim<TypedValue, sizeof...(I)>::value,
                   "a load from a tensor inside a mod needs exactly one index per dim of the "
                   "tensor (the tensor's type and the number of indices are the template "
                   "arguments above)");
-    return v_.load({Expr(idx)...});
+    (check_index<I>(), ...);
+    return loaded(v_.load({Expr(idx)...}));
   }
-  template <class I> Expr operator[](const I &i) const {
+  template <class I> auto operator[](const I &i) const {
     static_assert(rules::load_has_one_index_per_dim<TypedValue, 1>::value,
                   "t[i] loads from a 1-D tensor; index a tensor with more dims as t(i, j, ...)");
-    return v_.load({Expr(i)});
+    check_index<I>();
+    return loaded(v_.load({Expr(i)}));
   }
 
   /// Whether an untyped value has exactly this dtype and these dims.
@@ -514,6 +521,21 @@ protected:
   explicit TypedValue(Value v) : v_(v) {}
 
 private:
+  template <class I> static constexpr void check_index() {
+    static_assert(rules::load_index_is_integer<TypedValue, I>::value,
+                  "a tensor index inside a mod must be an integer: the b, h, q, kv the mod "
+                  "receives (declare them auto or qkv::IntExpr, not qkv::Expr), a C++ integer, "
+                  "len_q()/len_kv(), a load from an integer tensor, or + - * / % min max abs "
+                  "select of those (the tensor and the index's type are the template arguments "
+                  "above; a float, or an Expr whose type is known only at run time, cannot "
+                  "index)");
+  }
+  static auto loaded(Expr e) {
+    if constexpr (is_int(dtype))
+      return IntExpr(e.ptr());
+    else
+      return e;
+  }
   friend struct detail::typed_access;
   Value v_;
 };

@@ -11,6 +11,9 @@
 // semantics in full.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include <qkv/dsl/graph.hpp>
 #include <qkv/runtime/tensor.hpp>
 
@@ -25,5 +28,26 @@ TensorMap run(const Graph &g, const TensorMap &inputs);
 /// Like run(), but computes and returns every node's value as f64 (index = NodeId, inputs
 /// included), for step-by-step walkthroughs and debugging.
 std::vector<Tensor> run_all(const Graph &g, const TensorMap &inputs);
+
+/// A mask_mod evaluated at every (q, kv) of one (batch, head): keep[q * len_kv + kv] is 1
+/// where the mask keeps the score.
+struct MaskMap {
+  std::int64_t len_q = 0, len_kv = 0;
+  std::vector<std::uint8_t> keep;
+  bool at(std::int64_t q, std::int64_t kv) const { return keep[q * len_kv + kv] != 0; }
+  std::int64_t kept() const;
+};
+
+/// The mask of node `node` of g (an attention or mask node; an attention without a mask
+/// keeps everything) at batch b and (query) head h, on `inputs`, evaluated as run()
+/// evaluates it: the captured tensors it reads are computed from the inputs first. Errors
+/// (a load out of bounds, b or h out of range) are qkv::Error naming the op and the mod.
+MaskMap mask_map(const Graph &g, const TensorMap &inputs, NodeId node, std::int64_t b,
+                 std::int64_t h);
+
+/// The (q, kv) pairs node's mask keeps, summed over every batch and head: the pairs whose
+/// scores count. The mask is evaluated once per batch and head it depends on (once in
+/// all when it reads neither b nor h).
+std::int64_t kept_pairs(const Graph &g, const TensorMap &inputs, NodeId node);
 
 } // namespace qkv::reference
