@@ -802,18 +802,30 @@ void transformer_block(Checks &checks) {
 constexpr auto Dg = qkv::dim<"D", 256>; // part 6's model width: 4 heads of 64
 constexpr auto Hg = qkv::dim<"H", 4>;
 constexpr auto Dhg = qkv::dim<"Dh", 64>;
-constexpr auto S = qkv::dim<"S">;    // cached positions
-constexpr auto T = qkv::dim<"T", 1>; // new tokens per step
+constexpr auto B1 = qkv::dim<"B", 1>; // one sequence (a KV cache is batched)
+constexpr auto C = qkv::dim<"C">;     // the cache's capacity, in positions
+constexpr auto T = qkv::dim<"T", 1>;  // new tokens per step
+
+/// The same rows with a leading batch dim of 1, or without it.
+Tensor batch_of_one(const Tensor &t) {
+  qkv::Shape shape = t.shape();
+  shape.insert(shape.begin(), 1);
+  return Tensor::from_values(t.dtype(), shape, t.values());
+}
+Tensor drop_batch(const Tensor &t) {
+  qkv::Shape shape(t.shape().begin() + 1, t.shape().end());
+  return Tensor::from_values(t.dtype(), shape, t.values());
+}
 
 /// Causal multi-head attention over a whole sequence: a prefill, or the full reference.
 /// Also returns K and V, split into heads: what a cache keeps.
 qkv::Graph causal_graph() {
   qkv::Graph g("causal");
-  auto x = g.input<qkv::f32>("x", L, Dg);
+  auto x = g.input<qkv::f32>("x", B1, L, Dg);
   auto wq = g.param<qkv::f32>("Wq", Dg, Hg * Dhg);
   auto wk = g.param<qkv::f32>("Wk", Dg, Hg * Dhg);
   auto wv = g.param<qkv::f32>("Wv", Dg, Hg * Dhg);
-  auto k = split_heads(linear(x, wk), Hg, Dhg); // (H, L, Dh)
+  auto k = split_heads(linear(x, wk), Hg, Dhg); // (1, H, L, Dh)
   auto v = split_heads(linear(x, wv), Hg, Dhg);
   auto o = attention(split_heads(linear(x, wq), Hg, Dhg), k, v).mask(qkv::causal_mask());
   g.output("y", merge_heads(o, Dg).value());
@@ -822,27 +834,26 @@ qkv::Graph causal_graph() {
   return g;
 }
 
-/// One generation step: the new token's q, k, v; its k, v appended to the past ones; its
-/// query against all S + 1 keys. qkv has no KV-cache op yet: the cache is the two tensors
-/// the caller passes in and gets back one position longer (concat copies them).
+/// One generation step: the new token's q, k, v; its query against the cached keys and
+/// its own (cache_view reads the cache in place, cache_mask keeps key j <= lengths[b] + i).
+/// The new k and v are outputs, which the caller appends to the cache.
 qkv::Graph step_graph() {
   qkv::Graph g("step");
-  auto x = g.input<qkv::f32>("x", T, Dg);
-  auto k_past = g.input<qkv::f32>("k", Hg, S, Dhg);
-  auto v_past = g.input<qkv::f32>("v", Hg, S, Dhg);
+  auto x = g.input<qkv::f32>("x", B1, T, Dg);
+  auto k_past = g.input<qkv::f32>("k_past", B1, Hg, C, Dhg);
+  auto v_past = g.input<qkv::f32>("v_past", B1, Hg, C, Dhg);
+  auto lengths = g.input<qkv::i64>("lengths", B1);
   auto wq = g.param<qkv::f32>("Wq", Dg, Hg * Dhg);
   auto wk = g.param<qkv::f32>("Wk", Dg, Hg * Dhg);
   auto wv = g.param<qkv::f32>("Wv", Dg, Hg * Dhg);
-  auto k = concat<1>(k_past, split_heads(linear(x, wk), Hg, Dhg)); // (H, S+T, Dh)
-  auto v = concat<1>(v_past, split_heads(linear(x, wv), Hg, Dhg));
-  // Causal, aligned to the last query: new token i sees cached keys and new ones up to i.
-  auto o =
-      attention(split_heads(linear(x, wq), Hg, Dhg), k, v).mask([](auto, auto, auto qi, auto ki) {
-        return ki <= qi + (qkv::len_kv() - qkv::len_q());
-      });
+  auto k_new = split_heads(linear(x, wk), Hg, Dhg); // (1, H, T, Dh)
+  auto v_new = split_heads(linear(x, wv), Hg, Dhg);
+  auto k = cache_view(k_past, lengths, k_new); // (1, H, C+T, Dh), no copy
+  auto v = cache_view(v_past, lengths, v_new);
+  auto o = attention(split_heads(linear(x, wq), Hg, Dhg), k, v).mask(cache_mask(lengths));
   g.output("y", merge_heads(o, Dg).value());
-  g.output("k", k.value());
-  g.output("v", v.value());
+  g.output("k_new", k_new.value());
+  g.output("v_new", v_new.value());
   return g;
 }
 
@@ -854,41 +865,52 @@ struct Generation {
   std::size_t cache_after_prompt = 0, cache_at_end = 0; // bytes of K and V kept
 };
 
-/// Prefill `prompt` tokens of x, then generate the rest one token at a time: with the K, V
-/// kept from earlier steps, and by recomputing the whole causal attention each step.
+/// Bytes of K and V the cache holds for its sequence (all layers: one here).
+std::size_t cached_bytes(const qkv::KVCache &cache) {
+  return static_cast<std::size_t>(2 * cache.length(0) * cache.kv_heads() * cache.head_dim() * 4);
+}
+
+/// Prefill `prompt` tokens of x, then generate the rest one token at a time: with K and V
+/// kept in a qkv::KVCache, and by recomputing the whole causal attention each step.
 Generation generate(const qkv::Kernel &causal, const qkv::Kernel &step, const TensorMap &weights,
                     const Tensor &x, const Tensor &y_full, int prompt) {
   Generation gen;
+  qkv::KVCacheConfig config;
+  config.name = "seed_cache";
+  config.kv_heads = 4;
+  config.head_dim = 64;
+  config.capacity = x.shape()[0];
+  qkv::KVCache cache(config);
   TensorMap in = weights;
-  in["x"] = rows_of(x, 0, prompt);
+  in["x"] = batch_of_one(rows_of(x, 0, prompt));
   gen.prefill_ms = median_ms(causal, in, 5);
   TensorMap pre = causal.run(in);
-  gen.prefill_ok = close_f32(pre.at("y"), rows_of(y_full, 0, prompt));
-  Tensor k = pre.at("k"), v = pre.at("v");
-  gen.cache_after_prompt = k.nbytes() + v.nbytes();
+  gen.prefill_ok = close_f32(drop_batch(pre.at("y")), rows_of(y_full, 0, prompt));
+  cache.append_step({pre.at("k")}, {pre.at("v")});
+  gen.cache_after_prompt = cached_bytes(cache);
   for (int t = prompt; t < x.shape()[0]; ++t) {
     TensorMap s = weights;
-    s["x"] = rows_of(x, t, 1);
-    s["k"] = k;
-    s["v"] = v;
+    s["x"] = batch_of_one(rows_of(x, t, 1));
+    s["k_past"] = cache.keys(0);
+    s["v_past"] = cache.values(0);
+    s["lengths"] = cache.lengths();
     TensorMap out;
     for (int rep = 0; rep < 3; ++rep) { // the step is short: time it three times
       auto t0 = std::chrono::steady_clock::now();
       out = step.run(s);
       gen.step_ms.push_back(ms_since(t0));
     }
-    gen.steps_ok = gen.steps_ok && close_f32(out.at("y"), rows_of(y_full, t, 1));
-    k = out.at("k");
-    v = out.at("v");
+    gen.steps_ok = gen.steps_ok && close_f32(drop_batch(out.at("y")), rows_of(y_full, t, 1));
+    cache.append_step({out.at("k_new")}, {out.at("v_new")});
     TensorMap r = weights; // without a cache: causal attention over all t + 1 tokens again
-    r["x"] = rows_of(x, 0, t + 1);
+    r["x"] = batch_of_one(rows_of(x, 0, t + 1));
     auto t0 = std::chrono::steady_clock::now();
     TensorMap again = causal.run(r);
     gen.recompute_ms.push_back(ms_since(t0));
-    gen.recompute_ok =
-        gen.recompute_ok && close_f32(rows_of(again.at("y"), t, 1), rows_of(y_full, t, 1));
+    gen.recompute_ok = gen.recompute_ok &&
+                       close_f32(rows_of(drop_batch(again.at("y")), t, 1), rows_of(y_full, t, 1));
   }
-  gen.cache_at_end = k.nbytes() + v.nbytes();
+  gen.cache_at_end = cached_bytes(cache);
   return gen;
 }
 
@@ -903,26 +925,27 @@ void kv_cache(Checks &checks) {
   std::cout << "A prompt of " << prompt << " tokens, then " << steps
             << " generated one at a time (D = 256, 4 heads of 64, f32).\n"
                "The new token's K and V are appended to those of the past, which do not\n"
-               "change; its query is scored against all of them. qkv has no KV-cache op yet:\n"
-               "here the caller keeps K and V as tensors, and each step runs a graph with\n"
-               "1 query over S + 1 keys that returns them one position longer, copying them\n"
-               "(concat); qkv compiles attention with at most 4 queries to its split-KV decode\n"
-               "kernel (docs/compiler.md). The last row recomputes everything each step\n"
-               "instead, as if nothing were kept. Times: medians, on one thread.\n";
+               "change; its query is scored against all of them. A qkv::KVCache keeps them;\n"
+               "each step's graph reads it in place (cache_view, cache_mask: no copy) and\n"
+               "returns the new token's K and V, which the cache appends. qkv compiles\n"
+               "attention with at most 4 queries to its split-KV decode kernel\n"
+               "(docs/compiler.md). The last row recomputes everything each step instead,\n"
+               "as if nothing were kept. Times: medians, on one thread.\n";
   qkv::Graph cg = causal_graph(), sg = step_graph();
   qkv::Kernel causal = compile_timed(cg), step = compile_timed(sg);
   const double a = std::sqrt(3.0 / 256); // weights of variance 1/D
   TensorMap weights = {{"Wq", Tensor::random(qkv::DType::F32, {256, 256}, 61, -a, a)},
                        {"Wk", Tensor::random(qkv::DType::F32, {256, 256}, 62, -a, a)},
                        {"Wv", Tensor::random(qkv::DType::F32, {256, 256}, 63, -a, a)}};
+  Tensor x = Tensor::random(qkv::DType::F32, {n, 256}, 64);
   TensorMap all = weights;
-  all["x"] = Tensor::random(qkv::DType::F32, {n, 256}, 64);
-  Tensor y_full = causal.run(all).at("y"); // the reference below
-  TensorMap head = weights;                // the interpreter is slow: check the first 128
-  head["x"] = rows_of(all.at("x"), 0, 128);
+  all["x"] = batch_of_one(x);
+  Tensor y_full = drop_batch(causal.run(all).at("y")); // the reference below
+  TensorMap head = weights; // the interpreter is slow: check the first 128
+  head["x"] = batch_of_one(rows_of(x, 0, 128));
   checks.expect(close_f32(causal.run(head).at("y"), qkv::reference::run(cg, head).at("y")),
                 "full causal attention: compiled = interpreted (on the first 128 tokens)");
-  Generation gen = generate(causal, step, weights, all.at("x"), y_full, prompt);
+  Generation gen = generate(causal, step, weights, x, y_full, prompt);
   double h = 4, p = prompt, s1 = prompt + 1;
   std::cout << "\n                        scores (all heads)   rows projected   median time\n"
             << "    prefill, " << prompt << " tokens  " << std::setw(16)
