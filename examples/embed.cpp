@@ -15,6 +15,7 @@
 #include <vector>
 
 int main(int argc, char **argv) try {
+  // [readme]
   std::string dir = argc > 1 ? argv[1] : qkv::default_minilm_dir();
   qkv::SentenceEncoder model = qkv::SentenceEncoder::load(dir); // config, weights, tokenizer
   model.compile();                                              // JIT, once
@@ -22,6 +23,7 @@ int main(int argc, char **argv) try {
       "A man is playing a guitar.", "Someone is strumming a guitar on stage.",
       "The stock market fell sharply today.", "Café crème, s'il vous plaît!"};
   qkv::Tensor e = model.embed(sentences); // f32 (4, 384), one row per sentence
+  // [readme]
 
   auto cos = [&](int i, int j) { // the rows are normalized: cosine = dot product
     double s = 0;
