@@ -195,7 +195,8 @@ Tensor SentenceEncoder::embed(const std::vector<std::string> &sentences, std::in
                                   std::to_string(batch_size));
   auto ids = tokenize(sentences);
   auto n = static_cast<std::int64_t>(ids.size());
-  // Longest first, as sentence-transformers does: each batch pads to similar lengths.
+  // Longest first, so each batch pads to similar lengths (sentence-transformers sorts by
+  // characters; tokens are what padding costs).
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
