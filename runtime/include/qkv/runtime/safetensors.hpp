@@ -10,7 +10,8 @@
 // offsets inside the file, no two tensors overlapping, no name twice, a header length
 // within the file and under 100 MB. Anything else is a qkv::Error naming the file and the
 // tensor; nothing is read outside the mapping. Tensors are copied out on demand (load), so
-// a model can take what it needs and convert as it goes.
+// a model can take what it needs and convert as it goes. As with any mapped file, the file
+// must not be truncated by another program while it is open.
 #pragma once
 
 #include <cstddef>
