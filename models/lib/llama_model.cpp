@@ -81,6 +81,7 @@ struct LlamaModel::Impl {
   LlamaWeights weights;
   LlamaOptions options;
   double compile_s = 0;
+  LlamaTimes times;
   std::unique_ptr<KVCacheBase> cache;
   std::unique_ptr<Runner> embed, prefill, decode, head;
 
@@ -131,8 +132,12 @@ struct LlamaModel::Impl {
         in["x"] = x;
         in["positions"] = pos;
         bind_cache(in, l);
+        auto t0 = std::chrono::steady_clock::now();
         TensorMap out = layer.run(in);
+        auto t1 = std::chrono::steady_clock::now();
         cache->append(l, out.at("k"), out.at("v"), counts);
+        times.layers_s += std::chrono::duration<double>(t1 - t0).count();
+        times.append_s += seconds_since(t1);
         x = out.at("y");
       }
     } catch (...) {
@@ -172,6 +177,8 @@ const LlamaConfig &LlamaModel::config() const { return impl_->config; }
 const LlamaOptions &LlamaModel::options() const { return impl_->options; }
 KVCacheBase &LlamaModel::cache() { return *impl_->cache; }
 double LlamaModel::compile_seconds() const { return impl_->compile_s; }
+const LlamaTimes &LlamaModel::times() const { return impl_->times; }
+void LlamaModel::reset_times() { impl_->times = {}; }
 
 Tensor LlamaModel::forward(const Tensor &tokens, const std::vector<std::int64_t> &counts_in,
                            bool last_only) {
@@ -204,11 +211,18 @@ Tensor LlamaModel::forward(const Tensor &tokens, const std::vector<std::int64_t>
       s[b * n + i] = 0;
   TensorMap in = impl_->weights.embed();
   in["ids"] = safe;
+  LlamaTimes &times = impl_->times;
+  auto t0 = std::chrono::steady_clock::now();
   Tensor x = impl_->embed->run(in).at("x");
+  times.embed_s += seconds_since(t0);
   x = impl_->layers(x, counts);
   TensorMap h = impl_->weights.head();
   h["x"] = last_only ? last_rows(x, counts) : x;
-  return impl_->head->run(h).at("logits");
+  t0 = std::chrono::steady_clock::now();
+  Tensor logits = impl_->head->run(h).at("logits");
+  times.head_s += seconds_since(t0);
+  ++times.steps;
+  return logits;
 }
 
 // ---- generation --------------------------------------------------------------------------

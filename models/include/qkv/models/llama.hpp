@@ -97,6 +97,16 @@ struct LlamaOptions {
   bool verbose = false;       // compile progress on stderr
 };
 
+/// Wall time a LlamaModel spent in each part of its forward steps, summed since the last
+/// reset_times(): where a decode step's time goes.
+struct LlamaTimes {
+  double embed_s = 0;  // the embedding kernel
+  double layers_s = 0; // the layer kernels (attention over the cache, MLP)
+  double append_s = 0; // appending each step's K, V to the cache
+  double head_s = 0;   // final norm and LM head
+  std::int64_t steps = 0;
+};
+
 /// A decoder with its weights, compiled kernels (or the interpreter) and KV cache.
 class LlamaModel {
 public:
@@ -112,6 +122,8 @@ public:
   KVCacheBase &cache();
   /// Seconds spent compiling the kernels (0 with the interpreter).
   double compile_seconds() const;
+  const LlamaTimes &times() const;
+  void reset_times();
 
   /// One step: tokens (B, n) int64, of which the first counts[b] are real (a batch of
   /// prompts padded on the right; empty: all n), run at each sequence's cached length;
