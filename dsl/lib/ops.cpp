@@ -281,6 +281,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
   case OpKind::Transpose: {
     expect_inputs(inputs, 1, 1, o);
     const Node &x = in(g, inputs, 0, o);
+    expect_float(x, o); // the compiled ops move float data; ids need no transposing
     if (attrs.axes.size() != 2)
       internal_error("transpose needs two axes");
     int a = normalize_axis(attrs.axes[0], x.rank(), "transpose of " + q(x.name));
@@ -330,6 +331,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
   case OpKind::SplitHeads: {
     expect_inputs(inputs, 1, 1, o);
     const Node &x = in(g, inputs, 0, o);
+    expect_float(x, o);
     expect_rank_at_least(x, 2, o, "split_heads needs (..., L, H*Dh)");
     if (attrs.dims.size() != 2)
       internal_error("split_heads needs heads and head_dim");
@@ -358,6 +360,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
   case OpKind::MergeHeads: {
     expect_inputs(inputs, 1, 1, o);
     const Node &x = in(g, inputs, 0, o);
+    expect_float(x, o);
     expect_rank_at_least(x, 3, o, "merge_heads needs (..., H, L, Dh)");
     int r = x.rank();
     const Dim &h = x.dims[r - 3], &dh = x.dims[r - 1];
@@ -382,6 +385,7 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
     if (inputs.empty())
       user_error("concat: needs at least one tensor");
     const Node &first = in(g, inputs, 0, o);
+    expect_float(first, o);
     if (attrs.axes.size() != 1)
       internal_error("concat needs one axis");
     int ax = normalize_axis(attrs.axes[0], first.rank(), "concat of " + q(first.name));

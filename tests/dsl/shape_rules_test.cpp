@@ -143,6 +143,16 @@ TEST_F(ShapeRules, UnaryOpsNeedFloat) {
   EXPECT_TRUE(ErrorSays([&] { sinusoidal_pe(ids); }, {"sinusoidal_pe: 'ids' (L) is i32"}));
 }
 
+// The compiled data-movement ops take float tensors: an integer one is refused when the
+// graph is built, not by an internal error when it is compiled.
+TEST_F(ShapeRules, DataMovementNeedsFloat) {
+  Value ids = in("ids", {L, S}, DType::I64), ids3 = in("ids3", {B, L, S}, DType::I32);
+  EXPECT_EQ(error_of([&] { transpose(ids); }),
+            "transpose: 'ids' (L, S) is i64; it needs a float tensor");
+  EXPECT_TRUE(ErrorSays([&] { concat({ids, ids}, 0); }, {"concat: 'ids' (L, S) is i64"}));
+  EXPECT_TRUE(ErrorSays([&] { merge_heads(ids3); }, {"merge_heads: 'ids3' (B, L, S) is i32"}));
+}
+
 TEST_F(ShapeRules, SinusoidalPENeedsTwoDimsAndSaneOptions) {
   Value v = in("v", {D}), x = in("x", {L, D});
   EXPECT_EQ(error_of([&] { sinusoidal_pe(v); }),

@@ -838,3 +838,132 @@ func.func @paged_cache_view_result(%pool: tensor<9x2x4x8xf32>, %table: tensor<2x
   %0 = qkv.paged_cache_view %pool[%table, %len], %new : (tensor<9x2x4x8xf32>, tensor<2x3xi32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x12x8xf32>
   return %0 : tensor<2x2x12x8xf32>
 }
+
+// -----
+
+// Checks added for bad IR that used to crash a lowering or pass the verifier wrongly.
+
+func.func @attention_zero_kv_heads(%q: tensor<4x?x4xf32>, %k: tensor<0x?x4xf32>) -> tensor<4x?x4xf32> {
+  // expected-error @+1 {{'qkv.attention' op query and kv heads must not be 0}}
+  %0 = qkv.attention %q, %k, %k : tensor<4x?x4xf32>, tensor<0x?x4xf32>, tensor<0x?x4xf32> -> tensor<4x?x4xf32>
+  return %0 : tensor<4x?x4xf32>
+}
+
+// -----
+
+func.func @matmul_batch_dims_differ(%a: tensor<2x4x6xf32>, %b: tensor<3x6x5xf32>) -> tensor<2x4x5xf32> {
+  // expected-error @+1 {{'qkv.matmul' op batch dim 0 differs: 2 vs 3}}
+  %0 = qkv.matmul %a, %b : (tensor<2x4x6xf32>, tensor<3x6x5xf32>) -> tensor<2x4x5xf32>
+  return %0 : tensor<2x4x5xf32>
+}
+
+// -----
+
+func.func @matmul_result_batch(%a: tensor<2x4x6xf32>, %b: tensor<6x5xf32>) -> tensor<7x4x5xf32> {
+  // expected-error @+1 {{'qkv.matmul' op result batch dim 0 must be the operands'}}
+  %0 = qkv.matmul %a, %b : (tensor<2x4x6xf32>, tensor<6x5xf32>) -> tensor<7x4x5xf32>
+  return %0 : tensor<7x4x5xf32>
+}
+
+// -----
+
+func.func @linear_rank0(%x: tensor<f32>, %w: tensor<4x3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'qkv.linear' op x must have at least 1 dim (..., in)}}
+  %0 = qkv.linear %x, %w : tensor<f32>, tensor<4x3xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @rms_norm_rank0(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'qkv.rms_norm' op x must have at least 1 dim (..., features)}}
+  %0 = "qkv.rms_norm"(%x) {eps = 1.0e-5 : f64} : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @layer_norm_rank0(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'qkv.layer_norm' op x must have at least 1 dim (..., features)}}
+  %0 = "qkv.layer_norm"(%x) {eps = 1.0e-5 : f64, operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @concat_result_sum(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor<5x3xf32> {
+  // expected-error @+1 {{'qkv.concat' op result dim 0 must be the sum of the inputs'}}
+  %0 = qkv.concat %a, %b axis 0 : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+  return %0 : tensor<5x3xf32>
+}
+
+// -----
+
+func.func @concat_result_other_dim(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor<6x2xf32> {
+  // expected-error @+1 {{'qkv.concat' op result dim 1 must be the inputs'}}
+  %0 = qkv.concat %a, %b axis -2 : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<6x2xf32>
+  return %0 : tensor<6x2xf32>
+}
+
+// -----
+
+func.func @concat_element_types(%a: tensor<2x3xf32>, %b: tensor<4x3xf64>) -> tensor<6x3xf32> {
+  // expected-error @+1 {{'qkv.concat' op inputs must have the same element type}}
+  %0 = qkv.concat %a, %b axis 0 : (tensor<2x3xf32>, tensor<4x3xf64>) -> tensor<6x3xf32>
+  return %0 : tensor<6x3xf32>
+}
+
+// -----
+
+func.func @concat_result_type(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor<6x3xf64> {
+  // expected-error @+1 {{'qkv.concat' op result must have the inputs' rank and element type}}
+  %0 = qkv.concat %a, %b axis 0 : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<6x3xf64>
+  return %0 : tensor<6x3xf64>
+}
+
+// -----
+
+func.func @embedding_result_dims(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'qkv.embedding' op result dim 0 must be the ids'}}
+  %0 = qkv.embedding %t[%ids] : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @embedding_result_features(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> tensor<3x7xf32> {
+  // expected-error @+1 {{'qkv.embedding' op result dim 1 must be the table's features}}
+  %0 = qkv.embedding %t[%ids] : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<3x7xf32>
+  return %0 : tensor<3x7xf32>
+}
+
+// -----
+
+func.func @embedding_result_type(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> tensor<3x2xf64> {
+  // expected-error @+1 {{'qkv.embedding' op result must be (ids..., features) of the table's element type}}
+  %0 = qkv.embedding %t[%ids] : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<3x2xf64>
+  return %0 : tensor<3x2xf64>
+}
+
+// -----
+
+func.func @mask_result_shape(%s: tensor<?x4xf32>) -> tensor<?x5xf32> {
+  // expected-error @+1 {{'qkv.mask' op result: dim 1 is 4 vs 5}}
+  %0 = qkv.mask %s : tensor<?x4xf32> -> tensor<?x5xf32> {
+  ^bb0(%b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index):
+    %c = arith.cmpi sge, %qi, %ki : index
+    qkv.yield %c : i1
+  }
+  return %0 : tensor<?x5xf32>
+}
+
+// -----
+
+func.func @score_mod_result_type(%s: tensor<?x4xf32>) -> tensor<?x4xf64> {
+  // expected-error @+1 {{'qkv.score_mod' op result: element types differ}}
+  %0 = qkv.score_mod %s : tensor<?x4xf32> -> tensor<?x4xf64> {
+  ^bb0(%x: f32, %b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index):
+    qkv.yield %x : f32
+  }
+  return %0 : tensor<?x4xf64>
+}

@@ -241,3 +241,16 @@ func.func @rope_positions(%x: tensor<2x?x8xf32>, %pos: tensor<2x?xi64>) -> tenso
   %2 = qkv.rope %x positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x?x8xf32> -> tensor<2x?x8xf32>
   return %2 : tensor<2x?x8xf32>
 }
+
+// Negative axes count from the end, as the verifiers accept them: -1 is the last axis.
+// CHECK-LABEL: func.func @negative_axes
+// CHECK: linalg.transpose {{.*}} permutation = [1, 0]
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, %{{.*}}] [%{{.*}}, 2] [1, 1] : tensor<?x2xf32> into tensor<?x4xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, %{{.*}}] [%{{.*}}, 2] [1, 1] : tensor<?x2xf32> into tensor<?x4xf32>
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<?x2xf32>) outs(%{{.*}} : tensor<?xf32>)
+func.func @negative_axes(%x: tensor<?x2xf32>) -> (tensor<2x?xf32>, tensor<?x4xf32>, tensor<?x2xf32>) {
+  %0 = qkv.transpose %x axes(-2, -1) : tensor<?x2xf32> -> tensor<2x?xf32>
+  %1 = qkv.concat %x, %x axis -1 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x4xf32>
+  %2 = qkv.softmax %x axis -1 : tensor<?x2xf32> -> tensor<?x2xf32>
+  return %0, %1, %2 : tensor<2x?xf32>, tensor<?x4xf32>, tensor<?x2xf32>
+}

@@ -206,6 +206,15 @@ LogicalResult MatMulOp::verify() {
     return emitOpError("batch dims must match, or one operand must be 2-D");
   if (o.getRank() != r)
     return emitOpError() << "result must have rank " << r;
+  // Batch dims: equal in both operands (or only in the one that is not 2-D), and the result's.
+  for (int64_t i = 0; i < r - 2; ++i) {
+    int64_t ai = a.getRank() == r ? a.getDimSize(i) : ShapedType::kDynamic;
+    int64_t bi = b.getRank() == r ? b.getDimSize(i) : ShapedType::kDynamic;
+    if (!compatible(ai, bi))
+      return emitOpError() << "batch dim " << i << " differs: " << ai << " vs " << bi;
+    if (!compatible(o.getDimSize(i), a.getRank() == r ? ai : bi))
+      return emitOpError() << "result batch dim " << i << " must be the operands'";
+  }
   if (!compatible(o.getDimSize(r - 2), a.getDimSize(a.getRank() - 2)) ||
       !compatible(o.getDimSize(r - 1), b.getDimSize(b.getRank() - 1)))
     return emitOpError("result must be (..., M, N)");
@@ -225,6 +234,8 @@ LogicalResult LinearOp::verify() {
   auto x = rt(getX()), w = rt(getWeight()), o = rt(getResult());
   if (w.getRank() != 2)
     return emitOpError("weight must be (in, out)");
+  if (x.getRank() < 1)
+    return emitOpError("x must have at least 1 dim (..., in)");
   if (!compatible(x.getDimSize(x.getRank() - 1), w.getDimSize(0)))
     return emitOpError("x's last dim must be the weight's first");
   if (getBias() &&
@@ -246,6 +257,8 @@ static LogicalResult verifyNormParam(Operation *op, Value p, RankedTensorType x,
 
 LogicalResult LayerNormOp::verify() {
   auto x = rt(getX());
+  if (x.getRank() < 1)
+    return emitOpError("x must have at least 1 dim (..., features)");
   if (failed(verifyNormParam(*this, getGamma(), x, "gamma")) ||
       failed(verifyNormParam(*this, getBeta(), x, "beta")))
     return failure();
@@ -254,6 +267,8 @@ LogicalResult LayerNormOp::verify() {
 
 LogicalResult RmsNormOp::verify() {
   auto x = rt(getX());
+  if (x.getRank() < 1)
+    return emitOpError("x must have at least 1 dim (..., features)");
   if (failed(verifyNormParam(*this, getGamma(), x, "gamma")))
     return failure();
   return sameShape(*this, x, rt(getResult()), "result");
@@ -266,14 +281,26 @@ LogicalResult ConcatOp::verify() {
   if (failed(checkAxis(*this, getAxis(), first.getRank())))
     return failure();
   int64_t ax = (getAxis() + first.getRank()) % first.getRank();
+  int64_t total = 0;
   for (Value v : getInputs()) {
     auto t = rt(v);
     if (t.getRank() != first.getRank())
       return emitOpError("inputs must have the same rank");
+    if (t.getElementType() != first.getElementType())
+      return emitOpError("inputs must have the same element type");
     for (int64_t i = 0; i < t.getRank(); ++i)
       if (i != ax && !compatible(t.getDimSize(i), first.getDimSize(i)))
         return emitOpError() << "inputs differ in dim " << i;
+    total = ShapedType::isDynamic(total) || t.isDynamicDim(ax) ? ShapedType::kDynamic
+                                                               : total + t.getDimSize(ax);
   }
+  auto o = rt(getResult());
+  if (o.getRank() != first.getRank() || o.getElementType() != first.getElementType())
+    return emitOpError("result must have the inputs' rank and element type");
+  for (int64_t i = 0; i < o.getRank(); ++i)
+    if (!compatible(o.getDimSize(i), i == ax ? total : first.getDimSize(i)))
+      return emitOpError() << "result dim " << i << " must be "
+                           << (i == ax ? "the sum of the inputs'" : "the inputs'");
   return success();
 }
 
@@ -281,8 +308,12 @@ LogicalResult EmbeddingOp::verify() {
   auto ids = rt(getIds()), table = rt(getTable()), o = rt(getResult());
   if (table.getRank() != 2)
     return emitOpError("table must be (vocab, features)");
-  if (o.getRank() != ids.getRank() + 1)
-    return emitOpError("result must be (ids..., features)");
+  if (o.getRank() != ids.getRank() + 1 || o.getElementType() != table.getElementType())
+    return emitOpError("result must be (ids..., features) of the table's element type");
+  for (int64_t i = 0; i < o.getRank(); ++i)
+    if (!compatible(o.getDimSize(i), i < ids.getRank() ? ids.getDimSize(i) : table.getDimSize(1)))
+      return emitOpError() << "result dim " << i << " must be "
+                           << (i < ids.getRank() ? "the ids'" : "the table's features");
   return success();
 }
 
@@ -336,6 +367,8 @@ LogicalResult MaskOp::verifyRegions() {
   int64_t r = rt(getScores()).getRank();
   if (r < 2 || r > 4)
     return emitOpError("scores must have 2, 3 or 4 dims");
+  if (failed(sameShape(*this, rt(getScores()), rt(getResult()), "result")))
+    return failure();
   return verifyModRegion(*this, getBody(), false, {}, getCaptures(), "mask");
 }
 
@@ -343,6 +376,8 @@ LogicalResult ScoreModOp::verifyRegions() {
   int64_t r = rt(getScores()).getRank();
   if (r < 2 || r > 4)
     return emitOpError("scores must have 2, 3 or 4 dims");
+  if (failed(sameShape(*this, rt(getScores()), rt(getResult()), "result")))
+    return failure();
   return verifyModRegion(*this, getBody(), true, elementType(getScores()), getCaptures(),
                          "score_mod");
 }
@@ -363,6 +398,8 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value qv, Value kv, Va
     int64_t hq = q.getDimSize(r - 3), hk = k.getDimSize(r - 3);
     if (!compatible(hk, v.getDimSize(r - 3)))
       return op->emitOpError("k and v must have the same heads");
+    if (hq == 0 || hk == 0)
+      return op->emitOpError("query and kv heads must not be 0");
     if (hq != hk && (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hk) || hq % hk))
       return op->emitOpError("query heads must be a static multiple of kv heads");
   }

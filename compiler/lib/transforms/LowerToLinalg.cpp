@@ -287,7 +287,9 @@ Value transposeAxes(OpBuilder &b, Location loc, Value x, int64_t axA, int64_t ax
 struct TransposeLowering : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rw) const override {
-    rw.replaceOp(op, transposeAxes(rw, op.getLoc(), op.getX(), op.getAxisA(), op.getAxisB()));
+    int64_t r = tensorType(op.getX()).getRank();
+    rw.replaceOp(op, transposeAxes(rw, op.getLoc(), op.getX(), normalizeAxis(op.getAxisA(), r),
+                                   normalizeAxis(op.getAxisB(), r)));
     return success();
   }
 };
@@ -426,7 +428,7 @@ struct SoftmaxLowering : OpRewritePattern<SoftmaxOp> {
     auto xt = tensorType(x);
     Type elem = xt.getElementType();
     unsigned r = xt.getRank();
-    int64_t axis = op.getAxis();
+    int64_t axis = normalizeAxis(op.getAxis(), r);
     double ninf = -std::numeric_limits<double>::infinity();
     // m = max over the axis; m' = m == -inf ? 0 : m, so a fully masked row gives
     // exp(-inf - 0) = 0 everywhere and a zero sum instead of NaN.
@@ -521,9 +523,9 @@ struct ConcatLowering : OpRewritePattern<ConcatOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ConcatOp op, PatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    int64_t ax = op.getAxis();
     Value first = op.getInputs().front();
     int64_t r = tensorType(first).getRank();
+    int64_t ax = normalizeAxis(op.getAxis(), r);
     // Output size along the axis: the sum of the inputs'.
     Value total = indexConst(rw, loc, 0);
     for (Value in : op.getInputs())

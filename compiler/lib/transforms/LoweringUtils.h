@@ -16,6 +16,9 @@ inline mlir::RankedTensorType tensorType(mlir::Value v) {
   return mlir::cast<mlir::RankedTensorType>(v.getType());
 }
 
+/// An axis attribute in [0, rank): the verifiers accept -rank..rank-1, Python-style.
+inline int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
 inline mlir::Value floatConst(mlir::OpBuilder &b, mlir::Location loc, mlir::Type t, double v) {
   return mlir::arith::ConstantOp::create(b, loc, b.getFloatAttr(t, v));
 }

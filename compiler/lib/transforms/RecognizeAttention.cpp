@@ -64,7 +64,7 @@ struct RecognizeAttentionPattern : OpRewritePattern<MatMulOp> {
     if (!soft)
       return rw.notifyMatchFailure(pv, "lhs is not a single-use softmax");
     int64_t r = tensorType(soft.getX()).getRank();
-    if (soft.getAxis() != r - 1 || r < 2 || r > 4)
+    if (normalizeAxis(soft.getAxis(), r) != r - 1 || r < 2 || r > 4)
       return rw.notifyMatchFailure(pv, "softmax is not over the last axis of rank 2..4 scores");
     Value v = pv.getRhs();
     if (tensorType(v).getRank() != r)
@@ -86,8 +86,8 @@ struct RecognizeAttentionPattern : OpRewritePattern<MatMulOp> {
     if (!qk)
       return rw.notifyMatchFailure(pv, "scores do not come from a single-use matmul");
     auto kt = qk.getRhs().getDefiningOp<TransposeOp>();
-    if (!kt || kt.getAxisA() + kt.getAxisB() != 2 * r - 3 || kt.getAxisA() < r - 2 ||
-        kt.getAxisB() < r - 2)
+    int64_t ka = kt ? normalizeAxis(kt.getAxisA(), r) : 0, kb = kt ? normalizeAxis(kt.getAxisB(), r) : 0;
+    if (!kt || ka + kb != 2 * r - 3 || ka < r - 2 || kb < r - 2)
       return rw.notifyMatchFailure(pv, "the scores' rhs is not k with its last two axes swapped");
     Value q = qk.getLhs(), k = kt.getX();
     auto qt = tensorType(q), kT = tensorType(k), vt = tensorType(v);
