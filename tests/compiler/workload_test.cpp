@@ -18,10 +18,35 @@ TEST(GalleryWorkload, NodeCountsAgreeWithTheFixedForms) {
       if (e.self_attention())
         s.kv_len = s.seq;
       Graph g = e.build(s);
-      TensorMap in = e.inputs(g, e.dims(s));
+      TensorMap in = e.inputs(g, s);
       EXPECT_EQ(gallery::graph_flops(g, in), gallery::flops(e, s));
       EXPECT_EQ(gallery::graph_bytes(g, in), gallery::bytes(e, s));
     }
+  }
+}
+
+// A decode step over a paged cache counts the rows it attends: the pool's pages past the
+// cached rows (the last page's tail) are not read, so not counted; lengths and the block
+// table are.
+TEST(GalleryWorkload, PagedDecodeCountsTheRowsItReads) {
+  const auto &e = gallery::find("decode");
+  for (std::int64_t rows : {64, 77}) {
+    SCOPED_TRACE(rows);
+    gallery::GraphShape s = e.shape;
+    s.kv_len = rows;
+    s.paged = true;
+    Graph g = e.build(s);
+    TensorMap in = e.inputs(g, s);
+    std::int64_t pages = (rows + 15) / 16, unread = pages * 16 - rows;
+    EXPECT_EQ(e.dims(s), (DimBindings{{"B", s.batch}, {"M", pages}, {"P", s.batch * pages}}));
+    EXPECT_EQ(gallery::graph_flops(g, in),
+              4.0 * s.batch * s.heads * s.head_dim * static_cast<double>(rows + 1));
+    EXPECT_EQ(gallery::graph_bytes(g, in) - gallery::bytes(e, s),
+              2.0 * 4 * static_cast<double>(s.batch * s.kv_heads * unread * s.head_dim));
+    s.paged = false;
+    EXPECT_EQ(gallery::bytes(e, s) + 4.0 * static_cast<double>(s.batch * pages),
+              gallery::bytes(e, gallery::GraphShape{s.batch, s.heads, s.kv_heads, 1, rows,
+                                                    s.head_dim, 256, true}));
   }
 }
 
@@ -31,7 +56,8 @@ TEST(GalleryWorkload, BaselinesRunWhereTheyComputeTheGraph) {
     return gallery::baseline_gap(e, e.build(), e.shape);
   };
   for (const char *name : {"causal_lm", "prefix_lm", "neighborhood_2d", "packed_documents",
-                           "multihead", "grouped_query", "multi_query", "cross_attention", "mha"})
+                           "multihead", "grouped_query", "multi_query", "cross_attention", "mha",
+                           "decode"})
     EXPECT_EQ(gap(name), "") << name;
   EXPECT_EQ(gap("alibi"), "they compute no score_mod; 'alibi' has one");
   EXPECT_EQ(gap("linear_attn"), "they compute softmax attention; 'linear_attn' has none");
@@ -52,7 +78,7 @@ TEST(GalleryWorkload, VariantFlopsCountKeptPairs) {
   s.batch = 2;
   s.seq = s.kv_len = 100;
   Graph g = e.build(s);
-  TensorMap in = e.inputs(g, e.dims(s));
+  TensorMap in = e.inputs(g, s);
   EXPECT_EQ(gallery::graph_flops(g, in), 4.0 * 64 * 2 * 8 * (100 * 101 / 2));
 }
 
