@@ -38,24 +38,25 @@ std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t
   "  --heads H       query heads (static)\n"                                                       \
   "  --kv-heads K    key/value heads, dividing H (static; default: H, or the graph's\n"            \
   "                  own ratio for gqa)\n"                                                         \
-  "  --seq L         query length (dynamic dim L; static for attn_decode, 1 for decode)\n"        \
+  "  --seq L         query length (dynamic dim L; static for attn_decode, 1 for decode)\n"         \
   "  --kv-len S      key/value length (dynamic dim S; default: L, or the graph's own for\n"        \
-  "                  attn_decode and decode, where S is the rows cached; self-attention\n"       \
-  "                  blocks have S = L)\n"                                                        \
+  "                  attn_decode and decode, where S is the rows cached; self-attention\n"         \
+  "                  blocks have S = L)\n"                                                         \
   "  --head-dim Dh   head dim (static); the blocks' model dim is D = H * Dh; the variants\n"       \
   "                  of examples/gallery/ have heads, kv heads and head dim in their types\n"      \
   "  --window W      keys a sliding window sees, itself included (static; attn_window,\n"          \
   "                  sliding_window, dilated_window, longformer)\n"                                \
-  "  --paged         decode: the KV cache in pages of 16 rows through a block table\n"            \
-  "                  (paged_cache_view), each sequence's pages scattered over the pool,\n"       \
-  "                  instead of one contiguous buffer of C = S rows (cache_view)\n"              \
-  "  --dims D=N,...  set dynamic dims by name (B, L, S; C for decode), after the options\n"     \
+  "  --paged         decode: the KV cache in pages of 16 rows through a block table\n"             \
+  "                  (paged_cache_view), each sequence's pages scattered over the pool,\n"         \
+  "                  instead of one contiguous buffer of C = S rows (cache_view)\n"                \
+  "  --dims D=N,...  set dynamic dims by name (B, L, S; C for decode), after the options\n"        \
   "                  above\n"
 
 /// `base` with the shape options applied (--dims last: B=, L=, S= (C= for decode) set
-/// batch, seq, kv_len; --paged sets paged, for graphs over a KV cache only). --seq also sets kv_len and --heads kv_heads when base has them equal and
-/// the option for the other is absent. Throws qkv::Error naming the option and the
-/// graph when a value does not fit the graph.
+/// batch, seq, kv_len; --paged sets paged, for graphs over a KV cache only). --seq also
+/// sets kv_len and --heads kv_heads when base has them equal and the option for the other
+/// is absent. Throws qkv::Error naming the option and the graph when a value does not fit
+/// the graph.
 gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
                                     const gallery::GraphShape &base);
 

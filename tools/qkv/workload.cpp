@@ -52,32 +52,33 @@ TensorMap bench_inputs(const Graph &g, const DimBindings &dims) {
 TensorMap baseline_inputs(const Entry &e, const GraphShape &s, const TensorMap &in) {
   if (!e.workload.cache)
     return in;
-  const std::int64_t B = s.batch, Hkv = s.kv_heads, Dh = s.head_dim, L = s.seq;
-  const std::int64_t S = s.kv_len, page = GraphShape::kPageRows;
+  const std::int64_t B = s.batch, Hkv = s.kv_heads, Dh = s.head_dim, L = s.seq, S = s.kv_len;
   const Tensor &lengths = in.at("lengths");
-  auto dense = [&](const char *store, const char *fresh) {
+  for (std::int64_t b = 0; b < B; ++b)
+    if (static_cast<std::int64_t>(lengths.get(b)) != S)
+      internal_error("baseline_inputs: lengths[" + std::to_string(b) + "] is not " +
+                     std::to_string(S));
+  const Tensor *table = s.paged ? &in.at("block_table") : nullptr;
+  // Where row j < S of sequence b, head h, is in the cache's storage (rows of Dh floats).
+  auto cached_row = [&](const Tensor &store, std::int64_t b, std::int64_t h, std::int64_t j) {
+    if (!table)
+      return (b * Hkv + h) * store.shape()[2] + j;
+    const std::int64_t page = GraphShape::kPageRows;
+    auto p = static_cast<std::int64_t>(table->get(b * table->shape()[1] + j / page));
+    return (p * Hkv + h) * page + j % page;
+  };
+  auto dense = [&](const char *cached, const char *fresh) {
+    const Tensor &store = in.at(cached);
+    const float *st = store.data_as<float>(), *fr = in.at(fresh).data_as<float>();
     Tensor out(DType::F32, {B, Hkv, S + L, Dh});
-    const float *st = in.at(store).data_as<float>(), *fr = in.at(fresh).data_as<float>();
     float *o = out.data_as<float>();
-    for (std::int64_t b = 0; b < B; ++b) {
-      if (static_cast<std::int64_t>(lengths.get(b)) != S)
-        internal_error("baseline_inputs: lengths[" + std::to_string(b) + "] is not " +
-                       std::to_string(S));
+    for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < Hkv; ++h)
         for (std::int64_t j = 0; j < S + L; ++j) {
-          const float *row;
-          if (j >= S) // this step's rows
-            row = fr + ((b * Hkv + h) * L + (j - S)) * Dh;
-          else if (s.paged) {
-            const Tensor &table = in.at("block_table");
-            auto p = static_cast<std::int64_t>(table.get(b * table.shape()[1] + j / page));
-            row = st + ((p * Hkv + h) * page + j % page) * Dh;
-          } else {
-            row = st + ((b * Hkv + h) * in.at(store).shape()[2] + j) * Dh;
-          }
+          const float *row = j < S ? st + cached_row(store, b, h, j) * Dh
+                                   : fr + ((b * Hkv + h) * L + (j - S)) * Dh;
           std::copy(row, row + Dh, o + ((b * Hkv + h) * (S + L) + j) * Dh);
         }
-    }
     return out;
   };
   TensorMap out;
