@@ -5,12 +5,13 @@
 #   ./qkv.sh demo     install, build, run the seed walkthrough example end to end
 #   ./qkv.sh demo three-matmuls
 #                     the same for the second walkthrough, "attention is three matmuls"
-#   ./qkv.sh test     install, build, run the whole ctest suite
+#   ./qkv.sh test     install, build, fetch the test model if missing, run the ctest suite
 #   ./qkv.sh build    install and build everything
 #   ./qkv.sh bench    build and run the benchmarks under bench/
 #   ./qkv.sh clean    remove the build directory
 #
-# Environment: QKV_BUILD_DIR (default build), QKV_JOBS (default: all cores).
+# Environment: QKV_BUILD_DIR (default build), QKV_JOBS (default: all cores),
+# QKV_MODEL_CACHE (where scripts/fetch-model.sh keeps models; default ~/.cache/qkv/models).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -62,6 +63,9 @@ case "$cmd" in
   test)
     deps
     build
+    # The model tests (tests/models, examples/embed.cpp) need all-MiniLM-L6-v2: downloaded
+    # once into the model cache ($QKV_MODEL_CACHE, default ~/.cache/qkv/models).
+    scripts/fetch-model.sh minilm
     t=$(date +%s)
     say "running the test suite (ctest)"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" "$@"

@@ -88,6 +88,16 @@ struct Checks {
     failed += ok ? 0 : 1;
     std::cout << (ok ? "  [ok]   " : "  [FAIL] ") << what << "\n";
   }
+  /// A claim about speed. Wall times depend on the machine and on what else runs on it (ctest
+  /// runs tests side by side), so a speed claim is printed with its measurement but never fails
+  /// the walkthrough: performance is measured in bench/, not asserted.
+  void timing(bool ok, const std::string &what) {
+    ++timed;
+    slow += ok ? 0 : 1;
+    std::cout << (ok ? "  [ok]   " : "  [slow] ") << what
+              << (ok ? "" : "  (not so on this run: a timing, reported and not asserted)") << "\n";
+  }
+  int timed = 0, slow = 0;
 };
 
 std::string fmt(double v, int precision = 3) {
@@ -966,10 +976,10 @@ void kv_cache(Checks &checks) {
   checks.expect(gen.steps_ok, "each of the " + std::to_string(steps) +
                                   " steps = the next row of full causal attention");
   checks.expect(gen.recompute_ok, "recomputing each step gives the same rows");
-  checks.expect(median(gen.step_ms) * 4 < gen.prefill_ms,
+  checks.timing(median(gen.step_ms) * 4 < gen.prefill_ms,
                 "a step with K, V kept is light: " + fmt(gen.prefill_ms / median(gen.step_ms), 0) +
                     "x faster than the prefill");
-  checks.expect(median(gen.recompute_ms) > 4 * median(gen.step_ms),
+  checks.timing(median(gen.recompute_ms) > 4 * median(gen.step_ms),
                 "recomputing instead costs about a prefill per step: " +
                     fmt(median(gen.recompute_ms) / median(gen.step_ms), 0) + "x a kept step");
 }
@@ -1094,11 +1104,14 @@ void windows_and_sparsity(Checks &checks, const qkv::Kernel &dense) {
   checks.expect(close_f32(first_rows(window.fused, 128), first_rows(causal.fused, 128)),
                 "the window's first w rows, whose window holds their whole past, = causal "
                 "attention's");
-  checks.expect(window.ms * 3 < dense_ms, "the window runs " + fmt(dense_ms / window.ms, 1) +
+  checks.timing(window.ms * 3 < dense_ms, "the window runs " + fmt(dense_ms / window.ms, 1) +
                                               "x faster than dense attention");
-  checks.expect(causal.ms < 0.8 * dense_ms && blocks.ms * 2 < dense_ms,
+  checks.timing(causal.ms < 0.8 * dense_ms && blocks.ms * 2 < dense_ms,
                 "causal and blocks + global run faster than dense (skipped tiles)");
-  checks.expect(strided.kept < window.kept && strided.ms > window.ms,
+  checks.expect(strided.kept < window.kept, "strided keeps fewer scores than the window (" +
+                                               count(strided.kept) + " < " +
+                                               count(window.kept) + ")");
+  checks.timing(strided.ms > window.ms,
                 "strided keeps fewer scores than the window yet runs slower: its jumps put a "
                 "kept score in every tile of keys below the diagonal, so only the tiles above "
                 "it are skipped, as for causal");
@@ -1206,7 +1219,7 @@ void linformer(Checks &checks, const qkv::Kernel &dense) {
             << std::setw(8) << fmt(mm_ms, 1) << " ms\n    Linformer with the linformer_project op"
             << "           " << std::setw(8) << fmt(op_ms, 1) << " ms  (" << fmt(op_ms / mm_ms, 1)
             << "x the matmul form)\n";
-  checks.expect(mm_ms * 2 < dense_ms, "Linformer, projections included, runs " +
+  checks.timing(mm_ms * 2 < dense_ms, "Linformer, projections included, runs " +
                                           fmt(dense_ms / mm_ms, 1) +
                                           "x faster than full attention");
 }
@@ -1288,7 +1301,7 @@ void linear_attention_school(Checks &checks) {
             << " products in an L x L table, " << fmt(l_ms, 1) << " ms\n"
             << "    phi(Q) (phi(K)^T [V|1]): " << count(64.0 * 65) << " entries in a d x (d+1) "
             << "table, " << fmt(r_ms, 2) << " ms\n";
-  checks.expect(r_ms * 4 < l_ms, "associating right is " + fmt(l_ms / r_ms, 0) + "x faster");
+  checks.timing(r_ms * 4 < l_ms, "associating right is " + fmt(l_ms / r_ms, 0) + "x faster");
 }
 } // namespace
 
@@ -1329,6 +1342,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::cout << "All " << checks.run << " checks passed in " << fmt(ms_since(t0) / 1000, 1)
-            << " s (parts " << times << ").\n";
+            << " s (parts " << times << ").\n"
+            << (checks.timed - checks.slow) << " of " << checks.timed
+            << " speed claims held on this run";
+  if (checks.slow > 0)
+    std::cout << " (wall times vary with the machine and its load; bench/ measures speed)";
+  std::cout << ".\n";
   return 0;
 }

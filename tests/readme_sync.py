@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The README's code block must be examples/attention_block.cpp's [readme] region, so the
-README shows code that compiles and runs."""
+"""A document's code block must be an example's [readme] region, so the document shows code
+that compiles and runs: README.md shows examples/attention_block.cpp, docs/models.md
+examples/embed.cpp."""
 import sys
 
 example, readme = sys.argv[1], sys.argv[2]
@@ -10,5 +11,5 @@ if len(parts) != 3:
     sys.exit(f"{example}: expected one region between two '// [readme]' lines")
 region = "\n".join(l[2:] if l.startswith("  ") else l for l in parts[1].split("\n"))
 if region not in open(readme, encoding="utf-8").read():
-    sys.exit(f"README.md does not show the [readme] region of {example}:\n{region}")
-print("README shows", example)
+    sys.exit(f"{readme} does not show the [readme] region of {example}:\n{region}")
+print(readme, "shows", example)

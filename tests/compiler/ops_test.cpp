@@ -142,6 +142,15 @@ std::vector<DiffCase> cases() {
                   },
                   kRows)
                   .sums({}, 4));
+  // |x / sqrt 2| up to 8.5: past the f32 erf approximation's clamp at 4.
+  c.push_back(one_output(
+                  "gelu_exact_wide",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 7);
+                    return gelu(scale(g.input("x", DType::F32, {L, D}), 12.0));
+                  },
+                  kRows)
+                  .sums({}, 12));
   c.push_back(one_output(
                   "gelu_tanh",
                   [](Graph &g) {

@@ -16,7 +16,8 @@ Args parse(int argc, char **argv) {
       auto eq = s.find('=');
       std::string key = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       std::string val;
-      bool flag = key == "check" || key == "json" || key == "no-baselines" || key == "paged";
+      bool flag = key == "check" || key == "json" || key == "no-baselines" || key == "bench" ||
+                  key == "reference" || key == "paged";
       if (eq != std::string::npos)
         val = s.substr(eq + 1);
       else if (!flag && i + 1 < argc)
@@ -26,10 +27,10 @@ Args parse(int argc, char **argv) {
       a.opts[key] = val;
     } else if (a.cmd.empty()) {
       a.cmd = s;
-    } else if (a.name.empty()) {
-      a.name = s;
     } else {
-      user_error("unexpected argument '" + s + "'");
+      if (a.args.empty())
+        a.name = s;
+      a.args.push_back(s);
     }
   }
   return a;

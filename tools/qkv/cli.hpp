@@ -6,19 +6,21 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gallery.hpp"
 
 namespace qkv::cli {
 
 struct Args {
-  std::string cmd, name;
+  std::string cmd, name;         // name: the first positional argument after the command
+  std::vector<std::string> args; // every positional argument after the command
   std::map<std::string, std::string> opts;
   bool help = false;
 };
 
-/// `qkv CMD NAME --key value --key=value --flag`; --check, --json, --no-baselines and
-/// --paged take no value.
+/// `qkv CMD NAME... --key value --key=value --flag`; --check, --json, --no-baselines,
+/// --bench, --reference and --paged take no value.
 Args parse(int argc, char **argv);
 /// Throws qkv::Error naming an option that `a.cmd` does not take.
 void check_opts(const Args &a, std::initializer_list<const char *> allowed);

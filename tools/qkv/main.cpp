@@ -5,6 +5,7 @@
 //   qkv run NAME [--check] [shape options] [--seed N] [--atol X] [--rtol Y]
 //   qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]   (bench.cpp)
 //   qkv show NAME [--seq L] [--png FILE] [--q-tile T] [--kv-tile T]      (show.cpp)
+//   qkv embed [--model DIR] [--json] SENTENCE...  |  qkv embed --bench    (embed.cpp)
 #include <algorithm>
 #include <exception>
 #include <iomanip>
@@ -16,6 +17,7 @@
 
 #include "bench.hpp"
 #include "cli.hpp"
+#include "embed.hpp"
 #include "gallery.hpp"
 #include "show.hpp"
 
@@ -24,7 +26,8 @@ namespace {
 using namespace qkv;
 using cli::Args;
 
-const char *kUsage = R"(qkv: compile, inspect and check attention graphs from the built-in gallery.
+const char *kUsage = R"(qkv: compile, inspect and check attention graphs from the built-in gallery,
+and embed sentences with a pretrained model.
 
 usage: qkv <command> [options]
 
@@ -34,6 +37,7 @@ commands:
   run NAME             compile NAME for the host CPU and run it on random inputs
   bench NAME           time NAME at a shape against the machine's peak and two baselines
   show NAME            draw NAME's mask and the tiles the compiled kernel skips
+  embed SENTENCE...    sentence embeddings and their cosine similarities (all-MiniLM-L6-v2)
 
 `qkv <command> --help` describes each command's options.
 )";
@@ -135,6 +139,7 @@ int dispatch(const Args &a) {
                      : a.cmd == "run"   ? kRunHelp
                      : a.cmd == "bench" ? qkv::tool::kBenchHelp
                      : a.cmd == "show"  ? qkv::tool::kShowHelp
+                     : a.cmd == "embed" ? qkv::tool::kEmbedHelp
                                         : nullptr;
   if (!help) {
     std::cerr << "qkv: unknown command '" << a.cmd << "'\n\n" << kUsage;
@@ -144,6 +149,10 @@ int dispatch(const Args &a) {
     std::cout << help;
     return 0;
   }
+  if (a.cmd == "embed")
+    return qkv::tool::cmd_embed(a);
+  if (a.args.size() > 1)
+    user_error("qkv " + a.cmd + ": unexpected argument '" + a.args[1] + "'");
   if (a.name.empty()) {
     std::cerr << "qkv " << a.cmd << ": which graph? (qkv list shows them)\n\n" << help;
     return 2;

@@ -1,0 +1,269 @@
+// Llama: config.json, the graphs (qkv ops only), the weights.
+#include <qkv/models/llama.hpp>
+
+#include <cmath>
+
+#include <qkv/dsl/error.hpp>
+#include <qkv/runtime/safetensors.hpp>
+
+namespace qkv {
+
+// ---- config ------------------------------------------------------------------------------
+
+namespace {
+
+/// RoPE's base, and a refusal of scaled RoPE variants (Llama 3's "llama3", "linear",
+/// "dynamic", YaRN): those change the frequencies, which qkv's rope does not model.
+double read_rope_theta(const JsonConfig &j) {
+  if (j.has("rope_parameters")) {
+    JsonConfig rp = j.at("rope_parameters");
+    std::string type = rp.string("rope_type", "default");
+    if (type != "default")
+      rp.fail("rope_type", "is '" + type + "'; qkv's Llama supports only \"default\" RoPE");
+    return rp.number("rope_theta", j.number("rope_theta", 10000.0));
+  }
+  if (j.has("rope_scaling")) {
+    JsonConfig rs = j.at("rope_scaling");
+    std::string type = rs.string("rope_type", rs.string("type", "default"));
+    if (type != "default")
+      rs.fail("rope_type", "is '" + type + "'; qkv's Llama supports only unscaled RoPE");
+  }
+  return j.number("rope_theta", 10000.0);
+}
+
+} // namespace
+
+LlamaConfig LlamaConfig::from_json(const JsonConfig &j) {
+  std::string type = j.string("model_type");
+  if (type != "llama")
+    j.fail("model_type", "is '" + type + "'; qkv's decoder reads \"llama\" models");
+  std::string act = j.string("hidden_act", "silu");
+  if (act != "silu")
+    j.fail("hidden_act", "is '" + act + "'; a Llama MLP is SwiGLU (\"silu\")");
+  for (const char *bias : {"attention_bias", "mlp_bias"})
+    if (j.boolean(bias, false))
+      j.fail(bias, "is true; qkv's Llama has no biases");
+  LlamaConfig c;
+  auto positive = [&](const char *key, std::int64_t fallback) {
+    std::int64_t v = fallback > 0 ? j.integer(key, fallback) : j.integer(key);
+    if (v < 1)
+      j.fail(key, "must be positive, got " + std::to_string(v));
+    return v;
+  };
+  c.vocab_size = positive("vocab_size", 0);
+  c.hidden_size = positive("hidden_size", 0);
+  c.intermediate_size = positive("intermediate_size", 0);
+  c.num_hidden_layers = positive("num_hidden_layers", 0);
+  c.num_attention_heads = positive("num_attention_heads", 0);
+  c.num_key_value_heads = positive("num_key_value_heads", c.num_attention_heads);
+  c.max_position_embeddings = positive("max_position_embeddings", 0);
+  if (c.hidden_size % c.num_attention_heads != 0 && !j.has("head_dim"))
+    j.fail("num_attention_heads", "is " + std::to_string(c.num_attention_heads) +
+                                      ", which does not divide hidden_size " +
+                                      std::to_string(c.hidden_size));
+  c.head_dim = positive("head_dim", c.hidden_size / c.num_attention_heads);
+  if (c.head_dim % 2 != 0)
+    j.fail("head_dim", "is " + std::to_string(c.head_dim) + "; RoPE needs an even head dim");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    j.fail("num_key_value_heads", "is " + std::to_string(c.num_key_value_heads) +
+                                      ", which does not divide num_attention_heads " +
+                                      std::to_string(c.num_attention_heads));
+  c.rms_norm_eps = j.number("rms_norm_eps");
+  if (!(c.rms_norm_eps >= 0))
+    j.fail("rms_norm_eps", "must be a non-negative number");
+  c.rope_theta = read_rope_theta(j);
+  if (!(c.rope_theta > 0))
+    j.fail("rope_theta", "must be positive");
+  c.tie_word_embeddings = j.boolean("tie_word_embeddings", false);
+  return c;
+}
+
+LlamaConfig LlamaConfig::load(const std::string &path) { return from_json(JsonConfig::load(path)); }
+
+// ---- graphs ------------------------------------------------------------------------------
+
+namespace {
+
+struct Dims {
+  Dim B{"B"}, N{"n"}, D, H, Hkv, Dh, F, V;
+  explicit Dims(const LlamaConfig &c, std::int64_t n = 0)
+      : N(n ? Dim("n", n) : Dim("n")), D("D", c.hidden_size), H("H", c.num_attention_heads),
+        Hkv(c.num_key_value_heads == c.num_attention_heads ? H
+                                                           : Dim("Hkv", c.num_key_value_heads)),
+        Dh("Dh", c.head_dim), F("F", c.intermediate_size), V("V", c.vocab_size) {}
+  Dim qdim() const { return product(H, Dh); }
+  Dim kvdim() const { return product(Hkv, Dh); }
+};
+
+/// This layer's keys or values in the cache, followed by the step's new rows.
+struct CacheInputs {
+  Value lengths, k_store, v_store, table;
+};
+
+CacheInputs cache_inputs(Graph &g, const Dims &d, bool paged) {
+  CacheInputs ci;
+  ci.lengths = g.input("lengths", DType::I64, {d.B});
+  if (paged) {
+    Dim P("P"), page("page"), M("M");
+    ci.k_store = g.input("k_pool", DType::F32, {P, d.Hkv, page, d.Dh});
+    ci.v_store = g.input("v_pool", DType::F32, {P, d.Hkv, page, d.Dh});
+    ci.table = g.input("block_table", DType::I32, {d.B, M});
+  } else {
+    Dim C("C");
+    ci.k_store = g.input("k_past", DType::F32, {d.B, d.Hkv, C, d.Dh});
+    ci.v_store = g.input("v_past", DType::F32, {d.B, d.Hkv, C, d.Dh});
+  }
+  return ci;
+}
+
+Value view(const CacheInputs &ci, Value store, Value fresh) {
+  return ci.table.valid() ? paged_cache_view(store, ci.table, ci.lengths, fresh)
+                          : cache_view(store, ci.lengths, fresh);
+}
+
+} // namespace
+
+Graph llama_embed_graph(const LlamaConfig &c) {
+  Graph g("llama_embed");
+  Dims d(c);
+  Value ids = g.input("ids", DType::I64, {d.B, d.N});
+  g.output("x", embedding(ids, g.param("model.embed_tokens.weight", DType::F32, {d.V, d.D})));
+  return g;
+}
+
+Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens) {
+  Graph g(paged ? "llama_layer_paged" : "llama_layer");
+  Dims d(c, new_tokens);
+  Value x = g.input("x", DType::F32, {d.B, d.N, d.D});
+  Value positions = g.input("positions", DType::I64, {d.B, d.N});
+  CacheInputs ci = cache_inputs(g, d, paged);
+  auto param = [&](const std::string &name, std::vector<Dim> dims) {
+    return g.param(name, DType::F32, std::move(dims));
+  };
+  auto norm = [&](Value in, const std::string &name) {
+    return rms_norm(in, param(name + ".weight", {d.D}), c.rms_norm_eps);
+  };
+  auto proj = [&](Value in, const std::string &name, const Dim &from, const Dim &to) {
+    return linear(in, param(name + ".weight", {from, to}));
+  };
+  RopeOptions rope_opts;
+  rope_opts.base = c.rope_theta;
+  Value h = norm(x, "input_layernorm");
+  Value q = rope(split_heads(proj(h, "self_attn.q_proj", d.D, d.qdim()), d.H, d.Dh), positions,
+                 rope_opts);
+  Value k = rope(split_heads(proj(h, "self_attn.k_proj", d.D, d.kvdim()), d.Hkv, d.Dh),
+                 positions, rope_opts);
+  Value v = split_heads(proj(h, "self_attn.v_proj", d.D, d.kvdim()), d.Hkv, d.Dh);
+  Value o = attention(q, view(ci, ci.k_store, k), view(ci, ci.v_store, v))
+                .mask(cache_mask(ci.lengths));
+  Value a = add(x, proj(merge_heads(o), "self_attn.o_proj", d.qdim(), d.D));
+  Value h2 = norm(a, "post_attention_layernorm");
+  Value mlp = swiglu(proj(h2, "mlp.gate_proj", d.D, d.F), proj(h2, "mlp.up_proj", d.D, d.F));
+  g.output("y", add(a, proj(mlp, "mlp.down_proj", d.F, d.D)));
+  g.output("k", k);
+  g.output("v", v);
+  return g;
+}
+
+Graph llama_head_graph(const LlamaConfig &c) {
+  Graph g("llama_head");
+  Dims d(c);
+  Value x = g.input("x", DType::F32, {d.B, d.N, d.D});
+  Value h = rms_norm(x, g.param("model.norm.weight", DType::F32, {d.D}), c.rms_norm_eps);
+  g.output("logits", linear(h, g.param("lm_head.weight", DType::F32, {d.D, d.V})));
+  return g;
+}
+
+// ---- weights -----------------------------------------------------------------------------
+
+namespace {
+
+/// (out, in) -> (in, out).
+Tensor transposed(const Tensor &w) {
+  std::int64_t rows = w.shape()[0], cols = w.shape()[1];
+  Tensor t = Tensor::uninitialized(DType::F32, {cols, rows});
+  const float *src = w.data_as<float>();
+  float *dst = t.data_as<float>();
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j)
+      dst[j * rows + i] = src[i * cols + j];
+  return t;
+}
+
+/// One tensor of a layer: its name and PyTorch shape.
+struct Spec {
+  std::string name;
+  Shape shape;
+  bool linear_weight = false; // stored (out, in); the graphs take (in, out)
+};
+
+std::vector<Spec> layer_specs(const LlamaConfig &c) {
+  std::int64_t D = c.hidden_size, F = c.intermediate_size;
+  std::int64_t Q = c.num_attention_heads * c.head_dim, KV = c.num_key_value_heads * c.head_dim;
+  return {{"input_layernorm.weight", {D}},
+          {"self_attn.q_proj.weight", {Q, D}, true},
+          {"self_attn.k_proj.weight", {KV, D}, true},
+          {"self_attn.v_proj.weight", {KV, D}, true},
+          {"self_attn.o_proj.weight", {D, Q}, true},
+          {"post_attention_layernorm.weight", {D}},
+          {"mlp.gate_proj.weight", {F, D}, true},
+          {"mlp.up_proj.weight", {F, D}, true},
+          {"mlp.down_proj.weight", {D, F}, true}};
+}
+
+std::string layer_prefix(std::int64_t i) { return "model.layers." + std::to_string(i) + "."; }
+
+} // namespace
+
+LlamaWeights LlamaWeights::load(const std::string &path, const LlamaConfig &c) {
+  SafeTensors file = SafeTensors::open(path);
+  LlamaWeights w;
+  auto take = [&](const std::string &name, const Shape &shape, bool linear_weight) {
+    Tensor t = file.load(name, DType::F32, shape);
+    return linear_weight ? transposed(t) : t;
+  };
+  std::int64_t D = c.hidden_size, V = c.vocab_size;
+  Tensor embed = take("model.embed_tokens.weight", {V, D}, false);
+  w.embed_.emplace("model.embed_tokens.weight", embed);
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    TensorMap layer;
+    for (const Spec &s : layer_specs(c))
+      layer.emplace(s.name, take(layer_prefix(i) + s.name, s.shape, s.linear_weight));
+    w.layers_.push_back(std::move(layer));
+  }
+  w.head_.emplace("model.norm.weight", take("model.norm.weight", {D}, false));
+  if (c.tie_word_embeddings)
+    w.head_.emplace("lm_head.weight", transposed(embed));
+  else if (!file.contains("lm_head.weight"))
+    user_error(path + ": no tensor 'lm_head.weight', and config.json does not tie it to "
+                      "model.embed_tokens.weight (tie_word_embeddings is false)");
+  else
+    w.head_.emplace("lm_head.weight", take("lm_head.weight", {V, D}, true));
+  return w;
+}
+
+LlamaWeights LlamaWeights::random(const LlamaConfig &c, std::uint64_t seed) {
+  LlamaWeights w;
+  auto uniform = [&](Shape shape, double fan_in) {
+    double a = fan_in > 0 ? std::sqrt(3.0 / fan_in) : 1.0;
+    return Tensor::random(DType::F32, std::move(shape), seed++, -a, a);
+  };
+  auto ones = [](std::int64_t n) {
+    return Tensor::from_values(DType::F32, {n}, std::vector<double>(static_cast<std::size_t>(n), 1.0));
+  };
+  std::int64_t D = c.hidden_size, V = c.vocab_size;
+  w.embed_.emplace("model.embed_tokens.weight", uniform({V, D}, 0));
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    TensorMap layer;
+    for (const Spec &s : layer_specs(c))
+      layer.emplace(s.name, s.linear_weight
+                                ? uniform({s.shape[1], s.shape[0]}, static_cast<double>(s.shape[1]))
+                                : ones(s.shape[0]));
+    w.layers_.push_back(std::move(layer));
+  }
+  w.head_.emplace("model.norm.weight", ones(D));
+  w.head_.emplace("lm_head.weight", uniform({D, V}, static_cast<double>(D)));
+  return w;
+}
+
+} // namespace qkv

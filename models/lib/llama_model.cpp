@@ -1,0 +1,341 @@
+// LlamaModel: the decoder's kernels (or the interpreter) and its KV cache; generate().
+#include <qkv/models/llama.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <numeric>
+
+#include <qkv/compiler/compile.hpp>
+#include <qkv/dsl/error.hpp>
+#include <qkv/runtime/interpreter.hpp>
+#include <qkv/runtime/kernel.hpp>
+
+namespace qkv {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// One graph, run compiled or interpreted; outputs are f32 either way.
+class Runner {
+public:
+  Runner(Graph graph, const LlamaOptions &o, double &compile_s) : graph_(std::move(graph)) {
+    if (o.backend == LlamaOptions::Backend::Interpreter)
+      return;
+    auto t0 = std::chrono::steady_clock::now();
+    CompileOptions co;
+    co.schedule.threads = o.threads;
+    kernel_ = std::make_unique<Kernel>(compile(graph_, Target::host(), co));
+    double s = seconds_since(t0);
+    compile_s += s;
+    if (o.verbose)
+      std::cerr << "[llama] compiled " << graph_.name() << " in " << s << " s\n";
+  }
+
+  TensorMap run(const TensorMap &in) const {
+    if (kernel_)
+      return kernel_->run(in);
+    TensorMap out = reference::run(graph_, in);
+    for (auto &[name, t] : out)
+      t = t.to(DType::F32);
+    return out;
+  }
+
+private:
+  Graph graph_;
+  std::unique_ptr<Kernel> kernel_;
+};
+
+std::unique_ptr<KVCacheBase> make_cache(const LlamaConfig &c, const LlamaOptions &o) {
+  std::int64_t capacity = o.capacity ? o.capacity : c.max_position_embeddings;
+  if (o.paged) {
+    PagedKVCacheConfig pc;
+    pc.name = "llama_cache";
+    pc.layers = c.num_hidden_layers;
+    pc.batch = o.batch;
+    pc.kv_heads = c.num_key_value_heads;
+    pc.head_dim = c.head_dim;
+    pc.page_size = o.page_size;
+    pc.max_pages_per_seq = (capacity + o.page_size - 1) / o.page_size;
+    pc.num_pages = o.num_pages ? o.num_pages : pc.max_pages_per_seq * o.batch;
+    return std::make_unique<PagedKVCache>(pc);
+  }
+  KVCacheConfig kc;
+  kc.name = "llama_cache";
+  kc.layers = c.num_hidden_layers;
+  kc.batch = o.batch;
+  kc.kv_heads = c.num_key_value_heads;
+  kc.head_dim = c.head_dim;
+  kc.capacity = capacity;
+  return std::make_unique<KVCache>(kc);
+}
+
+} // namespace
+
+struct LlamaModel::Impl {
+  LlamaConfig config;
+  LlamaWeights weights;
+  LlamaOptions options;
+  double compile_s = 0;
+  LlamaTimes times;
+  std::unique_ptr<KVCacheBase> cache;
+  std::unique_ptr<Runner> embed, prefill, decode, head;
+
+  Impl(LlamaConfig c, LlamaWeights w, LlamaOptions o)
+      : config(std::move(c)), weights(std::move(w)), options(o) {
+    user_check(options.batch >= 1, "LlamaOptions: batch must be positive");
+    user_check(options.page_size >= 1, "LlamaOptions: page_size must be positive");
+    cache = make_cache(config, options);
+    embed = std::make_unique<Runner>(llama_embed_graph(config), options, compile_s);
+    prefill = std::make_unique<Runner>(llama_layer_graph(config, options.paged, 0), options,
+                                       compile_s);
+    decode = std::make_unique<Runner>(llama_layer_graph(config, options.paged, 1), options,
+                                      compile_s);
+    head = std::make_unique<Runner>(llama_head_graph(config), options, compile_s);
+  }
+
+  /// The cache's tensors for layer l, as llama_layer_graph names them.
+  void bind_cache(TensorMap &in, std::int64_t l) const {
+    in["lengths"] = cache->lengths();
+    if (options.paged) {
+      const auto &p = static_cast<const PagedKVCache &>(*cache);
+      in["k_pool"] = p.key_pool(l);
+      in["v_pool"] = p.value_pool(l);
+      in["block_table"] = p.block_table();
+    } else {
+      const auto &k = static_cast<const KVCache &>(*cache);
+      in["k_past"] = k.keys(l);
+      in["v_past"] = k.values(l);
+    }
+  }
+
+  Tensor positions(std::int64_t batch, std::int64_t n) const {
+    std::vector<std::int64_t> p(static_cast<std::size_t>(batch * n));
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t i = 0; i < n; ++i)
+        p[static_cast<std::size_t>(b * n + i)] = cache->length(b) + i;
+    return Tensor::from_i64({batch, n}, p);
+  }
+
+  Tensor layers(Tensor x, const std::vector<std::int64_t> &counts) {
+    std::int64_t batch = x.shape()[0], n = x.shape()[1];
+    const Runner &layer = n == 1 ? *decode : *prefill;
+    Tensor pos = positions(batch, n);
+    cache->begin_step(counts);
+    try {
+      for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
+        TensorMap in = weights.layer(l);
+        in["x"] = x;
+        in["positions"] = pos;
+        bind_cache(in, l);
+        auto t0 = std::chrono::steady_clock::now();
+        TensorMap out = layer.run(in);
+        auto t1 = std::chrono::steady_clock::now();
+        cache->append(l, out.at("k"), out.at("v"), counts);
+        times.layers_s += std::chrono::duration<double>(t1 - t0).count();
+        times.append_s += seconds_since(t1);
+        x = out.at("y");
+      }
+    } catch (...) {
+      cache->abort_step();
+      throw;
+    }
+    cache->advance();
+    return x;
+  }
+};
+
+/// Rows counts[b] - 1 of x (B, n, D): each sequence's last real token, (B, 1, D).
+static Tensor last_rows(const Tensor &x, const std::vector<std::int64_t> &counts) {
+  std::int64_t batch = x.shape()[0], n = x.shape()[1], d = x.shape()[2];
+  Tensor out(DType::F32, {batch, 1, d});
+  const float *src = x.data_as<float>();
+  float *dst = out.data_as<float>();
+  for (std::int64_t b = 0; b < batch; ++b)
+    if (counts[static_cast<std::size_t>(b)] > 0)
+      std::copy_n(src + (b * n + counts[static_cast<std::size_t>(b)] - 1) * d, d, dst + b * d);
+  return out;
+}
+
+LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, LlamaOptions options)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(weights), options)) {}
+
+LlamaModel LlamaModel::load(const std::string &dir, LlamaOptions options) {
+  LlamaConfig c = LlamaConfig::load(dir + "/config.json");
+  return LlamaModel(c, LlamaWeights::load(dir + "/model.safetensors", c), options);
+}
+
+LlamaModel::LlamaModel(LlamaModel &&) noexcept = default;
+LlamaModel &LlamaModel::operator=(LlamaModel &&) noexcept = default;
+LlamaModel::~LlamaModel() = default;
+
+const LlamaConfig &LlamaModel::config() const { return impl_->config; }
+const LlamaOptions &LlamaModel::options() const { return impl_->options; }
+KVCacheBase &LlamaModel::cache() { return *impl_->cache; }
+double LlamaModel::compile_seconds() const { return impl_->compile_s; }
+const LlamaTimes &LlamaModel::times() const { return impl_->times; }
+void LlamaModel::reset_times() { impl_->times = {}; }
+
+Tensor LlamaModel::forward(const Tensor &tokens, const std::vector<std::int64_t> &counts_in,
+                           bool last_only) {
+  user_check(tokens.rank() == 2 && (tokens.dtype() == DType::I64),
+             "LlamaModel::forward: tokens must be an int64 (B, n) tensor");
+  std::int64_t batch = tokens.shape()[0], n = tokens.shape()[1];
+  user_check(batch == impl_->options.batch,
+             "LlamaModel::forward: tokens have " + std::to_string(batch) +
+                 " sequences; the model decodes " + std::to_string(impl_->options.batch));
+  user_check(n >= 1, "LlamaModel::forward: no tokens");
+  std::vector<std::int64_t> counts =
+      counts_in.empty() ? std::vector<std::int64_t>(static_cast<std::size_t>(batch), n) : counts_in;
+  user_check(static_cast<std::int64_t>(counts.size()) == batch,
+             "LlamaModel::forward: counts must have one entry per sequence");
+  const std::int64_t *ids = tokens.data_as<std::int64_t>();
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(b)] && i < n; ++i) {
+      std::int64_t id = ids[b * n + i];
+      if (id < 0 || id >= impl_->config.vocab_size)
+        user_error("LlamaModel::forward: token " + std::to_string(id) + " of sequence " +
+                   std::to_string(b) + " (position " + std::to_string(i) +
+                   ") is outside the vocabulary [0, " + std::to_string(impl_->config.vocab_size) +
+                   ")");
+    }
+  // Padding rows take token 0: they are computed but never cached nor read.
+  Tensor safe = tokens.clone();
+  std::int64_t *s = safe.data_as<std::int64_t>();
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = std::max<std::int64_t>(counts[static_cast<std::size_t>(b)], 0); i < n; ++i)
+      s[b * n + i] = 0;
+  TensorMap in = impl_->weights.embed();
+  in["ids"] = safe;
+  LlamaTimes &times = impl_->times;
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor x = impl_->embed->run(in).at("x");
+  times.embed_s += seconds_since(t0);
+  x = impl_->layers(x, counts);
+  TensorMap h = impl_->weights.head();
+  h["x"] = last_only ? last_rows(x, counts) : x;
+  t0 = std::chrono::steady_clock::now();
+  Tensor logits = impl_->head->run(h).at("logits");
+  times.head_s += seconds_since(t0);
+  ++times.steps;
+  return logits;
+}
+
+// ---- generation --------------------------------------------------------------------------
+
+double GenerationResult::prefill_tokens_per_second() const {
+  return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0;
+}
+double GenerationResult::decode_tokens_per_second() const {
+  return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0;
+}
+
+namespace {
+
+/// splitmix64: a small, portable generator (the same tokens for a seed on every platform).
+std::uint64_t next_random(std::uint64_t &state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+} // namespace
+
+std::int64_t pick_token(const float *logits, std::int64_t vocab, const SamplingOptions &o,
+                        std::uint64_t &rng) {
+  std::int64_t best = std::max_element(logits, logits + vocab) - logits;
+  if (o.temperature <= 0)
+    return best; // greedy: the first of equal maxima, as torch.argmax
+  std::vector<std::int64_t> order(static_cast<std::size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
+  std::int64_t k = o.top_k > 0 ? std::min(o.top_k, vocab) : vocab;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](std::int64_t a, std::int64_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  std::vector<double> p(static_cast<std::size_t>(k));
+  double top = logits[order[0]], sum = 0;
+  for (std::int64_t i = 0; i < k; ++i)
+    sum += p[static_cast<std::size_t>(i)] = std::exp((logits[order[i]] - top) / o.temperature);
+  double u = static_cast<double>(next_random(rng) >> 11) * 0x1p-53 * sum;
+  for (std::int64_t i = 0; i < k; ++i) {
+    u -= p[static_cast<std::size_t>(i)];
+    if (u < 0)
+      return order[static_cast<std::size_t>(i)];
+  }
+  return order[static_cast<std::size_t>(k - 1)];
+}
+
+GenerationResult generate(LlamaModel &model, const std::vector<std::vector<std::int64_t>> &prompts,
+                          const SamplingOptions &o) {
+  std::int64_t batch = model.options().batch, vocab = model.config().vocab_size;
+  user_check(static_cast<std::int64_t>(prompts.size()) == batch,
+             "generate: " + std::to_string(prompts.size()) + " prompts for a model that decodes " +
+                 std::to_string(batch) + " sequences at once");
+  user_check(o.max_new_tokens >= 0, "generate: max_new_tokens must not be negative");
+  user_check(o.temperature >= 0, "generate: temperature must not be negative");
+  std::vector<std::int64_t> counts;
+  for (const auto &p : prompts) {
+    user_check(!p.empty(), "generate: an empty prompt (sequence " +
+                               std::to_string(counts.size()) + ")");
+    counts.push_back(static_cast<std::int64_t>(p.size()));
+  }
+  std::int64_t longest = *std::max_element(counts.begin(), counts.end());
+  std::int64_t need = longest + o.max_new_tokens;
+  user_check(need <= model.cache().capacity(),
+             "generate: the longest prompt (" + std::to_string(longest) + " tokens) plus " +
+                 std::to_string(o.max_new_tokens) + " new tokens needs " + std::to_string(need) +
+                 " positions; the model's KV cache holds " +
+                 std::to_string(model.cache().capacity()) + " (LlamaOptions::capacity)");
+  model.cache().reset();
+  GenerationResult r;
+  r.tokens.resize(prompts.size());
+  std::uint64_t rng = o.seed;
+  std::vector<bool> done(prompts.size(), false);
+  Tensor ids(DType::I64, {batch, longest});
+  for (std::int64_t b = 0; b < batch; ++b)
+    std::copy(prompts[b].begin(), prompts[b].end(), ids.data_as<std::int64_t>() + b * longest);
+
+  auto choose = [&](const Tensor &logits) {
+    const float *l = logits.data_as<float>();
+    for (std::int64_t b = 0; b < batch; ++b)
+      if (!done[static_cast<std::size_t>(b)]) {
+        std::int64_t t = pick_token(l + b * vocab, vocab, o, rng);
+        r.tokens[static_cast<std::size_t>(b)].push_back(t);
+        done[static_cast<std::size_t>(b)] = o.eos && t == *o.eos;
+      }
+    if (o.keep_logits)
+      r.logits.push_back(Tensor::from_values(DType::F32, {batch, vocab}, logits.values()));
+  };
+
+  if (o.max_new_tokens == 0)
+    return r; // nothing to generate: not even the prefill runs
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor logits = model.forward(ids, counts, /*last_only=*/true);
+  r.prefill_seconds = seconds_since(t0);
+  r.prefill_tokens = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  choose(logits);
+  t0 = std::chrono::steady_clock::now();
+  for (std::int64_t step = 1; step < o.max_new_tokens; ++step) {
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
+      break;
+    Tensor next(DType::I64, {batch, 1});
+    std::vector<std::int64_t> step_counts(static_cast<std::size_t>(batch));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      bool live = !done[static_cast<std::size_t>(b)];
+      next.data_as<std::int64_t>()[b] = live ? r.tokens[static_cast<std::size_t>(b)].back() : 0;
+      step_counts[static_cast<std::size_t>(b)] = live ? 1 : 0;
+      r.decode_tokens += live ? 1 : 0;
+    }
+    choose(model.forward(next, step_counts, /*last_only=*/true));
+  }
+  r.decode_seconds = seconds_since(t0);
+  return r;
+}
+
+} // namespace qkv

@@ -1,0 +1,225 @@
+// SentenceEncoder: a sentence-transformers directory, run through the BERT graphs.
+#include <qkv/models/sentence_encoder.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include <qkv/dsl/error.hpp>
+#include <qkv/runtime/interpreter.hpp>
+
+namespace qkv {
+
+namespace fs = std::filesystem;
+
+struct SentenceEncoder::Kernels {
+  KernelPlan plan;
+  std::vector<Kernel> kernels; // PerLayer: embeddings, layer, pool; WholeModel: the model
+};
+
+namespace {
+
+/// modules.json: Transformer, then Pooling, then optionally Normalize. Returns whether
+/// the embeddings are normalized, and where the pooling config is.
+bool read_modules(const std::string &dir, std::string &pooling_dir) {
+  JsonConfig modules = JsonConfig::load((fs::path(dir) / "modules.json").string());
+  std::vector<JsonConfig> list = modules.elements();
+  const std::string st = "sentence_transformers.models.";
+  auto type_of = [&](std::size_t i) {
+    return i < list.size() ? list[i].string("type") : std::string("nothing");
+  };
+  if (type_of(0) != st + "Transformer")
+    modules.fail_here("must start with " + st + "Transformer, not " + type_of(0));
+  if (type_of(1) != st + "Pooling")
+    modules.fail_here("must have " + st + "Pooling second, not " + type_of(1));
+  pooling_dir = list[1].string("path");
+  bool normalize = list.size() > 2 && type_of(2) == st + "Normalize";
+  std::size_t known = normalize ? 3 : 2;
+  if (list.size() > known)
+    list[known].fail("type", "is " + type_of(known) + ", a module qkv does not run (it runs " +
+                                 "Transformer, Pooling and Normalize)");
+  return normalize;
+}
+
+/// 1_Pooling/config.json must ask for mean pooling and nothing else.
+void check_pooling(const std::string &path, std::int64_t hidden) {
+  JsonConfig p = JsonConfig::load(path);
+  if (!p.boolean("pooling_mode_mean_tokens"))
+    p.fail("pooling_mode_mean_tokens", "is false; qkv supports mean pooling only");
+  for (const char *mode :
+       {"pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+        "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"})
+    if (p.boolean(mode, false))
+      p.fail(mode, "is true; qkv supports mean pooling only");
+  std::int64_t dim = p.integer("word_embedding_dimension");
+  if (dim != hidden)
+    p.fail("word_embedding_dimension", "is " + std::to_string(dim) +
+                                           " but the model's hidden_size is " +
+                                           std::to_string(hidden));
+}
+
+std::int64_t read_max_seq_length(const std::string &dir, const BertConfig &c) {
+  fs::path path = fs::path(dir) / "sentence_bert_config.json";
+  if (!fs::exists(path))
+    return c.max_position_embeddings;
+  JsonConfig s = JsonConfig::load(path.string());
+  if (s.boolean("do_lower_case", false))
+    s.fail("do_lower_case", "is true, which qkv does not support");
+  std::int64_t n = s.integer("max_seq_length", c.max_position_embeddings);
+  if (n < 3 || n > c.max_position_embeddings)
+    s.fail("max_seq_length", "is " + std::to_string(n) + "; it must be in 3.." +
+                                 std::to_string(c.max_position_embeddings) +
+                                 " (max_position_embeddings)");
+  return n;
+}
+
+/// (B, 1, D) -> (B, D): the same values, row-major.
+Tensor drop_pool_axis(const Tensor &t) {
+  Tensor out = Tensor::uninitialized(t.dtype(), {t.shape()[0], t.shape()[2]});
+  if (t.nbytes())
+    std::memcpy(out.data(), t.data(), t.nbytes());
+  return out;
+}
+
+} // namespace
+
+std::string model_cache_dir() {
+  if (const char *env = std::getenv("QKV_MODEL_CACHE"); env && *env)
+    return env;
+  const char *home = std::getenv("HOME");
+  return (fs::path(home && *home ? home : "/") / ".cache" / "qkv" / "models").string();
+}
+
+std::string default_minilm_dir() {
+  return (fs::path(model_cache_dir()) / "all-MiniLM-L6-v2").string();
+}
+
+SentenceEncoder SentenceEncoder::load(const std::string &dir) {
+  if (!fs::is_directory(dir))
+    user_error(dir + ": not a directory (a sentence-transformers model directory is expected; "
+                     "scripts/fetch-model.sh minilm downloads all-MiniLM-L6-v2)");
+  SentenceEncoder m;
+  m.config_ = BertConfig::load((fs::path(dir) / "config.json").string());
+  std::string pooling_dir;
+  m.normalize_ = read_modules(dir, pooling_dir);
+  check_pooling((fs::path(dir) / pooling_dir / "config.json").string(), m.config_.hidden_size);
+  m.max_seq_length_ = read_max_seq_length(dir, m.config_);
+  m.tokenizer_ = WordPieceTokenizer::load(dir);
+  if (static_cast<std::int64_t>(m.tokenizer_.vocab_size()) > m.config_.vocab_size)
+    user_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer_.vocab_size()) +
+               " tokens but config.json's vocab_size is " + std::to_string(m.config_.vocab_size));
+  m.weights_ = BertWeights::load((fs::path(dir) / "model.safetensors").string(), m.config_);
+  for (std::int64_t i = 0; i < m.config_.num_hidden_layers; ++i)
+    m.layer_params_.push_back(m.weights_.layer(i));
+  return m;
+}
+
+void SentenceEncoder::compile(const CompileOptions &options, KernelPlan plan) {
+  auto k = std::make_shared<Kernels>();
+  k->plan = plan;
+  if (plan == KernelPlan::WholeModel) {
+    k->kernels.push_back(
+        qkv::compile(bert_model_graph(config_, normalize_), Target::host(), options));
+  } else {
+    k->kernels.push_back(qkv::compile(bert_embeddings_graph(config_), Target::host(), options));
+    k->kernels.push_back(qkv::compile(bert_layer_graph(config_), Target::host(), options));
+    k->kernels.push_back(
+        qkv::compile(mean_pool_graph(config_, normalize_), Target::host(), options));
+  }
+  kernels_ = std::move(k);
+}
+
+double SentenceEncoder::compile_ms() const {
+  double ms = 0;
+  if (kernels_)
+    for (const Kernel &k : kernels_->kernels)
+      ms += k.stats().total_ms;
+  return ms;
+}
+
+std::vector<std::vector<std::int32_t>>
+SentenceEncoder::tokenize(const std::vector<std::string> &sentences) const {
+  std::vector<std::vector<std::int32_t>> out;
+  out.reserve(sentences.size());
+  for (const std::string &s : sentences)
+    out.push_back(tokenizer_.encode(s, static_cast<std::size_t>(max_seq_length_)));
+  return out;
+}
+
+void SentenceEncoder::check_batch(const TokenBatch &b) const {
+  if (b.length() > config_.max_position_embeddings)
+    user_error("SentenceEncoder: a batch of " + std::to_string(b.length()) +
+               " tokens is longer than the model's " +
+               std::to_string(config_.max_position_embeddings) + " positions");
+}
+
+Tensor SentenceEncoder::run(const TokenBatch &b) {
+  check_batch(b);
+  if (!kernels_)
+    compile();
+  const std::vector<Kernel> &k = kernels_->kernels;
+  if (kernels_->plan == KernelPlan::WholeModel) {
+    TensorMap in = weights_.all();
+    in.insert({{"ids", b.ids},
+               {"token_types", b.token_types},
+               {"positions", b.positions},
+               {"lengths", b.lengths},
+               {"pool", b.pool}});
+    return drop_pool_axis(k[0].run(in).at("embedding"));
+  }
+  TensorMap in = weights_.embeddings();
+  in.insert({{"ids", b.ids}, {"token_types", b.token_types}, {"positions", b.positions}});
+  Tensor x = k[0].run(in).at("x");
+  for (TensorMap layer : layer_params_) {
+    layer.insert({{"x", x}, {"lengths", b.lengths}});
+    x = k[1].run(layer).at("y");
+  }
+  return drop_pool_axis(k[2].run({{"x", x}, {"pool", b.pool}}).at("embedding"));
+}
+
+Tensor SentenceEncoder::run_reference(const TokenBatch &b) const {
+  check_batch(b);
+  TensorMap in = weights_.all();
+  in.insert({{"ids", b.ids},
+             {"token_types", b.token_types},
+             {"positions", b.positions},
+             {"lengths", b.lengths},
+             {"pool", b.pool}});
+  return drop_pool_axis(reference::run(bert_model_graph(config_, normalize_), in).at("embedding"));
+}
+
+Tensor SentenceEncoder::embed(const std::vector<std::string> &sentences, std::int64_t batch_size) {
+  user_check(batch_size >= 1, "SentenceEncoder::embed: batch_size must be at least 1, got " +
+                                  std::to_string(batch_size));
+  auto ids = tokenize(sentences);
+  auto n = static_cast<std::int64_t>(ids.size());
+  // Longest first, so each batch pads to similar lengths (sentence-transformers sorts by
+  // characters; tokens are what padding costs).
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return ids[a].size() != ids[b].size() ? ids[a].size() > ids[b].size() : a < b;
+  });
+  Tensor out(DType::F32, {n, dim()});
+  for (std::int64_t start = 0; start < n; start += batch_size) {
+    std::int64_t end = std::min(n, start + batch_size);
+    std::vector<std::vector<std::int32_t>> chunk;
+    for (std::int64_t i = start; i < end; ++i)
+      chunk.push_back(ids[order[i]]);
+    Tensor e = run(TokenBatch::pad(chunk, tokenizer_.pad_id()));
+    for (std::int64_t i = start; i < end; ++i)
+      std::memcpy(out.data_as<float>() + order[i] * dim(), e.data_as<float>() + (i - start) * dim(),
+                  sizeof(float) * dim());
+  }
+  return out;
+}
+
+Tensor SentenceEncoder::embed_reference(const std::vector<std::string> &sentences) const {
+  if (sentences.empty())
+    return Tensor(DType::F64, {0, dim()});
+  return run_reference(TokenBatch::pad(tokenize(sentences), tokenizer_.pad_id()));
+}
+
+} // namespace qkv
