@@ -64,7 +64,14 @@ struct Ctx {
   std::string who() const { return std::string(op_name(n.op)) + " '" + n.name + "'"; }
 };
 
-Tensor make_out(const Ctx &c) { return Tensor(DType::F64, c.out_shape()); }
+Tensor make_out(const Ctx &c) {
+  try {
+    return Tensor(DType::F64, c.out_shape());
+  } catch (const Error &e) {
+    user_error("interpreter: the result of " + c.who() + " of graph '" + c.g.name() + "': " +
+               e.what());
+  }
+}
 double *out_ptr(Tensor &t) { return t.data_as<double>(); }
 
 // ---- mod expressions ----------------------------------------------------------------------

@@ -144,7 +144,13 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
   for (const auto &[name, id] : g.outputs()) {
     const Node &n = g.node(id);
     // The compiled function writes every element of every output.
-    auto [it, fresh] = outputs.emplace(name, Tensor::uninitialized(n.dtype, resolve(n.dims, b)));
+    Tensor t;
+    try {
+      t = Tensor::uninitialized(n.dtype, resolve(n.dims, b));
+    } catch (const Error &e) {
+      user_error("graph '" + g.name() + "': output '" + name + "': " + e.what());
+    }
+    auto [it, fresh] = outputs.emplace(name, std::move(t));
     out_order.push_back(&it->second);
   }
 
@@ -187,7 +193,11 @@ TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t s
           hi = static_cast<double>(resolve(g.node(user.inputs[1]).dims, b)[0]);
       }
     }
-    out.emplace(n.name, Tensor::random(n.dtype, shape, seed * 1000003 + (k++), lo, hi));
+    try {
+      out.emplace(n.name, Tensor::random(n.dtype, shape, seed * 1000003 + (k++), lo, hi));
+    } catch (const Error &e) {
+      user_error("random_inputs: '" + n.name + "' of graph '" + g.name() + "': " + e.what());
+    }
   }
   return out;
 }

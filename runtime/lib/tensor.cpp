@@ -5,11 +5,16 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <new>
 #include <random>
 #include <sstream>
+
+#include <unistd.h>
 
 namespace qkv {
 
@@ -18,10 +23,61 @@ namespace {
 // Kernels load whole cache lines and AVX-512 vectors: every buffer starts on 64 bytes.
 constexpr std::size_t kAlign = 64;
 
-std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, bool zero = true) {
+/// "1.5 GB": bytes in powers of 1000, for messages.
+std::string human_bytes(double b) {
+  const char *units[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  while (b >= 1000 && u < 6) {
+    b /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+std::size_t parse_memory_limit(const char *text) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text, &end);
+  double scale = 1;
+  if (end && *end) {
+    switch (*end) {
+    case 'K': case 'k': scale = 1024.0; break;
+    case 'M': case 'm': scale = 1024.0 * 1024; break;
+    case 'G': case 'g': scale = 1024.0 * 1024 * 1024; break;
+    case 'T': case 't': scale = 1024.0 * 1024 * 1024 * 1024; break;
+    default: end = nullptr;
+    }
+    if (end && end[1] != '\0' && !(end[1] == 'B' && end[2] == '\0'))
+      end = nullptr;
+  }
+  if (!end || end == text || errno || !(v > 0) || v * scale > 1.8e19)
+    user_error(std::string("QKV_MEMORY_LIMIT: expected a positive number of bytes, optionally "
+                           "with a K, M, G or T suffix, got '") + text + "'");
+  return static_cast<std::size_t>(v * scale);
+}
+
+/// A buffer of nbytes for tensor t (its dtype and shape set), within memory_limit().
+std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, const Tensor &t, bool zero = true) {
+  // Without QKV_MEMORY_LIMIT, small buffers skip the /proc read: any machine has 64 MB.
+  if (std::getenv("QKV_MEMORY_LIMIT") || nbytes > (std::size_t{64} << 20)) {
+    std::size_t limit = memory_limit();
+    if (nbytes > limit)
+      user_error("tensor " + t.type_str() + " needs " + human_bytes(static_cast<double>(nbytes)) +
+                 ", more than the memory limit of " + human_bytes(static_cast<double>(limit)) +
+                 (std::getenv("QKV_MEMORY_LIMIT") ? " (QKV_MEMORY_LIMIT)"
+                                                  : " (the memory available now; "
+                                                    "QKV_MEMORY_LIMIT sets another)"));
+  }
   // Never a null pointer, even for zero elements: a null buffer means "no tensor".
   std::size_t n = std::max<std::size_t>(nbytes, 1);
-  auto *p = static_cast<std::byte *>(::operator new[](n, std::align_val_t{kAlign}));
+  std::byte *p = nullptr;
+  try {
+    p = static_cast<std::byte *>(::operator new[](n, std::align_val_t{kAlign}));
+  } catch (const std::bad_alloc &) {
+    user_error("tensor " + t.type_str() + ": cannot allocate " + human_bytes(static_cast<double>(n)));
+  }
   if (zero)
     std::memset(p, 0, n);
   return std::shared_ptr<std::byte[]>(
@@ -148,11 +204,27 @@ float bf16_to_float(std::uint16_t h) {
 
 // ---- construction ---------------------------------------------------------------------
 
+std::size_t memory_limit() {
+  if (const char *env = std::getenv("QKV_MEMORY_LIMIT"))
+    return parse_memory_limit(env);
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::size_t kb = 0;
+  while (meminfo >> key >> kb) {
+    if (key == "MemAvailable:")
+      return kb * 1024;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                               : std::numeric_limits<std::size_t>::max();
+}
+
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   auto n = static_cast<std::size_t>(count(shape_));
   if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype_))
     user_error("tensor: " + type_str() + " is too large to address");
-  storage_ = allocate(n * dtype_size(dtype_));
+  storage_ = allocate(n * dtype_size(dtype_), *this);
 }
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) {
@@ -162,7 +234,7 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   auto n = static_cast<std::size_t>(count(t.shape_));
   if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype))
     user_error("tensor: " + t.type_str() + " is too large to address");
-  t.storage_ = allocate(n * dtype_size(dtype), /*zero=*/false);
+  t.storage_ = allocate(n * dtype_size(dtype), t, /*zero=*/false);
   return t;
 }
 

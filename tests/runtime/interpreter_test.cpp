@@ -1,4 +1,6 @@
 // The interpreter as a whole: outputs, run_all, input dtypes, binding errors, mod errors.
+#include <qkv/runtime/kernel.hpp>
+
 #include "test_util.hpp"
 
 namespace qkv {
@@ -29,6 +31,23 @@ TEST(Interpreter, OutputsAreF64AndNamed) {
   // rows [1,2,3], [4,5,6] times w: [x0 + x2, x1 + x2]
   expect_values(out.at("y"), {2, 2}, {4, 5, 10, 11});
   expect_values(out.at("y_twice"), {2, 2}, {8, 10, 20, 22});
+}
+
+// Buffers over the memory limit are errors naming what they were for, not std::bad_alloc.
+TEST(Interpreter, BuffersOverTheMemoryLimitNameTheirNode) {
+  Graph g("scores");
+  Dim L = g.dim("L"), D = g.dim("D", 4);
+  Value q = g.input("q", DType::F32, {L, D});
+  g.output("s", matmul(q, transpose(q)));
+  expect_error([&] { random_inputs(g, {{"L", 1ll << 40}}, 1); },
+               {"random_inputs: 'q' of graph 'scores'", "f32[1099511627776, 4] needs 17.6 TB",
+                "memory limit"});
+  TensorMap in = random_inputs(g, {{"L", 20000}}, 1); // 320 KB; the scores take 3.2 GB in f64
+  setenv("QKV_MEMORY_LIMIT", "1G", 1);
+  expect_error([&] { reference::run(g, in); },
+               {"interpreter: the result of matmul", "of graph 'scores'",
+                "f64[20000, 20000] needs 3.2 GB", "memory limit of 1.1 GB (QKV_MEMORY_LIMIT)"});
+  unsetenv("QKV_MEMORY_LIMIT");
 }
 
 TEST(Interpreter, RunAllReturnsEveryNode) {

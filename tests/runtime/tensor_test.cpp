@@ -65,6 +65,37 @@ TEST(Tensor, FactoryChecksCount) {
   EXPECT_EQ(Tensor(DType::F32, {1ll << 62, 1ll << 62, 0}).numel(), 0);
 }
 
+/// Sets QKV_MEMORY_LIMIT for one scope.
+struct MemoryLimit {
+  explicit MemoryLimit(const char *v) { setenv("QKV_MEMORY_LIMIT", v, 1); }
+  ~MemoryLimit() { unsetenv("QKV_MEMORY_LIMIT"); }
+};
+
+TEST(Tensor, MemoryLimitIsAnErrorBeforeAllocating) {
+  // Over the memory available: an error naming the type and size, not std::bad_alloc.
+  expect_error([] { Tensor(DType::F32, {100000, 100000, 64}); },
+               {"tensor f32[100000, 100000, 64] needs 2.6 TB", "more than the memory limit",
+                "QKV_MEMORY_LIMIT"});
+  expect_error([] { Tensor::uninitialized(DType::F64, {1ll << 40}); }, {"f64[", "8.8 TB"});
+  {
+    MemoryLimit limit("1M");
+    EXPECT_NO_THROW(Tensor(DType::F32, {1024, 256})); // exactly 1 MiB
+    expect_error([] { Tensor(DType::F32, {1024, 257}); },
+                 {"f32[1024, 257] needs 1.1 MB", "memory limit of 1.0 MB (QKV_MEMORY_LIMIT)"});
+    expect_error([] { Tensor::random(DType::F32, {1024, 257}, 1); }, {"f32[1024, 257]"});
+  }
+  for (const char *bad : {"abc", "-5", "0", "12Q", "3GBx", ""}) {
+    MemoryLimit limit(bad);
+    expect_error([] { Tensor(DType::F32, {4}); },
+                 {"QKV_MEMORY_LIMIT: expected a positive number of bytes", "got '"});
+  }
+  {
+    MemoryLimit limit("2GB");
+    EXPECT_EQ(memory_limit(), std::size_t{2} << 30);
+  }
+  EXPECT_GT(memory_limit(), std::size_t{64} << 20); // the machine's available memory
+}
+
 TEST(Tensor, DataAsChecksDtype) {
   Tensor x = Tensor::from_f32({2}, {1.5f, 2.5f});
   EXPECT_EQ(x.data_as<float>()[1], 2.5f);

@@ -20,10 +20,19 @@
 
 namespace qkv {
 
+/// The most bytes one tensor may take: the environment variable QKV_MEMORY_LIMIT (bytes,
+/// or a number with a K, M, G or T suffix, powers of 1024), else the memory the system
+/// has available now (MemAvailable of /proc/meminfo; all physical memory where that is
+/// unknown). A tensor over the limit is a qkv::Error before anything is allocated, not a
+/// std::bad_alloc or the kernel's out-of-memory killer; a malformed QKV_MEMORY_LIMIT is a
+/// qkv::Error too.
+std::size_t memory_limit();
+
 class Tensor {
 public:
   Tensor() = default;
-  /// Zero-filled.
+  /// Zero-filled. A shape whose bytes overflow, or exceed memory_limit(), is a qkv::Error
+  /// naming the tensor's type and size.
   Tensor(DType dtype, Shape shape);
   /// Storage for a result that is about to be overwritten whole (a compiled kernel's
   /// outputs): the contents are unspecified, and the memory is first touched by whoever
