@@ -3,8 +3,8 @@
 
   check_bench.py QKV json [--openblas ON|OFF] -- BENCH_ARGS...
       runs `QKV bench BENCH_ARGS --json`: exit 0, stdout exactly one JSON object with the
-      documented fields, flops counted as documented (recomputed here), every baseline
-      present and agreeing with qkv.
+      documented fields, flops counted as documented (recomputed here; bytes too for a
+      decode step over a KV cache), every baseline present and agreeing with qkv.
   check_bench.py QKV help
       `QKV bench --help` documents every option.
   check_bench.py QKV error TEXT -- BENCH_ARGS...
@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 OPTIONS = ["--batch", "--heads", "--kv-heads", "--seq", "--kv-len", "--head-dim", "--window",
-           "--dims", "--threads", "--json", "--repeat", "--no-baselines"]
+           "--paged", "--dims", "--threads", "--json", "--repeat", "--no-baselines"]
 FIELDS = ["name", "shape", "mask", "threads", "isa", "ms", "runs", "compile_ms", "compile_runs",
           "flops", "gflops", "peak_gflops", "pct_peak", "bytes", "read_gbs", "bandwidth_gbs",
           "pct_bandwidth", "baselines", "tolerance", "wall_s"]
@@ -49,6 +49,8 @@ def close(a, b, rel=1e-6):
 def kept_pairs(mask, L, S, W):
     if mask == "none":
         return L * S
+    if mask == "cache":  # S cached keys, then query i sees the new keys up to itself
+        return sum(S + i + 1 for i in range(L))
     if mask == "causal":
         return sum(min(i + 1, S) for i in range(L))
     return sum(max(0, min(i + 1, S) - max(0, i - W + 1)) for i in range(L))
@@ -76,6 +78,21 @@ def expected_flops(j):
     return f
 
 
+def check_cache_bytes(j):
+    """A decode step over a KV cache reads the S cached k, v rows it attends (not the
+    whole pool), the new ones, q, lengths (i64) and the block table (i32, ceil(S / page)
+    per sequence) and writes out, all f32 but the indices."""
+    s = j["shape"]
+    B, H, Hkv, L, S, Dh = (s[k] for k in ("batch", "heads", "kv_heads", "seq", "kv_len",
+                                           "head_dim"))
+    if "paged" not in s or (s["paged"] and "page_rows" not in s):
+        fail(f"shape {s} lacks paged (and page_rows when paged)")
+    table = B * -(-S // s["page_rows"]) if s["paged"] else 0
+    want = 4 * (2 * B * H * L * Dh + 2 * B * Hkv * (S + L) * Dh) + 8 * B + 4 * table
+    if j["bytes"] != want:
+        fail(f"bytes {j['bytes']} != {want} (cached and new k, v rows, q, out, lengths, table)")
+
+
 def check_json(qkv, openblas, args):
     p = subprocess.run([qkv, "bench", *args, "--json"], capture_output=True, text=True)
     if p.returncode != 0:
@@ -93,6 +110,8 @@ def check_json(qkv, openblas, args):
         fail("runs, ms, peak and bandwidth must be positive")
     if j["flops"] != expected_flops(j):
         fail(f"flops {j['flops']} != {expected_flops(j)} (4*B*H*Dh*pairs + projections)")
+    if j["mask"] == "cache":
+        check_cache_bytes(j)
     if not close(j["gflops"], j["flops"] / j["ms"] / 1e6):
         fail("gflops != flops / ms")
     if not close(j["pct_peak"], 100 * j["gflops"] / j["peak_gflops"]):

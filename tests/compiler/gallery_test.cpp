@@ -2,6 +2,10 @@
 #include "differential.hpp"
 #include "gallery.hpp"
 
+#include <map>
+#include <memory>
+#include <utility>
+
 namespace qkv::test {
 namespace {
 
@@ -34,6 +38,32 @@ DiffCase &variant_sums(DiffCase &c, const gallery::Entry &e) {
   return c.sums({"D", "Dh", n == "cross_attention" ? "S" : "L", "D"}, 1).large_inputs(10, 100);
 }
 
+/// A KV-cache entry's paged form (--paged) at its test shapes. Its dims (B, M, P) do not
+/// say how many rows are cached (M = ceil(S / 16) pages hold them), so the prepare looks
+/// S up by (B, M), which the test shapes keep distinct. The keys sum over M pages of 16
+/// rows: M in n, and 16 in the magnitude (as tests/compiler/cache_test.cpp does).
+DiffCase paged(const gallery::Entry &e) {
+  std::map<std::pair<std::int64_t, std::int64_t>, gallery::GraphShape> by_pages;
+  DiffCase c;
+  c.name = e.name + "_paged";
+  for (const DimBindings &d : e.shapes) {
+    gallery::GraphShape s = e.with_dims(e.shape, d);
+    s.paged = true;
+    c.shapes.push_back(e.dims(s));
+    by_pages[{s.batch, s.pages_per_seq()}] = s;
+  }
+  gallery::GraphShape first = e.with_dims(e.shape, e.shapes.front());
+  first.paged = true;
+  c.build = [&e, first] { return e.build(first); };
+  c.prepare = [&e, by_pages](TensorMap &in) {
+    const Tensor &table = in.at("block_table");
+    e.prepare(in, by_pages.at({table.shape()[0], table.shape()[1]}));
+  };
+  c.sums({"Dh", "M"}, gallery::GraphShape::kPageRows)
+      .large_inputs(10, 100 * gallery::GraphShape::kPageRows);
+  return c;
+}
+
 /// The kernel benchmarks' entries, or the variants of examples/gallery/.
 std::vector<DiffCase> cases(bool variants) {
   std::vector<DiffCase> out;
@@ -44,7 +74,14 @@ std::vector<DiffCase> cases(bool variants) {
     c.name = e.name;
     c.build = [&e] { return e.build(); };
     c.shapes = e.shapes;
-    c.prepare = e.prepare;
+    if (e.prepare)
+      // The entry's shape at this run's extents of its dynamic dims, read off the inputs.
+      c.prepare = [&e, g = std::make_shared<Graph>(e.build())](TensorMap &in) {
+        DimBindings all = bind_dims(*g, signature(in)), d;
+        for (const std::string &name : e.dynamic)
+          d[name] = all.at(name);
+        e.prepare(in, e.with_dims(e.shape, d));
+      };
     if (e.variant) {
       out.push_back(variant_sums(c, e));
       continue;
@@ -57,10 +94,12 @@ std::vector<DiffCase> cases(bool variants) {
     if (e.name == "seed")
       c.sums({"D", "D", "L"}, 10).large_inputs(10, 1000);
     else if (e.workload.form == gallery::Workload::Form::Attention)
-      c.sums({"Dh", "S"}, 1).large_inputs(10, 100);
+      c.sums({"Dh", e.workload.cache ? "C" : "S"}, 1).large_inputs(10, 100);
     else
       c.sums({"D", "Dh", e.name == "cross" ? "S" : "L", "D"}, 10).large_inputs(10, 10000);
     out.push_back(c);
+    if (e.workload.cache)
+      out.push_back(paged(e));
   }
   return out;
 }

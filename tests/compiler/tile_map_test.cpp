@@ -19,7 +19,7 @@ TileComparison compare_entry(const gallery::Entry &e, std::int64_t len, int q_ti
   gallery::GraphShape s = e.shape;
   s.seq = s.kv_len = len;
   Graph g = e.build(s);
-  TensorMap in = e.inputs(g, e.dims(s));
+  TensorMap in = e.inputs(g, s);
   TileMapOptions o;
   o.q_tile = q_tile;
   o.kv_tile = kv_tile;

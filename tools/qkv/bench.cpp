@@ -28,7 +28,11 @@ const char *const kBenchHelp =
     "\n"
     "Benchmarks gallery graph NAME at a shape (default: the graph's benchmark shape, e.g.\n"
     "attn: B=1 H=16 L=2048 Dh=64; attn_window: L=8192 W=256; attn_decode: H=8 L=1 S=32768\n"
-    "Dh=128; mha: B=1 H=8 L=2048 Dh=64, so D=512). In one process, in this order:\n"
+    "Dh=128; mha: B=1 H=8 L=2048 Dh=64, so D=512; decode: B=1 H=32 Hkv=8 S=4096 Dh=128).\n"
+    "decode is one decode step: 1 query attends over a KV cache read in place, S rows\n"
+    "cached per sequence (--kv-len S), plus this step's new k, v row; --paged reads the\n"
+    "cache in pages of 16 rows through a block table, each sequence's pages scattered over\n"
+    "the pool. In one process, in this order:\n"
     "  1. the machine: fp32 FMA peak (widest ISA: avx512, avx2 or scalar) and read\n"
     "     bandwidth (summing a buffer >> last-level cache), each on T threads at once,\n"
     "     measured before the runs and again after them, keeping the higher;\n"
@@ -37,6 +41,8 @@ const char *const kBenchHelp =
     "  3. baselines on the same inputs, each checked against qkv's output:\n"
     "     reference  unfused plain C++ (scores materialised, mask, softmax, p.v), T threads\n"
     "     openblas   cblas_sgemm q.k^T, C++ mask + softmax, cblas_sgemm p.v, T threads\n"
+    "     (decode: both read dense k, v (B, Hkv, S+1, Dh), the cached rows then the new\n"
+    "     one, gathered once before they are timed)\n"
     "Progress goes to stderr; the results to stdout, as a table or (--json) one JSON\n"
     "object. Exits 1 when a baseline's output differs from qkv's by more than 1e-3 x\n"
     "max(1, max|qkv output|): a benchmark of a wrong result means nothing.\n"
@@ -48,8 +54,10 @@ const char *const kBenchHelp =
     "Flops: attention 4*B*H*Dh*pairs, pairs = the (query, key) pairs the mask keeps,\n"
     "counted exactly; blocks add 2*M*K*N per projection. The variants of\n"
     "examples/gallery/ are counted node by node, their pairs by evaluating the mask on\n"
-    "the inputs. read_gbs: bytes of the inputs (q, k, v; or x, memory and the weights)\n"
-    "read once and of the output written once, divided by the median time. The\n"
+    "the inputs; decode keeps all S+1 keys. read_gbs: bytes of the inputs (q, k, v; or x,\n"
+    "memory and the weights; decode: the cached k, v rows it attends, q, the new k, v,\n"
+    "lengths and block table) read once and of the output written once, divided by the\n"
+    "median time; pct_bandwidth compares that with the read bandwidth. The\n"
     "baselines run where they compute the graph: attention with a mask (a mask expression\n"
     "as a table of kept pairs), blocks of projections and attention; not with a score_mod.\n"
     "\n"
@@ -62,7 +70,8 @@ const char *const kBenchHelp =
     "  --no-baselines  time qkv alone\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
-    "JSON fields: name, shape, mask (none, causal, window, expr), threads, isa, ms, runs,\n"
+    "JSON fields: name, shape (decode: with paged, page_rows), mask (none, causal, window,\n"
+    "cache, expr), threads, isa, ms, runs,\n"
     "compile_ms, compile_runs, flops, gflops, kept_pairs and pairs (over all batches and\n"
     "heads), peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
@@ -236,13 +245,21 @@ json shape_json(const Config &c) {
     j["model_dim"] = s.model_dim();
   if (c.entry->uses_window())
     j["window"] = s.window;
+  if (c.entry->workload.cache) {
+    j["paged"] = s.paged;
+    if (s.paged)
+      j["page_rows"] = GraphShape::kPageRows;
+  }
   return j;
 }
 
-/// none, causal, window, or expr (any other mask expression, evaluated).
+/// none, causal, window, cache (cache_mask over a KV cache), or expr (any other mask
+/// expression, evaluated).
 std::string mask_label(const Entry &e) {
   if (e.workload.mask == Workload::Mask::Expr)
     return "expr";
+  if (e.workload.cache)
+    return "cache";
   return std::string(qb::mask_name(attention_problem(e, GraphShape{}).mask));
 }
 
@@ -305,6 +322,11 @@ std::string work_line(const Report &r) {
   else
     s += "; attention 4*B*H*Dh*pairs with " + std::to_string(p.kept_pairs()) + " of " +
          std::to_string(p.len_q * p.len_kv) + " pairs kept per head";
+  if (e.workload.cache)
+    return s + " (" + std::to_string(r.c.shape.kv_len) + " cached keys + the new one)" +
+           "\nbytes     " + sig(r.bytes * 1e-6) + " MB (the cached k, v rows attended, q, " +
+           "the new k, v, lengths" + (r.c.shape.paged ? ", the block table" : "") +
+           " read once + output written once)";
   return s + "\nbytes     " + sig(r.bytes * 1e-6) + " MB (inputs read once + output " +
          "written once)";
 }
@@ -400,7 +422,7 @@ int cmd_bench(const cli::Args &a) {
   Graph g = e.build(r.c.shape);
   progress(e.name + ": " + e.sizes(r.c.shape) + ", " + std::to_string(r.c.threads) + " threads");
   progress("random inputs");
-  TensorMap in = e.inputs(g, e.dims(r.c.shape), 1, true);
+  TensorMap in = e.inputs(g, r.c.shape, 1, true);
   count_work(r, g, in);
   measure_machine(r, "before the runs");
   Kernel k = compile_timed(g, r);
@@ -408,9 +430,11 @@ int cmd_bench(const cli::Args &a) {
   r.no_baselines = r.c.baselines ? gallery::baseline_gap(e, g, r.c.shape) : "--no-baselines";
   if (r.no_baselines.empty() && e.workload.mask == Workload::Mask::Expr)
     r.table = gallery::mask_table(g, in);
-  if (r.no_baselines.empty())
+  if (r.no_baselines.empty()) {
+    TensorMap dense = gallery::baseline_inputs(e, r.c.shape, in);
     for (qb::Baseline b : qb::available_baselines())
-      r.baselines.push_back(time_baseline(b, in, out, r));
+      r.baselines.push_back(time_baseline(b, dense, out, r));
+  }
   measure_machine(r, "after the runs");
   r.wall_s = (qb::now_ms() - t0) * 1e-3;
   if (r.c.json)

@@ -17,7 +17,7 @@ Args parse(int argc, char **argv) {
       std::string key = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       std::string val;
       bool flag = key == "check" || key == "json" || key == "no-baselines" || key == "bench" ||
-                  key == "reference";
+                  key == "reference" || key == "paged";
       if (eq != std::string::npos)
         val = s.substr(eq + 1);
       else if (!flag && i + 1 < argc)
@@ -112,6 +112,13 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
     s = e.with_dims(s, parse_dims(a.opts.at("dims")));
   if (a.opts.count("window") && !e.uses_window())
     user_error("--window: graph '" + e.name + "' has no sliding-window mask (attn_window has)");
+  if (a.opts.count("paged")) {
+    if (!a.opts.at("paged").empty())
+      user_error("--paged takes no value, got '" + a.opts.at("paged") + "'");
+    if (!e.workload.cache)
+      user_error("--paged: graph '" + e.name + "' reads no KV cache (decode does)");
+    s.paged = true;
+  }
   if (e.variant)
     for (const char *key : {"heads", "kv-heads", "head-dim"}) {
       std::int64_t fixed = std::string(key) == "heads"      ? base.heads

@@ -20,7 +20,7 @@ struct Args {
 };
 
 /// `qkv CMD NAME... --key value --key=value --flag`; --check, --json, --no-baselines,
-/// --bench and --reference take no value.
+/// --bench, --reference and --paged take no value.
 Args parse(int argc, char **argv);
 /// Throws qkv::Error naming an option that `a.cmd` does not take.
 void check_opts(const Args &a, std::initializer_list<const char *> allowed);
@@ -30,8 +30,9 @@ double number_opt(const Args &a, const char *key, double dflt);
 std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t min = 1);
 
 /// The options that set a graph's shape: batch, heads, kv-heads, seq, kv-len, head-dim,
-/// window, dims.
-#define QKV_SHAPE_OPTS "batch", "heads", "kv-heads", "seq", "kv-len", "head-dim", "window", "dims"
+/// window, paged, dims.
+#define QKV_SHAPE_OPTS                                                                             \
+  "batch", "heads", "kv-heads", "seq", "kv-len", "head-dim", "window", "paged", "dims"
 
 // The shape options, as dump, run and bench describe them.
 #define QKV_SHAPE_HELP                                                                             \
@@ -39,19 +40,25 @@ std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t
   "  --heads H       query heads (static)\n"                                                       \
   "  --kv-heads K    key/value heads, dividing H (static; default: H, or the graph's\n"            \
   "                  own ratio for gqa)\n"                                                         \
-  "  --seq L         query length (dynamic dim L; static for attn_decode)\n"                       \
+  "  --seq L         query length (dynamic dim L; static for attn_decode, 1 for decode)\n"         \
   "  --kv-len S      key/value length (dynamic dim S; default: L, or the graph's own for\n"        \
-  "                  attn_decode; self-attention blocks have S = L)\n"                             \
+  "                  attn_decode and decode, where S is the rows cached; self-attention\n"         \
+  "                  blocks have S = L)\n"                                                         \
   "  --head-dim Dh   head dim (static); the blocks' model dim is D = H * Dh; the variants\n"       \
   "                  of examples/gallery/ have heads, kv heads and head dim in their types\n"      \
   "  --window W      keys a sliding window sees, itself included (static; attn_window,\n"          \
   "                  sliding_window, dilated_window, longformer)\n"                                \
-  "  --dims D=N,...  set dynamic dims by name (B, L, S), after the options above\n"
+  "  --paged         decode: the KV cache in pages of 16 rows through a block table\n"             \
+  "                  (paged_cache_view), each sequence's pages scattered over the pool,\n"         \
+  "                  instead of one contiguous buffer of C = S rows (cache_view)\n"                \
+  "  --dims D=N,...  set dynamic dims by name (B, L, S; C for decode), after the options\n"        \
+  "                  above\n"
 
-/// `base` with the shape options applied (--dims last: B=, L=, S= set batch, seq,
-/// kv_len). --seq also sets kv_len and --heads kv_heads when base has them equal and
-/// the option for the other is absent. Throws qkv::Error naming the option and the
-/// graph when a value does not fit the graph.
+/// `base` with the shape options applied (--dims last: B=, L=, S= (C= for decode) set
+/// batch, seq, kv_len; --paged sets paged, for graphs over a KV cache only). --seq also
+/// sets kv_len and --heads kv_heads when base has them equal and the option for the other
+/// is absent. Throws qkv::Error naming the option and the graph when a value does not fit
+/// the graph.
 gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
                                     const gallery::GraphShape &base);
 

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include <qkv/runtime/kernel.hpp>
 
@@ -89,6 +92,80 @@ Graph attention_only(const char *name, const GraphShape &s, Mask mask, bool deco
     att.mask([w = s.window](Expr, Expr, Expr qi, Expr kv) { return qi >= kv && qi - kv < w; });
   g.output("out", att);
   return g;
+}
+
+/// One decode step over a KV cache read in place: q (B, H, 1, Dh) and this step's k_new,
+/// v_new (B, Hkv, 1, Dh) attend over the cached rows and the new one under cache_mask.
+/// The cache is k_past, v_past (B, Hkv, C, Dh) (cache_view), or with s.paged pages of 16
+/// rows, k_pool, v_pool (P, Hkv, 16, Dh), that block_table (B, M) names per sequence
+/// (paged_cache_view); lengths[b] rows of sequence b are cached. The query length is
+/// static, so the compiler picks its split-KV decode kernel.
+Graph decode(const GraphShape &s) {
+  check_fits(s.heads % s.kv_heads == 0, "decode",
+             "kv_heads (" + std::to_string(s.kv_heads) + ") must divide heads (" +
+                 std::to_string(s.heads) + ")");
+  check_fits(s.seq == 1, "decode",
+             "one decode step has one query (L = 1), not " + std::to_string(s.seq) +
+                 "; attn_decode takes any static L");
+  Graph g(s.paged ? "decode_paged" : "decode");
+  Dim B = g.dim("B"), L = g.dim("L", 1);
+  Dim H = g.dim("H", s.heads), Dh = g.dim("Dh", s.head_dim);
+  Dim Hkv = s.kv_heads != s.heads ? g.dim("Hkv", s.kv_heads) : H;
+  Value q = g.input("q", DType::F32, {B, H, L, Dh});
+  Value k_new = g.input("k_new", DType::F32, {B, Hkv, L, Dh});
+  Value v_new = g.input("v_new", DType::F32, {B, Hkv, L, Dh});
+  Value lengths = g.input("lengths", DType::I64, {B});
+  Value k, v;
+  if (s.paged) {
+    Dim P = g.dim("P"), Page = g.dim("page", GraphShape::kPageRows), M = g.dim("M");
+    Value table = g.input("block_table", DType::I32, {B, M});
+    k = paged_cache_view(g.input("k_pool", DType::F32, {P, Hkv, Page, Dh}), table, lengths, k_new);
+    v = paged_cache_view(g.input("v_pool", DType::F32, {P, Hkv, Page, Dh}), table, lengths, v_new);
+  } else {
+    Dim C = g.dim("C");
+    k = cache_view(g.input("k_past", DType::F32, {B, Hkv, C, Dh}), lengths, k_new);
+    v = cache_view(g.input("v_past", DType::F32, {B, Hkv, C, Dh}), lengths, v_new);
+  }
+  g.output("out", attention(q, k, v).mask(cache_mask(lengths)).value());
+  return g;
+}
+
+/// The decode graph's cache at shape s: every sequence holds S = kv_len rows. Paged, the
+/// pages of the sequences are distinct pages of the pool in a fixed shuffled order, so
+/// that the block table really redirects each page (no two consecutive entries name
+/// consecutive pages by design).
+void fill_cache(TensorMap &in, const GraphShape &s) {
+  Tensor &lengths = in.at("lengths");
+  std::int64_t capacity = s.paged ? in.at("block_table").shape()[1] * GraphShape::kPageRows
+                                  : in.at("k_past").shape()[2];
+  if (s.kv_len > capacity)
+    internal_error("decode: " + std::to_string(s.kv_len) + " cached rows in a cache of " +
+                   std::to_string(capacity));
+  for (std::int64_t b = 0; b < lengths.numel(); ++b)
+    lengths.set(b, static_cast<double>(s.kv_len));
+  if (!s.paged)
+    return;
+  Tensor &table = in.at("block_table");
+  std::int64_t pages = in.at("k_pool").shape()[0];
+  if (table.numel() > pages)
+    internal_error("decode: " + std::to_string(table.numel()) + " table entries for a pool of " +
+                   std::to_string(pages) + " pages");
+  // Fisher-Yates with splitmix64: the same permutation on every platform.
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(pages));
+  for (std::int64_t i = 0; i < pages; ++i)
+    perm[static_cast<std::size_t>(i)] = i;
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&state] {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  for (std::int64_t i = pages - 1; i > 0; --i)
+    std::swap(perm[static_cast<std::size_t>(i)],
+              perm[static_cast<std::size_t>(next() % static_cast<std::uint64_t>(i + 1))]);
+  for (std::int64_t i = 0; i < table.numel(); ++i)
+    table.set(i, static_cast<double>(perm[static_cast<std::size_t>(i)]));
 }
 
 GraphShape shape(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t seq,
@@ -189,6 +266,17 @@ void add_attention(std::vector<Entry> &e) {
        shape(1, 8, 8, 1, 32768, 128),
        {{{"B", 1}, {"S", 1024}}, {{"B", 1}, {"S", 1}}, {{"B", 2}, {"S", 77}}},
        {}});
+  // A Llama-like decode step (32 query heads over 8 kv heads of 128) by default.
+  e.push_back({"decode",
+               "one decode step: 1 query over a KV cache read in place (cache_view; "
+               "--paged: 16-row pages through a block table), GQA",
+               decode,
+               {"B", "C"},
+               shape(2, 4, 2, 1, 64, 16),
+               shape(1, 32, 8, 1, 4096, 128),
+               {{{"B", 2}, {"C", 64}}, {{"B", 1}, {"C", 1}}, {{"B", 3}, {"C", 77}}},
+               {Workload::Form::Attention, Mask::None, false, true, true},
+               fill_cache});
 }
 
 /// The static sizes of a variant are in its types; a shape must agree with them.
@@ -247,7 +335,7 @@ Entry variant_entry(const Variant &v) {
   e.workload = {attention ? Workload::Form::Attention : Workload::Form::Block,
                 masked ? Mask::Expr : Mask::None, cross};
   if (v.inputs)
-    e.prepare = v.inputs;
+    e.prepare = [f = v.inputs](TensorMap &in, const GraphShape &) { f(in); };
   e.variant = &v;
   return e;
 }
@@ -267,6 +355,11 @@ DimBindings Entry::dims(const GraphShape &s) const {
   DimBindings b;
   for (const std::string &d : dynamic)
     b[d] = d == "B" ? s.batch : d == "L" ? s.seq : s.kv_len;
+  if (s.paged && workload.cache) {
+    b.erase("C");
+    b["M"] = s.pages_per_seq();
+    b["P"] = s.batch * s.pages_per_seq();
+  }
   return b;
 }
 
@@ -285,16 +378,26 @@ GraphShape Entry::with_dims(GraphShape s, const DimBindings &bindings) const {
 }
 
 bool Entry::self_attention() const {
-  // Keys from the queries' own sequence: the graph has no key length of its own.
-  return std::find(dynamic.begin(), dynamic.end(), "S") == dynamic.end();
+  // Keys from the queries' own sequence: the graph has no key length (S, or a cache's C)
+  // of its own.
+  return std::all_of(dynamic.begin(), dynamic.end(),
+                     [](const std::string &d) { return d == "B" || d == "L"; });
 }
 
 bool Entry::uses_window() const {
   return workload.mask == Mask::Window || (variant && variant->uses_window);
 }
 
-TensorMap Entry::inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
+TensorMap Entry::inputs(const Graph &g, const GraphShape &s, std::uint64_t seed,
                         bool scale_weights) const {
+  TensorMap in = random_weighted_inputs(g, dims(s), seed, scale_weights);
+  if (prepare)
+    prepare(in, s);
+  return in;
+}
+
+TensorMap random_weighted_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
+                                 bool scale_weights) {
   TensorMap in = random_inputs(g, dims, seed);
   for (NodeId id : g.arguments()) {
     const Node &n = g.node(id);
@@ -305,8 +408,6 @@ TensorMap Entry::inputs(const Graph &g, const DimBindings &dims, std::uint64_t s
     for (std::int64_t i = 0; i < t.numel(); ++i)
       t.set(i, t.get(i) * f);
   }
-  if (prepare)
-    prepare(in);
   return in;
 }
 
@@ -331,6 +432,8 @@ std::string Entry::sizes(const GraphShape &s) const {
     put("D", s.model_dim());
   if (uses_window())
     put("W", s.window);
+  if (s.paged)
+    put("page", GraphShape::kPageRows);
   return out;
 }
 

@@ -102,7 +102,7 @@ int cmd_run(const Args &a) {
   Graph g = e.build(shape);
   DimBindings dims = e.dims(shape);
   auto seed = static_cast<std::uint64_t>(cli::number_opt(a, "seed", 1));
-  TensorMap in = e.inputs(g, dims, seed, /*scale_weights=*/true);
+  TensorMap in = e.inputs(g, shape, seed, /*scale_weights=*/true);
   Kernel k = compile(g);
   TensorMap out = k.run(in);
   std::cout << "graph " << e.name << " [" << cli::dims_str(dims) << "] compiled in " << std::fixed

@@ -76,7 +76,7 @@ Picture make_picture(const gallery::Entry &e, const gallery::GraphShape &s, cons
   Graph g = e.build(s);
   DimBindings dims = e.dims(s);
   const Node &att = attention_of(g);
-  TensorMap in = e.inputs(g, dims);
+  TensorMap in = e.inputs(g, s);
   p.mask = reference::mask_map(g, in, att.id, 0, 0);
   std::vector<std::string> names;
   for (const Node &n : g.nodes())

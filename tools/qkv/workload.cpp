@@ -12,7 +12,9 @@ bool is_block(const Entry &e) { return e.workload.form == Workload::Form::Block;
 
 bench::AttentionProblem attention_problem(const Entry &e, const GraphShape &s,
                                           const std::uint8_t *table) {
-  bench::AttentionProblem p{s.batch, s.heads, s.kv_heads, s.seq, s.kv_len, s.head_dim};
+  // Over a KV cache: the S cached rows, then this step's L new ones.
+  std::int64_t len_kv = e.workload.cache ? s.kv_len + s.seq : s.kv_len;
+  bench::AttentionProblem p{s.batch, s.heads, s.kv_heads, s.seq, len_kv, s.head_dim};
   switch (e.workload.mask) {
   case Workload::Mask::None: p.mask = bench::MaskKind::None; break;
   case Workload::Mask::Causal: p.mask = bench::MaskKind::Causal; break;
@@ -33,12 +35,57 @@ double flops(const Entry &e, const GraphShape &s) {
 }
 
 double bytes(const Entry &e, const GraphShape &s) {
-  return is_block(e) ? block_problem(e, s).bytes() : attention_problem(e, s).bytes();
+  if (is_block(e))
+    return block_problem(e, s).bytes();
+  double b = attention_problem(e, s).bytes();
+  if (e.workload.cache) // lengths (i64), and the block table (i32) of a paged cache
+    b += 8.0 * static_cast<double>(s.batch) +
+         (s.paged ? 4.0 * static_cast<double>(s.batch * s.pages_per_seq()) : 0.0);
+  return b;
 }
 
 TensorMap bench_inputs(const Graph &g, const DimBindings &dims) {
-  Entry plain; // no prepare: the entries bench_attention runs have no captured inputs
-  return plain.inputs(g, dims, 1, true);
+  // No prepare: the entries bench_attention runs have no captured inputs.
+  return random_weighted_inputs(g, dims, 1, true);
+}
+
+TensorMap baseline_inputs(const Entry &e, const GraphShape &s, const TensorMap &in) {
+  if (!e.workload.cache)
+    return in;
+  const std::int64_t B = s.batch, Hkv = s.kv_heads, Dh = s.head_dim, L = s.seq, S = s.kv_len;
+  const Tensor &lengths = in.at("lengths");
+  for (std::int64_t b = 0; b < B; ++b)
+    if (static_cast<std::int64_t>(lengths.get(b)) != S)
+      internal_error("baseline_inputs: lengths[" + std::to_string(b) + "] is not " +
+                     std::to_string(S));
+  const Tensor *table = s.paged ? &in.at("block_table") : nullptr;
+  // Where row j < S of sequence b, head h, is in the cache's storage (rows of Dh floats).
+  auto cached_row = [&](const Tensor &store, std::int64_t b, std::int64_t h, std::int64_t j) {
+    if (!table)
+      return (b * Hkv + h) * store.shape()[2] + j;
+    const std::int64_t page = GraphShape::kPageRows;
+    auto p = static_cast<std::int64_t>(table->get(b * table->shape()[1] + j / page));
+    return (p * Hkv + h) * page + j % page;
+  };
+  auto dense = [&](const char *cached, const char *fresh) {
+    const Tensor &store = in.at(cached);
+    const float *st = store.data_as<float>(), *fr = in.at(fresh).data_as<float>();
+    Tensor out(DType::F32, {B, Hkv, S + L, Dh});
+    float *o = out.data_as<float>();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < Hkv; ++h)
+        for (std::int64_t j = 0; j < S + L; ++j) {
+          const float *row = j < S ? st + cached_row(store, b, h, j) * Dh
+                                   : fr + ((b * Hkv + h) * L + (j - S)) * Dh;
+          std::copy(row, row + Dh, o + ((b * Hkv + h) * (S + L) + j) * Dh);
+        }
+    return out;
+  };
+  TensorMap out;
+  out["q"] = in.at("q");
+  out["k"] = dense(s.paged ? "k_pool" : "k_past", "k_new");
+  out["v"] = dense(s.paged ? "v_pool" : "v_past", "v_new");
+  return out;
 }
 
 namespace {
@@ -149,12 +196,13 @@ void run_baseline(bench::Baseline b, const Entry &e, const GraphShape &s, const 
     bench::block(b, block_problem(e, s, table), t, threads);
     return;
   }
+  bench::AttentionProblem p = attention_problem(e, s, table);
   auto view = [&](const char *name, std::int64_t heads, std::int64_t len) {
     return bench::heads_major(ptr(name), heads, len, s.head_dim);
   };
-  bench::attention(b, attention_problem(e, s, table), view("q", s.heads, s.seq),
-                   view("k", s.kv_heads, s.kv_len), view("v", s.kv_heads, s.kv_len),
-                   bench::heads_major(out.data_as<float>(), s.heads, s.seq, s.head_dim), threads);
+  bench::attention(b, p, view("q", p.heads, p.len_q), view("k", p.kv_heads, p.len_kv),
+                   view("v", p.kv_heads, p.len_kv),
+                   bench::heads_major(out.data_as<float>(), p.heads, p.len_q, p.head_dim), threads);
 }
 
 } // namespace qkv::gallery

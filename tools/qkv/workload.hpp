@@ -23,7 +23,9 @@ bench::AttentionProblem attention_problem(const Entry &e, const GraphShape &s,
 bench::BlockProblem block_problem(const Entry &e, const GraphShape &s,
                                   const std::uint8_t *table = nullptr);
 /// Flops and bytes of the whole graph (qkv_bench_common's counting rules), for the
-/// entries other than the variants, whose masks are fixed forms.
+/// entries other than the variants, whose masks are fixed forms. Over a KV cache
+/// (Workload::cache) the attention is the dense one of baseline_inputs, S + 1 keys, and
+/// the bytes are the rows it reads (not the whole pool) plus lengths and block table.
 double flops(const Entry &e, const GraphShape &s);
 double bytes(const Entry &e, const GraphShape &s);
 
@@ -48,8 +50,14 @@ std::vector<std::uint8_t> mask_table(const Graph &g, const TensorMap &in);
 /// extent, as models initialise them, so that block outputs stay O(1).
 TensorMap bench_inputs(const Graph &g, const DimBindings &dims);
 
-/// One run of baseline b on the inputs of entry e at shape s, into out (the shape of the
-/// graph's output).
+/// The inputs the baselines read for `in`, the inputs of entry e at shape s: `in`
+/// itself, or over a KV cache (Workload::cache) q and the dense k, v (B, Hkv, S + L, Dh),
+/// each sequence's S cached rows (gathered through the block table when paged) then its
+/// L new ones. Built once, before the baselines are timed.
+TensorMap baseline_inputs(const Entry &e, const GraphShape &s, const TensorMap &in);
+
+/// One run of baseline b on baseline_inputs(e, s, ...) of entry e at shape s, into out
+/// (the shape of the graph's output).
 void run_baseline(bench::Baseline b, const Entry &e, const GraphShape &s, const TensorMap &in,
                   Tensor &out, int threads, const std::uint8_t *table = nullptr);
 
