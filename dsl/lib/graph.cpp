@@ -607,6 +607,23 @@ static void derive_dims(const Graph &g, DimBindings &b,
 }
 
 DimBindings complete_dims(const Graph &g, DimBindings b) {
+  auto dynamic_list = [&] {
+    std::string list;
+    for (const auto &[name, def] : g.dim_defs())
+      if (def.extent == kDynamic && def.kind == DimDef::Kind::Atomic)
+        list += (list.empty() ? "" : ", ") + name;
+    return list.empty() ? std::string("none") : list;
+  };
+  for (const auto &[name, v] : b) {
+    auto it = g.dim_defs().find(name);
+    if (it == g.dim_defs().end())
+      user_error("graph '" + g.name() + "' has no dim '" + name +
+                 "' (its dynamic dims: " + dynamic_list() + ")");
+    if (it->second.extent != kDynamic && it->second.extent != v)
+      user_error("dim '" + name + "' of graph '" + g.name() + "' is static, " +
+                 std::to_string(it->second.extent) + "; it cannot be bound to " +
+                 std::to_string(v) + " (the graph's dynamic dims: " + dynamic_list() + ")");
+  }
   std::map<std::string, std::string> source;
   for (const auto &[name, def] : g.dim_defs())
     if (def.extent != kDynamic) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace qkv {
 
@@ -169,8 +170,17 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
   return outputs;
 }
 
-TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed) {
+TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
+                        const RandomRanges &ranges) {
   DimBindings b = complete_dims(g, dims);
+  for (const auto &[name, r] : ranges) {
+    if (!g.find_argument(name))
+      user_error("random_inputs: graph '" + g.name() + "' has no input or param '" + name +
+                 "' to give a range");
+    if (!(r.second > r.first))
+      user_error("random_inputs: the range of '" + name + "' is empty: [" +
+                 std::to_string(r.first) + ", " + std::to_string(r.second) + ")");
+  }
   TensorMap out;
   std::uint64_t k = 0;
   for (NodeId id : g.arguments()) {
@@ -193,6 +203,8 @@ TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t s
           hi = static_cast<double>(resolve(g.node(user.inputs[1]).dims, b)[0]);
       }
     }
+    if (auto r = ranges.find(n.name); r != ranges.end())
+      std::tie(lo, hi) = r->second;
     try {
       out.emplace(n.name, Tensor::random(n.dtype, shape, seed * 1000003 + (k++), lo, hi));
     } catch (const Error &e) {

@@ -84,6 +84,41 @@ TEST(Interpreter, OnlyWhatOutputsNeedIsComputedByRun) {
 
 // ---- binding errors -----------------------------------------------------------------------
 
+// random_inputs and complete_dims take extents for the graph's dims only: a name the
+// graph lacks or another extent for a static dim is an error naming the graph's dims.
+TEST(Bind, GivenExtentsMustBeTheGraphsDims) {
+  Proj p;
+  expect_error([&] { random_inputs(p.g, {{"L", 2}, {"len", 8}}, 1); },
+               {"graph 'proj' has no dim 'len' (its dynamic dims: L)"});
+  expect_error([&] { random_inputs(p.g, {{"L", 2}, {"D", 4}}, 1); },
+               {"dim 'D' of graph 'proj' is static, 3; it cannot be bound to 4",
+                "dynamic dims: L"});
+  EXPECT_NO_THROW(random_inputs(p.g, {{"L", 2}, {"D", 3}}, 1)); // its own extent is fine
+  expect_error([&] { complete_dims(p.g, {{"X", 1}}); }, {"has no dim 'X'"});
+}
+
+TEST(Bind, RandomInputsTakeRangesPerInput) {
+  Graph g("docs");
+  Dim T = g.dim("T");
+  Value x = g.input("x", DType::F32, {T}), doc = g.input("doc", DType::I32, {T});
+  g.output("y", scale(x, 2.0));
+  (void)doc;
+  TensorMap d = random_inputs(g, {{"T", 1000}}, 1);
+  auto range = [](const Tensor &t) {
+    auto v = t.values();
+    return std::pair(*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+  };
+  EXPECT_EQ(range(d.at("doc")), std::pair(0.0, 3.0)); // the default integer range [0, 4)
+  TensorMap r = random_inputs(g, {{"T", 1000}}, 1, {{"doc", {10, 13}}, {"x", {5, 6}}});
+  EXPECT_EQ(range(r.at("doc")), std::pair(10.0, 12.0));
+  EXPECT_GE(range(r.at("x")).first, 5.0);
+  EXPECT_LT(range(r.at("x")).second, 6.0);
+  expect_error([&] { random_inputs(g, {{"T", 4}}, 1, {{"ids", {0, 9}}}); },
+               {"graph 'docs' has no input or param 'ids'"});
+  expect_error([&] { random_inputs(g, {{"T", 4}}, 1, {{"doc", {3, 3}}}); },
+               {"the range of 'doc' is empty"});
+}
+
 TEST(Bind, MissingInput) {
   Proj p;
   TensorMap in = p.good();

@@ -355,7 +355,8 @@ using DimBindings = std::map<std::string, std::int64_t>;
 /// wrong rank or dtype, a static dim with another extent, or one dim given two extents.
 DimBindings bind_dims(const Graph &g, const std::map<std::string, std::pair<DType, Shape>> &args);
 /// `given` plus every static dim and every derived dim (H*Dh, A+B) computable from them.
-/// Throws qkv::Error when the given extents contradict each other.
+/// Throws qkv::Error when `given` names a dim the graph does not have, gives a static dim
+/// another extent than its own, or when the given extents contradict each other.
 DimBindings complete_dims(const Graph &g, DimBindings given);
 /// The concrete shape of dims under bindings.
 Shape resolve(const std::vector<Dim> &dims, const DimBindings &b);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -58,10 +59,17 @@ private:
   CompileStats stats_;
 };
 
+/// Value ranges [lo, hi) for random_inputs, by input or param name.
+using RandomRanges = std::map<std::string, std::pair<double, double>>;
+
 /// Random tensors for every input and param of g (a fixed-seed generator). `dims` gives
-/// the extent of each dynamic dim; a dynamic dim it does not name is a qkv::Error.
-/// Integer inputs get values valid for their use: embedding ids in [0, vocab), other
-/// integer tables in [0, 4).
-TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed);
+/// the extent of each dynamic dim (complete_dims' rules: a dim the graph lacks, a static
+/// dim given another extent, or a dynamic dim left out is a qkv::Error). Values are
+/// uniform in [lo, hi): `ranges` sets them per input (integers take lo .. hi - 1);
+/// otherwise floats take [-1, 1), embedding ids [0, vocab) and other integer tensors
+/// (document ids, positions) [0, 4). A range for a name the graph lacks, or with
+/// hi <= lo, is a qkv::Error.
+TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
+                        const RandomRanges &ranges = {});
 
 } // namespace qkv
