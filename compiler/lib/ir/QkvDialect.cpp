@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace qkv::ir;
@@ -360,6 +361,45 @@ LogicalResult PagedCacheViewOp::verify() {
 }
 
 // ---- mods and attention ------------------------------------------------------------------
+
+/// Printed names of a mod region's block arguments: score, b, h, qi, kv, len_q, len_kv,
+/// then each capture by the graph's name for it (the function argument's qkv.name) or
+/// cap0, cap1, ...
+static void nameModArguments(Region &region, bool withScore, ValueRange captures,
+                             OpAsmSetValueNameFn setName) {
+  if (region.empty())
+    return;
+  Block &block = region.front();
+  static const char *lead[] = {"b", "h", "qi", "kv", "len_q", "len_kv"};
+  unsigned i = 0;
+  if (withScore && block.getNumArguments() > 0)
+    setName(block.getArgument(i++), "score");
+  for (const char *n : lead)
+    if (i < block.getNumArguments())
+      setName(block.getArgument(i++), n);
+  for (auto [k, c] : llvm::enumerate(captures)) {
+    if (i >= block.getNumArguments())
+      return;
+    std::string name = "cap" + std::to_string(k);
+    if (auto arg = dyn_cast<BlockArgument>(c))
+      if (auto fn = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+        if (auto attr = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "qkv.name"))
+          name = attr.getValue().str();
+    setName(block.getArgument(i++), name);
+  }
+}
+
+void MaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  nameModArguments(region, false, getCaptures(), setName);
+}
+
+void ScoreModOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  nameModArguments(region, true, getCaptures(), setName);
+}
+
+void AttentionOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setName) {
+  nameModArguments(region, &region == &getScore(), getCaptures(), setName);
+}
 
 static Type elementType(Value v) { return rt(v).getElementType(); }
 

@@ -17,6 +17,7 @@ include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
 
 def Qkv_Dialect : Dialect {
   let name = "qkv";
@@ -224,7 +225,8 @@ def Qkv_YieldOp : Qkv_Op<"yield", [Pure, Terminator, ReturnLike,
   let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
-def Qkv_MaskOp : Qkv_Op<"mask", [Pure, IsolatedFromAbove]> {
+def Qkv_MaskOp : Qkv_Op<"mask", [Pure, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "scores where the mask region yields false become -inf";
   let description = [{
     Scores are (L, S), (H, L, S) or (B, H, L, S). The region's block arguments are
@@ -238,7 +240,8 @@ def Qkv_MaskOp : Qkv_Op<"mask", [Pure, IsolatedFromAbove]> {
   let hasRegionVerifier = 1;
 }
 
-def Qkv_ScoreModOp : Qkv_Op<"score_mod", [Pure, IsolatedFromAbove]> {
+def Qkv_ScoreModOp : Qkv_Op<"score_mod", [Pure, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "scores replaced by what the region yields";
   let description = [{
     The region's block arguments are (score, b, h, q, kv, len_q, len_kv : index,
@@ -252,7 +255,8 @@ def Qkv_ScoreModOp : Qkv_Op<"score_mod", [Pure, IsolatedFromAbove]> {
   let hasRegionVerifier = 1;
 }
 
-def Qkv_AttentionOp : Qkv_Op<"attention", [Pure, IsolatedFromAbove]> {
+def Qkv_AttentionOp : Qkv_Op<"attention", [Pure, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "softmax(mask(score_mod(scale q.k^T))) . v, with GQA/MQA and cross-attention";
   let description = [{
     q (..., Hq, L, Dh), k (..., Hkv, S, Dh), v (..., Hkv, S, Dv) with rank 2, 3 or 4;
