@@ -25,8 +25,8 @@ int main() {
   auto k = split_heads(linear(x, wk), H, Dh);
   auto v = split_heads(linear(x, wv), H, Dh);
   auto o = attention(q, k, v)
-               .mask([](auto b, auto h, auto qi, auto ki) { return qi >= ki; })
-               .score_mod([&](auto s, auto b, auto h, auto qi, auto ki) {
+               .mask([](auto /*b*/, auto /*h*/, auto qi, auto ki) { return qi >= ki; })
+               .score_mod([&](auto s, auto /*b*/, auto h, auto qi, auto ki) {
                  return s + slopes[h] * (ki - qi);
                });
   g.output("y", linear(merge_heads(o, D), wo));

@@ -1008,7 +1008,7 @@ struct Pattern {
   std::string name;
   qkv::MaskFn mask;
   double kept = 0, ms = 0; // scores kept per head; median time of the fused kernel
-  Tensor fused, full;
+  Tensor fused = {}, full = {};
 };
 
 /// The full form of every pattern: the L^2 scores computed once, then masked, softmaxed and

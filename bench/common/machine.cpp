@@ -22,6 +22,15 @@
 #define QKV_X86 1
 #endif
 
+// Full unrolling of the fixed-count accumulator loops: clang's spelling, GCC's own.
+#if defined(__clang__)
+#define QKV_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define QKV_UNROLL _Pragma("GCC unroll 16")
+#else
+#define QKV_UNROLL
+#endif
+
 namespace qkv::bench {
 
 Isa host_isa() {
@@ -81,7 +90,7 @@ __attribute__((target("avx512f"))) double fma_avx512(std::int64_t iters, float *
   for (int j = 0; j < kAcc512; ++j)
     acc[j] = _mm512_set1_ps(start + 0.25f * static_cast<float>(j));
   for (std::int64_t i = 0; i < iters; ++i) {
-#pragma unroll
+QKV_UNROLL
     for (int j = 0; j < kAcc512; ++j)
       acc[j] = _mm512_fmadd_ps(acc[j], a, b);
   }
@@ -98,7 +107,7 @@ __attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iters, float *s
   for (int j = 0; j < kAcc256; ++j)
     acc[j] = _mm256_set1_ps(start + 0.25f * static_cast<float>(j));
   for (std::int64_t i = 0; i < iters; ++i) {
-#pragma unroll
+QKV_UNROLL
     for (int j = 0; j < kAcc256; ++j)
       acc[j] = _mm256_fmadd_ps(acc[j], a, b);
   }
@@ -203,7 +212,7 @@ __attribute__((target("avx512f"))) float sum_avx512(const float *p, std::size_t 
   for (auto &a : acc)
     a = _mm512_setzero_ps();
   for (std::size_t i = 0; i < n; i += 128) {
-#pragma unroll
+QKV_UNROLL
     for (int j = 0; j < 8; ++j)
       acc[j] = _mm512_add_ps(acc[j], _mm512_load_ps(p + i + 16 * j));
   }
@@ -217,7 +226,7 @@ __attribute__((target("avx2"))) float sum_avx2(const float *p, std::size_t n) {
   for (auto &a : acc)
     a = _mm256_setzero_ps();
   for (std::size_t i = 0; i < n; i += 64) {
-#pragma unroll
+QKV_UNROLL
     for (int j = 0; j < 8; ++j)
       acc[j] = _mm256_add_ps(acc[j], _mm256_load_ps(p + i + 8 * j));
   }

@@ -1,5 +1,5 @@
 // Must not compile: A typed value does not silently become an untyped Value (that would skip the checks).
-// EXPECT: no viable conversion|cannot convert|no matching
+// EXPECT: no viable conversion|cannot convert|no matching|conversion from .* to non-scalar type
 #include <qkv/dsl.hpp>
 
 using namespace qkv;
