@@ -466,11 +466,20 @@ Tensor eval_swiglu(const Ctx &c) {
 
 /// Softmax of `n` values spaced `stride` apart, into the same positions of `out`. The row
 /// maximum is subtracted first; a row whose entries are all -inf (fully masked, or empty)
-/// gives 0 everywhere instead of 0/0 = NaN. NaN and +inf entries propagate as IEEE says.
+/// gives 0 everywhere instead of 0/0 = NaN. A NaN entry makes the whole row NaN (a masked
+/// score is -inf before it gets here, so only kept NaNs count); +inf propagates as IEEE says.
 void softmax_row(const double *x, double *out, std::int64_t n, std::int64_t stride) {
   double m = kNegInf;
-  for (std::int64_t i = 0; i < n; ++i)
+  bool nan = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    nan = nan || std::isnan(x[i * stride]);
     m = std::max(m, x[i * stride]);
+  }
+  if (nan) {
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i * stride] = kNaN;
+    return;
+  }
   if (m == kNegInf) {
     for (std::int64_t i = 0; i < n; ++i)
       out[i * stride] = 0.0;

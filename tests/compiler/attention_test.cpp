@@ -353,3 +353,71 @@ TEST(Recognition, LeavesSharedIntermediatesAlone) {
 
 } // namespace
 } // namespace qkv::test
+
+namespace qkv::test {
+namespace {
+
+/// Rows of `t` (L, D) that hold a NaN.
+std::vector<bool> nan_rows(const Tensor &t) {
+  std::int64_t rows = t.shape()[0], cols = t.shape()[1];
+  std::vector<bool> out(static_cast<std::size_t>(rows), false);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j)
+      if (std::isnan(t.at({i, j})))
+        out[static_cast<std::size_t>(i)] = true;
+  return out;
+}
+
+// One semantics for NaN scores (docs/dsl.md): a NaN among the scores a row keeps makes
+// that row's output NaN; a NaN the mask removes does not count. The interpreter, the
+// fused kernel and the unfused softmax agree.
+TEST(NaN, PropagatesThroughEveryPathTheSameWay) {
+  Graph g("nan_scores");
+  Dim L = g.dim("L"), D = g.dim("D", 4);
+  Value q = g.input("q", DType::F32, {L, D}), k = g.input("k", DType::F32, {L, D}),
+        v = g.input("v", DType::F32, {L, D});
+  g.output("out", matmul(softmax(mask(scale(matmul(q, transpose(k)), 0.5), causal_mask())), v));
+  TensorMap in = random_inputs(g, {{"L", 40}}, 11);
+  float *kd = in.at("k").data_as<float>();
+  kd[2 * 4 + 1] = std::nanf(""); // key 2: every query from 2 on keeps a NaN score
+  kd[39 * 4 + 0] = std::nanf(""); // key 39: only query 39 keeps it
+  Tensor want = reference::run(g, in).at("out");
+  std::vector<bool> expect(40, false);
+  for (int i = 2; i < 40; ++i)
+    expect[static_cast<std::size_t>(i)] = true;
+  ASSERT_EQ(nan_rows(want), expect) << "the interpreter defines it";
+  CompileOptions off;
+  off.recognize_attention = false;
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused attention" : "unfused softmax");
+    Kernel kern = fused ? compile(g) : compile(g, Target::host(), off);
+    Tensor got = kern.run(in).at("out");
+    EXPECT_EQ(nan_rows(got), expect);
+    for (std::int64_t i = 0; i < 2; ++i)
+      for (std::int64_t j = 0; j < 4; ++j)
+        EXPECT_NEAR(got.at({i, j}), want.at({i, j}), 1e-5);
+  }
+}
+
+// The split-KV decode kernel (one static query) merges its splits' sums: a NaN key in
+// one split makes the head's output NaN; the other head stays finite.
+TEST(NaN, PropagatesThroughTheDecodeKernel) {
+  Graph g("nan_decode");
+  Dim H = g.dim("H", 2), one = g.dim("one", 1), S = g.dim("S"), D = g.dim("D", 8);
+  Value q = g.input("q", DType::F32, {H, one, D}), k = g.input("k", DType::F32, {H, S, D}),
+        v = g.input("v", DType::F32, {H, S, D});
+  g.output("out", attention(q, k, v).value());
+  TensorMap in = random_inputs(g, {{"S", 5000}}, 5);
+  in.at("k").data_as<float>()[(1 * 5000 + 4321) * 8 + 3] = std::nanf(""); // head 1, key 4321
+  Kernel kern = compile(g);
+  ASSERT_NE(kern.ir("loops").find("omp_get_max_threads"), std::string::npos)
+      << "the decode kernel (split over the keys) runs";
+  Tensor got = kern.run(in).at("out"), want = reference::run(g, in).at("out");
+  for (std::int64_t d = 0; d < 8; ++d) {
+    EXPECT_TRUE(std::isnan(want.at({1, 0, d})) && std::isnan(got.at({1, 0, d}))) << d;
+    EXPECT_NEAR(got.at({0, 0, d}), want.at({0, 0, d}), 1e-5) << d;
+  }
+}
+
+} // namespace
+} // namespace qkv::test

@@ -65,8 +65,8 @@
 // CHECK: %[[SLOPEV:.*]] = vector.broadcast %[[SLOPE]] : f32 to vector<16xf32>
 // CHECK: %[[SM:.*]] = arith.addf %[[S]], %[[SLOPEV]] : vector<16xf32>
 // CHECK: %[[S2:.*]] = arith.mulf %[[SM]], %[[LOG2E]] : vector<16xf32>
-// -inf and NaN scores count as masked
-// CHECK: %[[FIN:.*]] = arith.cmpf ogt, %[[S2]], %[[NINF]] : vector<16xf32>
+// -inf scores count as masked; NaN ones are kept (unordered-or-not-equal) to reach the output
+// CHECK: %[[FIN:.*]] = arith.cmpf une, %[[S2]], %[[NINF]] : vector<16xf32>
 // the mask, vectorized over the 16 queries
 // CHECK: %[[KVV:.*]] = vector.broadcast %[[JJ]] : index to vector<16xindex>
 // CHECK: %[[CAUSAL:.*]] = arith.cmpi sge, %[[QC]], %[[KVV]] : vector<16xindex>
@@ -106,7 +106,7 @@
 // transposed back and each query's row written along Dv (3 of 16 lanes, rows past the
 // 33 queries masked off)
 // CHECK: %[[LF:.*]] = vector.load %[[L]]
-// CHECK: %[[ANY:.*]] = arith.cmpf ogt, %[[LF]], %{{.*}}
+// CHECK: %[[ANY:.*]] = arith.cmpf ugt, %[[LF]], %{{.*}}
 // CHECK: %[[INV:.*]] = arith.divf %{{.*}}, %[[LF]]
 // CHECK: %[[INVS:.*]] = arith.select %[[ANY]], %[[INV]], %{{.*}}
 // CHECK: %[[OV:.*]] = vector.load %[[OT]][%c0, %[[OB:.*]]] : memref<16x64xf32>, vector<16xf32>

@@ -35,7 +35,7 @@
 // CHECK-NEXT: %[[SAFE2:.*]] = arith.select %[[ISINF2]], %[[ZERO]], %[[M2]] : f32
 // CHECK-NEXT: %[[D2:.*]] = arith.subf %[[A2]], %[[SAFE2]] : f32
 // CHECK-NEXT: %[[E2:.*]] = math.exp %[[D2]] : f32
-// CHECK-NEXT: %[[POS:.*]] = arith.cmpf ogt, %[[L2]], %[[ZERO]] : f32
+// CHECK-NEXT: %[[POS:.*]] = arith.cmpf ugt, %[[L2]], %[[ZERO]] : f32
 // CHECK-NEXT: %[[Q:.*]] = arith.divf %[[E2]], %[[L2]] : f32
 // CHECK-NEXT: %[[R:.*]] = arith.select %[[POS]], %[[Q]], %[[ZERO]] : f32
 // CHECK-NEXT: linalg.yield %[[R]] : f32

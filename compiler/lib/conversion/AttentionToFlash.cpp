@@ -97,8 +97,9 @@ Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value
     s = arith::MulFOp::create(ib, kb.splat(s, t), kb.fconst(t, M_LOG2E));
   }
   Value ninf = kb.fconst(t, -std::numeric_limits<double>::infinity());
-  // -inf and NaN scores count as masked, as in the interpreter's fused semantics.
-  Value keep = arith::CmpFOp::create(ib, arith::CmpFPredicate::OGT, s, ninf);
+  // A -inf score is masked; a NaN one is kept (unordered-or-not-equal), so that its row's
+  // sum and output become NaN, as the interpreter says.
+  Value keep = arith::CmpFOp::create(ib, arith::CmpFPredicate::UNE, s, ninf);
   if (withMask && a.mask) {
     Value m = emitModRegion(kb, *a.mask, {b, h, qi, kv, a.nL, a.nS}, a.captures, lanes);
     keep = arith::AndIOp::create(ib, keep, kb.splat(m, keep.getType()));
@@ -358,7 +359,8 @@ void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value ib) {
     ImplicitLocOpBuilder &ib2 = in.builder();
     Value l = in.vload(vt, t.l, {ib});
-    Value any = arith::CmpFOp::create(ib2, arith::CmpFPredicate::OGT, l, in.fconst(vt, 0.0));
+    // l > 0, or NaN (a kept NaN score): 1 / NaN carries it to the row's output.
+    Value any = arith::CmpFOp::create(ib2, arith::CmpFPredicate::UGT, l, in.fconst(vt, 0.0));
     Value inv = arith::SelectOp::create(ib2, any, arith::DivFOp::create(ib2, in.fconst(vt, 1.0), l),
                                         in.fconst(vt, 0.0));
     in.forLoop(in.idx(0), paddedRows(in, a.nDv, s.lanes), s.lanes, [&](KernelBuilder &x, Value d0) {

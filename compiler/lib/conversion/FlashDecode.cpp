@@ -315,7 +315,8 @@ void mergeSplits(KernelBuilder &kb, const AttentionInfo &a, const DecodeState &s
                                return SmallVector<Value>{
                                    math::FmaOp::create(y.builder(), weight(y, sp), l, acc[0])};
                              })[0];
-    Value any = arith::CmpFOp::create(x, arith::CmpFPredicate::OGT, total, in.fconst(a.ft, 0.0));
+    // total > 0, or NaN (a kept NaN score), which 1 / total carries to the output.
+    Value any = arith::CmpFOp::create(x, arith::CmpFPredicate::UGT, total, in.fconst(a.ft, 0.0));
     Value inv = arith::SelectOp::create(
         x, any, arith::DivFOp::create(x, in.fconst(a.ft, 1.0), total), in.fconst(a.ft, 0.0));
     in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &y, Value d) {

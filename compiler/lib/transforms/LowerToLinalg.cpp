@@ -459,7 +459,8 @@ struct SoftmaxLowering : OpRewritePattern<SoftmaxOp> {
                 [&](OpBuilder &b, Location l, ValueRange a) -> Value {
                   Value e = math::ExpOp::create(
                       b, l, arith::SubFOp::create(b, l, a[0], safeMax(b, l, a[1])));
-                  Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[2],
+                  // sum > 0, or NaN: a NaN in the row makes the row NaN.
+                  Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UGT, a[2],
                                                     floatConst(b, l, elem, 0.0));
                   Value q = arith::DivFOp::create(b, l, e, a[2]);
                   return arith::SelectOp::create(b, l, pos, q, floatConst(b, l, elem, 0.0));
