@@ -1,6 +1,6 @@
-// qkv::compile: import, run the CPU pipeline stage by stage (keeping each stage's IR),
-// translate to LLVM IR, optimise, make object code, link it into the process and hand the
-// entry point to a Kernel.
+// qkv::compile: look in the kernel cache; on a miss import, run the CPU pipeline stage by
+// stage (keeping each stage's IR), translate to LLVM IR, optimise, make object code, store
+// it in the cache, link it into the process and hand the entry point to a Kernel.
 #include <qkv/compiler/compile.hpp>
 
 #include <chrono>
@@ -24,6 +24,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include "Import.h"
+#include "KernelCache.h"
 #include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
 
@@ -234,6 +235,37 @@ std::string to_object(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
   return std::move(*obj);
 }
 
+/// What the cache does for one compile.
+struct CacheUse {
+  cache::Key key;
+  cache::Place place;
+  std::string note; // CompileStats::cache_note so far
+  double ms = 0;
+
+  void fill(CompileStats &s) const {
+    s.cache_ms = ms;
+    s.cache_key = place.path.empty() ? "" : key.hex;
+    s.cache_path = place.path;
+    s.cache_note = note;
+  }
+};
+
+/// Stores the compiled object; a failure is one warning per folder, never an error.
+void store(CacheUse &cu, const std::string &symbol, const std::string &object) {
+  if (!cu.place.write)
+    return;
+  auto t = Clock::now();
+  std::string err = cache::write_entry(cu.place, cu.key, cache::Entry{symbol, object});
+  cu.ms += ms_since(t);
+  if (err.empty()) {
+    cu.note += ", stored";
+    return;
+  }
+  cu.note += ", not stored (" + err + ")";
+  cache::warn_once(cu.place.dir, err + "; kernels are compiled in memory only (shown once per "
+                                       "folder)");
+}
+
 KernelEntry link(const std::string &object, const std::string &symbol) {
   auto loaded = jit::load_object(object, symbol);
   if (!loaded)
@@ -246,10 +278,61 @@ KernelEntry link(const std::string &object, const std::string &symbol) {
   return entry;
 }
 
-/// The pipeline, LLVM and the linker.
+Kernel compile_impl(const Graph &g, const CompileOptions &options,
+                    const std::vector<std::string> &dump, Clock::time_point t_all);
+
+/// The IR stages of a kernel loaded from the cache, made on demand by compiling it again
+/// (cache off, nothing printed): the pipeline is deterministic, so the text is what the
+/// compile that wrote the entry had.
+std::function<std::string(const std::string &)> recompile_on_demand(const Graph &g,
+                                                                    const CompileOptions &o) {
+  CompileOptions quiet = o;
+  quiet.cache = CacheOptions::off();
+  quiet.dump.clear();
+  auto cold = std::make_shared<std::shared_ptr<Kernel>>();
+  return [g, quiet, cold](const std::string &stage) {
+    if (!*cold)
+      *cold = std::make_shared<Kernel>(compile_impl(g, quiet, {}, Clock::now()));
+    return (*cold)->ir(stage);
+  };
+}
+
+/// The kernel from a valid cache entry, or nullopt (cu.note says why) to compile it.
+std::optional<Kernel> load_cached(const Graph &g, const CompileOptions &options, CacheUse &cu,
+                                  Clock::time_point t_all) {
+  auto t = Clock::now();
+  std::string invalid;
+  std::optional<cache::Entry> e = cache::read_entry(cu.place, cu.key, invalid);
+  std::optional<jit::LoadedObject> loaded;
+  if (e && e->symbol != "_mlir_ciface_" + ir::function_name(g))
+    invalid = "the entry's symbol is " + e->symbol;
+  else if (e) {
+    auto l = jit::load_object(e->object, e->symbol);
+    if (l)
+      loaded = std::move(*l);
+    else
+      invalid = "the object did not link: " + llvm::toString(l.takeError());
+  }
+  cu.ms += ms_since(t);
+  if (!loaded) {
+    cu.note = invalid.empty() ? "miss" : "rebuilt (" + invalid + ")";
+    return std::nullopt;
+  }
+  cu.note = "hit";
+  CompileStats stats;
+  stats.from_cache = true;
+  stats.stage_ms = {{"cache", cu.ms}};
+  cu.fill(stats);
+  stats.total_ms = ms_since(t_all);
+  KernelEntry entry{std::move(loaded->owner), loaded->packed, e->symbol};
+  return Kernel(g, std::move(entry), {{"graph", g.str()}}, recompile_on_demand(g, options),
+                std::move(stats));
+}
+
+/// The pipeline, LLVM and the linker, storing the object in the cache on the way.
 Kernel compile_cold(const Graph &g, const CompileOptions &options,
                     const ir::CpuPipelineOptions &popts, const std::vector<std::string> &dump,
-                    Clock::time_point t_all) {
+                    CacheUse &cu, Clock::time_point t_all) {
   init_passes();
   StageLog log{g, dump, {}, {}};
   log.keep("graph", g.str(), 0);
@@ -275,6 +358,8 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
   KernelEntry entry = link(object, symbol);
   log.keep("llvm-ir", *llvm_ir, ms_since(t));
+  store(cu, symbol, object); // only an object that linked
+  cu.fill(log.stats);
   log.stats.total_ms = ms_since(t_all);
   if (log.wants("asm"))
     log.print("asm", emit_asm(*llvm_ir));
@@ -287,6 +372,26 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
   return Kernel(g, std::move(entry), std::move(log.stages), lazy, std::move(log.stats));
 }
 
+/// compile() once the graph is verified and the dump list known.
+Kernel compile_impl(const Graph &g, const CompileOptions &options,
+                    const std::vector<std::string> &dump, Clock::time_point t_all) {
+  ir::CpuPipelineOptions popts = pipeline_options(options.schedule);
+  CacheUse cu;
+  auto t = Clock::now();
+  cu.key = cache::make_key(g, options, static_cast<int>(popts.vectorBits));
+  cu.place = cache::place(options, cu.key);
+  cu.ms = ms_since(t);
+  if (!cu.place.off.empty())
+    cu.note = "off (" + cu.place.off + ")";
+  else if (!cu.place.read)
+    cu.note = "not read (CompileOptions::cache.read)";
+  else if (!dump.empty())
+    cu.note = "not read (stages are being dumped)";
+  else if (std::optional<Kernel> k = load_cached(g, options, cu, t_all))
+    return std::move(*k);
+  return compile_cold(g, options, popts, dump, cu, t_all);
+}
+
 } // namespace
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
@@ -294,8 +399,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   auto t_all = Clock::now();
   init_target();
   g.verify();
-  std::vector<std::string> dump = dump_list(options);
-  return compile_cold(g, options, pipeline_options(options.schedule), dump, t_all);
+  return compile_impl(g, options, dump_list(options), t_all);
 }
 
 } // namespace qkv
