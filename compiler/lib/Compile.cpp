@@ -1,5 +1,6 @@
-// qkv::compile: import, run the CPU pipeline stage by stage (keeping each stage's IR),
-// JIT with MLIR's ExecutionEngine, and hand the entry point to a Kernel.
+// qkv::compile: look in the kernel cache; on a miss import, run the CPU pipeline stage by
+// stage (keeping each stage's IR), translate to LLVM IR, optimise, make object code, store
+// it in the cache, link it into the process and hand the entry point to a Kernel.
 #include <qkv/compiler/compile.hpp>
 
 #include <chrono>
@@ -8,16 +9,14 @@
 #include <mutex>
 #include <sstream>
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IRReader/IRReader.h"
-#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -25,11 +24,9 @@
 #include "llvm/TargetParser/Host.h"
 
 #include "Import.h"
+#include "KernelCache.h"
+#include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
-
-#ifndef QKV_LLVM_LIBDIR
-#define QKV_LLVM_LIBDIR "/usr/lib/llvm-22/lib"
-#endif
 
 namespace qkv {
 
@@ -79,6 +76,7 @@ std::string cpu_stage_pipeline(const std::string &stage, const Schedule &schedul
   return p;
 }
 
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -87,11 +85,19 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-void init_llvm() {
+/// The native target: all a cache hit needs.
+void init_target() {
   static std::once_flag once;
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+/// The passes and pipelines: what a real compile needs besides.
+void init_passes() {
+  static std::once_flag once;
+  std::call_once(once, [] {
     ir::registerUpstreamPassesUsedByQkv();
     ir::registerQkvPassesAndPipelines();
   });
@@ -126,17 +132,6 @@ std::vector<std::string> dump_list(const CompileOptions &o) {
   return out;
 }
 
-std::unique_ptr<llvm::TargetMachine> host_target_machine() {
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb)
-    throw CompileError("llvm", "cannot detect the host: " + llvm::toString(jtmb.takeError()));
-  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  auto tm = jtmb->createTargetMachine();
-  if (!tm)
-    throw CompileError("llvm", "cannot create a target machine: " + llvm::toString(tm.takeError()));
-  return std::move(*tm);
-}
-
 /// Assembly for the host from LLVM IR text (the optimised module the JIT ran).
 std::string emit_asm(const std::string &ir_text) {
   llvm::LLVMContext ctx;
@@ -144,7 +139,7 @@ std::string emit_asm(const std::string &ir_text) {
   auto mod = llvm::parseIR(llvm::MemoryBufferRef(ir_text, "qkv"), err, ctx);
   if (!mod)
     throw CompileError("asm", "cannot re-read the LLVM IR: " + err.getMessage().str());
-  auto tm = host_target_machine();
+  auto tm = jit::host_target_machine();
   mod->setDataLayout(tm->createDataLayout());
   mod->setTargetTriple(tm->getTargetTriple());
   llvm::SmallString<0> buf;
@@ -156,78 +151,196 @@ std::string emit_asm(const std::string &ir_text) {
   return std::string(buf.str());
 }
 
-/// An ExecutionEngine for `module` (in the LLVM dialect): optimised at `opt_level` for the
-/// host CPU at the schedule's vector width, with libomp loaded for the parallel loops.
-/// `llvm_ir` receives the optimised module's text.
-std::shared_ptr<mlir::ExecutionEngine> jit(mlir::ModuleOp module, int opt_level,
-                                           int64_t vector_bits, std::string &llvm_ir,
-                                           const std::string &diags) {
-  auto tm = host_target_machine();
-  auto optimize = mlir::makeOptimizingTransformer(static_cast<unsigned>(opt_level), 0, tm.get());
-  // ExecutionEngineOptions::transformer is a function_ref: the callable must outlive it.
-  std::function<llvm::Error(llvm::Module *)> transform = [&](llvm::Module *m) -> llvm::Error {
-    // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to
-    // 256-bit vectors on some AVX-512 machines).
-    std::string cpu = llvm::sys::getHostCPUName().str(),
-                features = tm->getTargetFeatureString().str();
-    for (llvm::Function &f : *m) {
-      if (f.isDeclaration())
-        continue;
-      f.addFnAttr("target-cpu", cpu);
-      f.addFnAttr("target-features", features);
-      f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
-      f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
-    }
-    if (auto e = optimize(m))
-      return e;
-    llvm::raw_string_ostream os(llvm_ir);
-    m->print(os, nullptr);
-    return llvm::Error::success();
-  };
-  mlir::ExecutionEngineOptions eo;
-  eo.transformer = transform;
-  eo.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  static const std::string runner_utils =
-      std::string(QKV_LLVM_LIBDIR) + "/libmlir_c_runner_utils.so";
-  static const std::string omp = std::string(QKV_LLVM_LIBDIR) + "/libomp.so";
-  llvm::SmallVector<llvm::StringRef> libs{runner_utils, omp};
-  eo.sharedLibPaths = libs;
-  auto engine = mlir::ExecutionEngine::create(module, eo);
-  if (!engine)
-    throw CompileError("llvm-ir", llvm::toString(engine.takeError()) + "\n" + diags);
-  std::shared_ptr<mlir::ExecutionEngine> eng(std::move(*engine));
-  eng->initialize();
-  return eng;
-}
-
-} // namespace
-
-Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
-  (void)target; // one target so far
-  auto t_all = Clock::now();
-  init_llvm();
-  g.verify();
-  std::vector<std::string> dump = dump_list(options);
-  auto wants = [&](const std::string &s) {
-    return std::find(dump.begin(), dump.end(), s) != dump.end();
-  };
+/// The IR of each stage as compilation passes through it, printed to stderr for the
+/// stages asked for, and the time each took.
+struct StageLog {
+  const Graph &g;
+  const std::vector<std::string> &dump;
   std::vector<std::pair<std::string, std::string>> stages;
   CompileStats stats;
-  auto keep = [&](const std::string &stage, std::string text, double ms) {
+
+  bool wants(const std::string &s) const {
+    return std::find(dump.begin(), dump.end(), s) != dump.end();
+  }
+  void print(const std::string &stage, const std::string &text) const {
+    std::cerr << "// ===== qkv stage '" << stage << "' of graph '" << g.name() << "' =====\n"
+              << text << (text.empty() || text.back() == '\n' ? "" : "\n");
+  }
+  void keep(const std::string &stage, std::string text, double ms) {
     if (wants(stage))
-      std::cerr << "// ===== qkv stage '" << stage << "' of graph '" << g.name() << "' =====\n"
-                << text << (text.empty() || text.back() == '\n' ? "" : "\n");
+      print(stage, text);
     stages.emplace_back(stage, std::move(text));
     stats.stage_ms.emplace_back(stage, ms);
+  }
+};
+
+/// Imports g and runs the CPU pipeline's stages on it, down to the LLVM dialect.
+mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
+                                        const CompileOptions &options,
+                                        const ir::CpuPipelineOptions &popts,
+                                        const std::string &diags, StageLog &log) {
+  auto t = Clock::now();
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g);
+  double import_ms = ms_since(t);
+  for (const char *stage : {"qkv", "linalg", "loops", "llvm"}) {
+    t = Clock::now();
+    mlir::PassManager pm(&ctx);
+    std::string pipeline = ir::cpuStagePipeline(stage, popts);
+    if (std::string(stage) == "qkv" && !options.recognize_attention)
+      pipeline = "canonicalize,cse";
+    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
+      throw CompileError(stage, "bad pass pipeline: " + pipeline + "\n" + diags);
+    if (mlir::failed(pm.run(*module)))
+      throw CompileError(stage, diags.empty() ? "a pass failed without a diagnostic" : diags);
+    log.keep(stage, print_module(*module),
+             ms_since(t) + (std::string(stage) == "qkv" ? import_ms : 0));
+  }
+  return module;
+}
+
+/// Object code for the host from `module` (in the LLVM dialect): translated to LLVM IR,
+/// given MLIR's packed wrappers, optimised at `opt_level` for the host CPU at the
+/// schedule's vector width, then compiled. `llvm_ir` receives the optimised module's text.
+std::string to_object(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
+                      std::string &llvm_ir, const std::string &diags) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
+  if (!m)
+    throw CompileError("llvm-ir", "cannot translate to LLVM IR\n" + diags);
+  auto tm = jit::host_target_machine();
+  jit::prepare_module(*m, *tm);
+  // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to 256-bit
+  // vectors on some AVX-512 machines).
+  std::string cpu = llvm::sys::getHostCPUName().str(),
+              features = tm->getTargetFeatureString().str();
+  for (llvm::Function &f : *m) {
+    if (f.isDeclaration())
+      continue;
+    f.addFnAttr("target-cpu", cpu);
+    f.addFnAttr("target-features", features);
+    f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
+    f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
+  }
+  auto optimize = mlir::makeOptimizingTransformer(static_cast<unsigned>(opt_level), 0, tm.get());
+  if (llvm::Error e = optimize(m.get()))
+    throw CompileError("llvm-ir", llvm::toString(std::move(e)) + "\n" + diags);
+  llvm::raw_string_ostream os(llvm_ir);
+  m->print(os, nullptr);
+  // An object added to the JIT runs no initialisers; the pipeline makes none.
+  if (m->getNamedGlobal("llvm.global_ctors") || m->getNamedGlobal("llvm.global_dtors"))
+    throw CompileError("llvm-ir", "the module has global constructors, which qkv cannot run");
+  auto obj = jit::emit_object(*m, *tm);
+  if (!obj)
+    throw CompileError("llvm-ir", "code generation failed: " + llvm::toString(obj.takeError()));
+  return std::move(*obj);
+}
+
+/// What the cache does for one compile.
+struct CacheUse {
+  cache::Key key;
+  cache::Place place;
+  std::string note; // CompileStats::cache_note so far
+  double ms = 0;
+
+  void fill(CompileStats &s) const {
+    s.cache_ms = ms;
+    s.cache_key = place.path.empty() ? "" : key.hex;
+    s.cache_path = place.path;
+    s.cache_note = note;
+  }
+};
+
+/// Stores the compiled object; a failure is one warning per folder, never an error.
+void store(CacheUse &cu, const std::string &symbol, const std::string &object) {
+  if (!cu.place.write)
+    return;
+  auto t = Clock::now();
+  std::string err = cache::write_entry(cu.place, cu.key, cache::Entry{symbol, object});
+  cu.ms += ms_since(t);
+  if (err.empty()) {
+    cu.note += ", stored";
+    return;
+  }
+  cu.note += ", not stored (" + err + ")";
+  cache::warn_once(cu.place.dir, err + "; kernels are compiled in memory only (shown once per "
+                                       "folder)");
+}
+
+KernelEntry link(const std::string &object, const std::string &symbol) {
+  auto loaded = jit::load_object(object, symbol);
+  if (!loaded)
+    throw CompileError("llvm-ir", "cannot link " + symbol + ": " +
+                                      llvm::toString(loaded.takeError()));
+  KernelEntry entry;
+  entry.owner = std::move(loaded->owner);
+  entry.packed = loaded->packed;
+  entry.symbol = symbol;
+  return entry;
+}
+
+Kernel compile_impl(const Graph &g, const CompileOptions &options,
+                    const std::vector<std::string> &dump, Clock::time_point t_all);
+
+/// The IR stages of a kernel loaded from the cache, made on demand by compiling it again
+/// (cache off, nothing printed): the pipeline is deterministic, so the text is what the
+/// compile that wrote the entry had.
+std::function<std::string(const std::string &)> recompile_on_demand(const Graph &g,
+                                                                    const CompileOptions &o) {
+  CompileOptions quiet = o;
+  quiet.cache = CacheOptions::off();
+  quiet.dump.clear();
+  auto cold = std::make_shared<std::shared_ptr<Kernel>>();
+  return [g, quiet, cold](const std::string &stage) {
+    if (!*cold)
+      *cold = std::make_shared<Kernel>(compile_impl(g, quiet, {}, Clock::now()));
+    return (*cold)->ir(stage);
   };
-  keep("graph", g.str(), 0);
-  ir::CpuPipelineOptions popts = pipeline_options(options.schedule);
+}
+
+/// The kernel from a valid cache entry, or nullopt (cu.note says why) to compile it.
+std::optional<Kernel> load_cached(const Graph &g, const CompileOptions &options, CacheUse &cu,
+                                  Clock::time_point t_all) {
+  auto t = Clock::now();
+  std::string invalid;
+  std::optional<cache::Entry> e = cache::read_entry(cu.place, cu.key, invalid);
+  std::optional<jit::LoadedObject> loaded;
+  if (e && e->symbol != "_mlir_ciface_" + ir::function_name(g))
+    invalid = "the entry's symbol is " + e->symbol;
+  else if (e) {
+    auto l = jit::load_object(e->object, e->symbol);
+    if (l)
+      loaded = std::move(*l);
+    else
+      invalid = "the object did not link: " + llvm::toString(l.takeError());
+  }
+  cu.ms += ms_since(t);
+  if (!loaded) {
+    cu.note = invalid.empty() ? "miss" : "rebuilt (" + invalid + ")";
+    return std::nullopt;
+  }
+  cu.note = "hit";
+  CompileStats stats;
+  stats.from_cache = true;
+  stats.stage_ms = {{"cache", cu.ms}};
+  cu.fill(stats);
+  stats.total_ms = ms_since(t_all);
+  KernelEntry entry{std::move(loaded->owner), loaded->packed, e->symbol};
+  return Kernel(g, std::move(entry), {{"graph", g.str()}}, recompile_on_demand(g, options),
+                std::move(stats));
+}
+
+/// The pipeline, LLVM and the linker, storing the object in the cache on the way.
+Kernel compile_cold(const Graph &g, const CompileOptions &options,
+                    const ir::CpuPipelineOptions &popts, const std::vector<std::string> &dump,
+                    CacheUse &cu, Clock::time_point t_all) {
+  init_passes();
+  StageLog log{g, dump, {}, {}};
+  log.keep("graph", g.str(), 0);
 
   mlir::DialectRegistry registry;
   ir::registerQkvDialects(registry);
   auto ctx = std::make_shared<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   ctx->loadAllAvailableDialects();
-
   // Collect diagnostics so failures carry them instead of going to stderr.
   std::string diags;
   mlir::ScopedDiagnosticHandler handler(ctx.get(), [&](mlir::Diagnostic &d) {
@@ -237,51 +350,56 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
       os << "  note: " << note << "\n";
     return mlir::success();
   });
+  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
 
   auto t = Clock::now();
-  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(*ctx, g);
-  double import_ms = ms_since(t);
-
-  for (const char *stage : {"qkv", "linalg", "loops", "llvm"}) {
-    t = Clock::now();
-    mlir::PassManager pm(ctx.get());
-    std::string pipeline = ir::cpuStagePipeline(stage, popts);
-    if (std::string(stage) == "qkv" && !options.recognize_attention)
-      pipeline = "canonicalize,cse";
-    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
-      throw CompileError(stage, "bad pass pipeline: " + pipeline + "\n" + diags);
-    if (mlir::failed(pm.run(*module)))
-      throw CompileError(stage, diags.empty() ? "a pass failed without a diagnostic" : diags);
-    keep(stage, print_module(*module), ms_since(t) + (std::string(stage) == "qkv" ? import_ms : 0));
-  }
-
-  // JIT, keeping the optimised LLVM IR's text.
-  t = Clock::now();
   auto llvm_ir = std::make_shared<std::string>();
-  std::shared_ptr<mlir::ExecutionEngine> eng =
-      jit(*module, options.opt_level, popts.vectorBits, *llvm_ir, diags);
+  std::string object = to_object(*module, options.opt_level, popts.vectorBits, *llvm_ir, diags);
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
-  auto fn = eng->lookupPacked(symbol);
-  if (!fn)
-    throw CompileError("llvm-ir",
-                       "no entry point " + symbol + ": " + llvm::toString(fn.takeError()));
-  keep("llvm-ir", *llvm_ir, ms_since(t));
-  stats.total_ms = ms_since(t_all);
+  KernelEntry entry = link(object, symbol);
+  log.keep("llvm-ir", *llvm_ir, ms_since(t));
+  store(cu, symbol, object); // only an object that linked
+  cu.fill(log.stats);
+  log.stats.total_ms = ms_since(t_all);
+  if (log.wants("asm"))
+    log.print("asm", emit_asm(*llvm_ir));
 
-  if (wants("asm"))
-    std::cerr << "// ===== qkv stage 'asm' of graph '" << g.name() << "' =====\n"
-              << emit_asm(*llvm_ir);
-
-  KernelEntry entry;
-  entry.owner = eng;
-  entry.packed = *fn;
-  entry.symbol = symbol;
   auto lazy = [llvm_ir](const std::string &stage) -> std::string {
     if (stage == "asm")
       return emit_asm(*llvm_ir);
     user_error("IR stage '" + stage + "' is not available");
   };
-  return Kernel(g, std::move(entry), std::move(stages), lazy, std::move(stats));
+  return Kernel(g, std::move(entry), std::move(log.stages), lazy, std::move(log.stats));
+}
+
+/// compile() once the graph is verified and the dump list known.
+Kernel compile_impl(const Graph &g, const CompileOptions &options,
+                    const std::vector<std::string> &dump, Clock::time_point t_all) {
+  ir::CpuPipelineOptions popts = pipeline_options(options.schedule);
+  CacheUse cu;
+  auto t = Clock::now();
+  cu.key = cache::make_key(g, options, static_cast<int>(popts.vectorBits));
+  cu.place = cache::place(options, cu.key);
+  cu.ms = ms_since(t);
+  if (!cu.place.off.empty())
+    cu.note = "off (" + cu.place.off + ")";
+  else if (!cu.place.read)
+    cu.note = "not read (CompileOptions::cache.read)";
+  else if (!dump.empty())
+    cu.note = "not read (stages are being dumped)";
+  else if (std::optional<Kernel> k = load_cached(g, options, cu, t_all))
+    return std::move(*k);
+  return compile_cold(g, options, popts, dump, cu, t_all);
+}
+
+} // namespace
+
+Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
+  (void)target; // one target so far
+  auto t_all = Clock::now();
+  init_target();
+  g.verify();
+  return compile_impl(g, options, dump_list(options), t_all);
 }
 
 } // namespace qkv

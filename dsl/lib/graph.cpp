@@ -367,14 +367,21 @@ static std::string type_str(const Node &n) {
   return std::string(dtype_name(n.dtype)) + " " + describe_full(n.dims);
 }
 
-static std::string attr_str(const Graph &g, const Node &n, bool with_names) {
-  const Attrs &a = n.attrs;
+/// How mods refer to the tensors they load: by name, or (for the hash) by id, except
+/// arguments, whose names are part of what a graph computes.
+static std::vector<std::string> load_names(const Graph &g, bool with_names) {
   std::vector<std::string> names;
+  names.reserve(g.nodes().size());
   for (const Node &m : g.nodes())
     names.push_back(with_names || m.op == OpKind::Input || m.op == OpKind::Param ||
                             m.op == OpKind::Constant
                         ? m.name
                         : "%" + std::to_string(m.id));
+  return names;
+}
+
+static std::string attr_str(const Node &n, const std::vector<std::string> &names) {
+  const Attrs &a = n.attrs;
   std::vector<std::string> kv;
   auto dim_list = [](const std::vector<Dim> &ds) {
     std::string s;
@@ -447,6 +454,8 @@ static std::string attr_str(const Graph &g, const Node &n, bool with_names) {
 }
 
 static std::string print_graph(const Graph &g, bool with_names) {
+  // Built once, not per node: printing is linear in the graph (it keys the kernel cache).
+  const std::vector<std::string> names = load_names(g, with_names);
   std::ostringstream os;
   os << "graph \"" << (with_names ? g.name() : std::string("_")) << "\" {\n";
   for (const Node &n : g.nodes()) {
@@ -462,7 +471,7 @@ static std::string print_graph(const Graph &g, bool with_names) {
         os << " captures";
       os << (i == 0 || static_cast<int>(i) == n.num_operands() ? " " : ", ") << "%" << n.inputs[i];
     }
-    os << attr_str(g, n, with_names) << " : " << type_str(n) << "\n";
+    os << attr_str(n, names) << " : " << type_str(n) << "\n";
   }
   for (const auto &[name, id] : g.outputs())
     os << "  output \"" << name << "\" = %" << id << "\n";

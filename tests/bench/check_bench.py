@@ -12,12 +12,14 @@
 """
 import json
 import math
+import os
 import subprocess
 import sys
 
 OPTIONS = ["--batch", "--heads", "--kv-heads", "--seq", "--kv-len", "--head-dim", "--window",
            "--paged", "--dims", "--threads", "--json", "--repeat", "--no-baselines"]
 FIELDS = ["name", "shape", "mask", "threads", "isa", "ms", "runs", "compile_ms", "compile_runs",
+          "compile_cold_ms", "compile_warm_ms", "compile_warm_runs", "compile_warm_cache",
           "flops", "gflops", "peak_gflops", "pct_peak", "bytes", "read_gbs", "bandwidth_gbs",
           "pct_bandwidth", "baselines", "tolerance", "wall_s"]
 BLOCKS = {"seed", "mha", "causal", "gqa", "cross"}
@@ -94,7 +96,10 @@ def check_cache_bytes(j):
 
 
 def check_json(qkv, openblas, args):
-    p = subprocess.run([qkv, "bench", *args, "--json"], capture_output=True, text=True)
+    # The cache on (whatever the caller's QKV_CACHE says) for the warm compiles, which use
+    # a cache folder of the benchmark's own.
+    env = {**os.environ, "QKV_CACHE": "1"}
+    p = subprocess.run([qkv, "bench", *args, "--json"], capture_output=True, text=True, env=env)
     if p.returncode != 0:
         fail(f"exit {p.returncode}\n{p.stderr}")
     try:
@@ -108,6 +113,15 @@ def check_json(qkv, openblas, args):
         fail(f"missing fields {missing}")
     if j["runs"] < 1 or j["ms"] <= 0 or j["peak_gflops"] <= 0 or j["bandwidth_gbs"] <= 0:
         fail("runs, ms, peak and bandwidth must be positive")
+    if j["compile_ms"] != j["compile_cold_ms"] or j["compile_cold_ms"] <= 0:
+        fail("compile_ms must be compile_cold_ms, and positive")
+    # The warm compiles load the kernel the cold ones stored in the benchmark's own cache
+    # folder: no pipeline, no LLVM, so well under the cold time.
+    if j["compile_warm_cache"] != "hit" or j["compile_warm_ms"] is None:
+        fail(f"the warm compiles did not come from the kernel cache: {j['compile_warm_cache']}")
+    if not 0 < j["compile_warm_ms"] < j["compile_cold_ms"]:
+        fail(f"compile_warm_ms {j['compile_warm_ms']} not below compile_cold_ms "
+             f"{j['compile_cold_ms']}")
     if j["flops"] != expected_flops(j):
         fail(f"flops {j['flops']} != {expected_flops(j)} (4*B*H*Dh*pairs + projections)")
     if j["mask"] == "cache":

@@ -11,3 +11,9 @@ config.test_exec_root = os.path.join(config.qkv_obj_root, "tests", "ir")
 path = os.path.pathsep.join([config.qkv_tools_dir, config.llvm_tools_dir,
                              config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.environment["PATH"] = path
+# lit gives tests a clean environment: pass on the kernel cache's settings, so that under
+# ctest `qkv dump` uses the build tree's cache (QKV_CACHE_DIR), never ~/.cache/qkv/kernels,
+# and QKV_CACHE=0 still turns it off.
+for var in ("QKV_CACHE_DIR", "QKV_CACHE"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]

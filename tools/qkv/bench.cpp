@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -36,8 +38,11 @@ const char *const kBenchHelp =
     "  1. the machine: fp32 FMA peak (widest ISA: avx512, avx2 or scalar) and read\n"
     "     bandwidth (summing a buffer >> last-level cache), each on T threads at once,\n"
     "     measured before the runs and again after them, keeping the higher;\n"
-    "  2. qkv: JIT compile time (schedule.threads = T), then Kernel::run on random inputs\n"
-    "     (weights scaled by 1/sqrt(fan-in));\n"
+    "  2. qkv: JIT compile time (schedule.threads = T) cold, the kernel cache bypassed, and\n"
+    "     warm, loaded from the kernel cache the cold compiles wrote (a temporary cache\n"
+    "     folder of the benchmark's own, removed at the end: the user's cache is neither\n"
+    "     read nor written); then Kernel::run on random inputs (weights scaled by\n"
+    "     1/sqrt(fan-in));\n"
     "  3. baselines on the same inputs, each checked against qkv's output:\n"
     "     reference  unfused plain C++ (scores materialised, mask, softmax, p.v), T threads\n"
     "     openblas   cblas_sgemm q.k^T, C++ mask + softmax, cblas_sgemm p.v, T threads\n"
@@ -65,14 +70,18 @@ const char *const kBenchHelp =
     "  --threads T     threads for qkv, the baselines, peak and bandwidth (default: all\n"
     "                  logical CPUs)\n"
     "  --json          print one JSON object on stdout instead of the table\n"
-    "  --repeat N      exactly N timed runs of qkv and of each baseline, and N compiles\n"
-    "                  (default: adaptive runs as above, 3 compiles)\n"
+    "  --repeat N      exactly N timed runs of qkv and of each baseline, and N cold and N\n"
+    "                  warm compiles (default: adaptive runs as above, 3 cold and 5 warm\n"
+    "                  compiles)\n"
     "  --no-baselines  time qkv alone\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
     "JSON fields: name, shape (decode: with paged, page_rows), mask (none, causal, window,\n"
     "cache, expr), threads, isa, ms, runs,\n"
-    "compile_ms, compile_runs, flops, gflops, kept_pairs and pairs (over all batches and\n"
+    "compile_ms (= compile_cold_ms), compile_runs, compile_cold_ms, compile_warm_ms (null\n"
+    "when the warm compiles did not come from the cache, e.g. under QKV_CACHE=0),\n"
+    "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
+    "median cold compile's stages), flops, gflops, kept_pairs and pairs (over all batches and\n"
     "heads), peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
     "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s.\n"
@@ -114,8 +123,10 @@ struct Report {
   qb::Measurement peak, bandwidth;       // the higher of the measurements below
   std::vector<double> peaks, bandwidths; // before and after the runs
   double flops = 0, bytes = 0;
-  std::vector<double> compile_ms;
-  CompileStats compile_stats; // of the median compile
+  std::vector<double> compile_ms;      // cold: the kernel cache not read
+  std::vector<double> warm_compile_ms; // warm: loaded from the kernel cache
+  std::string warm_cache_note;         // what the cache did for the warm compiles
+  CompileStats compile_stats;          // of the median cold compile
   Result qkv;
   std::vector<Result> baselines;
   double out_scale = 1; // max(1, max |qkv output|)
@@ -173,16 +184,53 @@ void measure_machine(Report &r, const char *when) {
   progress("peak " + fixed(peak.value, 1) + " GFLOP/s, bandwidth " + fixed(bw.value, 1) + " GB/s");
 }
 
+/// A kernel cache folder of the benchmark's own, removed with everything in it at the end:
+/// the cold compiles write to it and the warm ones read from it, so the user's cache is
+/// neither read (cold times would be warm) nor filled.
+class ScratchCache {
+public:
+  ScratchCache() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "qkv-bench-kernels-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()))
+      path_ = tmpl;
+  }
+  ~ScratchCache() {
+    std::error_code ec;
+    if (!path_.empty())
+      std::filesystem::remove_all(path_, ec);
+  }
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+};
+
+/// Cold compiles (the cache bypassed) then warm ones (cache hits); returns a cold kernel.
 Kernel compile_timed(const Graph &g, Report &r) {
-  int n = r.c.repeat > 0 ? r.c.repeat : 3;
-  progress("compiling " + g.name() + " (" + std::to_string(n) + "x)");
+  int n = r.c.repeat > 0 ? r.c.repeat : 3, n_warm = r.c.repeat > 0 ? r.c.repeat : 5;
+  progress("compiling " + g.name() + " (" + std::to_string(n) + "x cold, " +
+           std::to_string(n_warm) + "x from the kernel cache)");
+  ScratchCache scratch;
   CompileOptions o;
   o.schedule.threads = r.c.threads;
+  o.cache.dir = scratch.path();
+  o.cache.read = false;
+  o.cache.write = !scratch.path().empty();
   std::vector<Kernel> kernels;
   for (int i = 0; i < n; ++i) {
     kernels.push_back(compile(g, Target::host(), o));
     r.compile_ms.push_back(kernels.back().stats().total_ms);
   }
+  o.cache.read = o.cache.write;
+  for (int i = 0; i < n_warm; ++i) {
+    Kernel warm = compile(g, Target::host(), o);
+    r.warm_cache_note = warm.stats().cache_note;
+    if (!warm.stats().from_cache)
+      break;
+    r.warm_compile_ms.push_back(warm.stats().total_ms);
+  }
+  if (scratch.path().empty())
+    r.warm_cache_note = "no scratch cache folder could be made";
   double med = qb::median(r.compile_ms);
   auto closest = std::min_element(kernels.begin(), kernels.end(), [&](auto &x, auto &y) {
     return std::abs(x.stats().total_ms - med) < std::abs(y.stats().total_ms - med);
@@ -277,6 +325,11 @@ json to_json(const Report &r) {
   j["min_ms"] = r.qkv.t.min_ms;
   j["compile_ms"] = qb::median(r.compile_ms);
   j["compile_runs"] = r.compile_ms.size();
+  j["compile_cold_ms"] = qb::median(r.compile_ms);
+  j["compile_warm_ms"] =
+      r.warm_compile_ms.empty() ? json(nullptr) : json(qb::median(r.warm_compile_ms));
+  j["compile_warm_runs"] = r.warm_compile_ms.size();
+  j["compile_warm_cache"] = r.warm_cache_note;
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     j["compile_stages_ms"][stage] = ms;
   j["flops"] = r.flops;
@@ -353,11 +406,18 @@ void print_table(const Report &r) {
             << fixed(r.peaks.back(), 1) << ", " << fixed(r.bandwidths.front(), 1) << " and "
             << fixed(r.bandwidths.back(), 1) << ")\n"
             << "flops     " << work_line(r) << "\n"
-            << "compile   " << fixed(qb::median(r.compile_ms), 1) << " ms (median of "
+            << "compile   " << fixed(qb::median(r.compile_ms), 1) << " ms cold (median of "
             << r.compile_ms.size() << "):";
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     if (stage != "graph")
       std::cout << " " << stage << "=" << fixed(ms, 1);
+  std::cout << "\n          ";
+  if (r.warm_compile_ms.empty())
+    std::cout << "warm: not measured, the kernel cache did not serve it (" << r.warm_cache_note
+              << ")";
+  else
+    std::cout << fixed(qb::median(r.warm_compile_ms), 2) << " ms warm, from the kernel cache "
+              << "(median of " << r.warm_compile_ms.size() << ")";
   std::cout << "\n\n"
             << "             median ms  runs    GFLOP/s  % peak  read GB/s    % bw  "
                "baseline/qkv  max abs err\n";

@@ -6,6 +6,7 @@
 //   qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]   (bench.cpp)
 //   qkv show NAME [--seq L] [--png FILE] [--q-tile T] [--kv-tile T]      (show.cpp)
 //   qkv embed [--model DIR] [--json] SENTENCE...  |  qkv embed --bench    (embed.cpp)
+//   qkv cache info|clear [--dir D]                                       (cache.cpp)
 #include <algorithm>
 #include <exception>
 #include <iomanip>
@@ -16,6 +17,7 @@
 #include <qkv/runtime/interpreter.hpp>
 
 #include "bench.hpp"
+#include "cache.hpp"
 #include "cli.hpp"
 #include "embed.hpp"
 #include "gallery.hpp"
@@ -38,6 +40,7 @@ commands:
   bench NAME           time NAME at a shape against the machine's peak and two baselines
   show NAME            draw NAME's mask and the tiles the compiled kernel skips
   embed SENTENCE...    sentence embeddings and their cosine similarities (all-MiniLM-L6-v2)
+  cache info|clear     the compiled-kernel cache: where it is and what it holds, or empty it
 
 `qkv <command> --help` describes each command's options.
 )";
@@ -106,7 +109,8 @@ int cmd_run(const Args &a) {
   Kernel k = compile(g);
   TensorMap out = k.run(in);
   std::cout << "graph " << e.name << " [" << cli::dims_str(dims) << "] compiled in " << std::fixed
-            << std::setprecision(1) << k.stats().total_ms << " ms\n";
+            << std::setprecision(1) << k.stats().total_ms << " ms"
+            << (k.stats().from_cache ? " (from the kernel cache)" : "") << "\n";
   for (const auto &[name, t] : out)
     std::cout << "  output " << name << ": " << t.type_str() << "\n";
   if (!a.opts.count("check"))
@@ -140,6 +144,7 @@ int dispatch(const Args &a) {
                      : a.cmd == "bench" ? qkv::tool::kBenchHelp
                      : a.cmd == "show"  ? qkv::tool::kShowHelp
                      : a.cmd == "embed" ? qkv::tool::kEmbedHelp
+                     : a.cmd == "cache" ? qkv::tool::kCacheHelp
                                         : nullptr;
   if (!help) {
     std::cerr << "qkv: unknown command '" << a.cmd << "'\n\n" << kUsage;
@@ -151,6 +156,8 @@ int dispatch(const Args &a) {
   }
   if (a.cmd == "embed")
     return qkv::tool::cmd_embed(a);
+  if (a.cmd == "cache")
+    return qkv::tool::cmd_cache(a);
   if (a.args.size() > 1)
     user_error("qkv " + a.cmd + ": unexpected argument '" + a.args[1] + "'");
   if (a.name.empty()) {

@@ -30,6 +30,21 @@ struct Schedule {
   int vector_bits = 0;
 };
 
+/// The on-disk kernel cache (docs/compiler.md, "Kernel cache"): compiled kernels are kept
+/// as object code, keyed by the graph, these options, the host CPU and qkv's build, and a
+/// later compile of the same thing loads the object instead of compiling. QKV_CACHE=0 in
+/// the environment turns it off whatever these say.
+struct CacheOptions {
+  /// Look for a cached kernel (false: always compile; the result is still stored).
+  bool read = true;
+  /// Store the compiled kernel (false: nothing is written).
+  bool write = true;
+  /// The cache folder; empty: $QKV_CACHE_DIR, else ~/.cache/qkv/kernels.
+  std::string dir;
+  /// Neither read nor write.
+  static CacheOptions off() { return {false, false, {}}; }
+};
+
 /// How to compile (never what: that is the graph).
 struct CompileOptions {
   /// Tiles, vector width, threads.
@@ -40,7 +55,11 @@ struct CompileOptions {
   int opt_level = 3;
   /// Stages to print to stderr as compilation passes through them, in addition to the
   /// ones named by the QKV_DUMP environment variable (e.g. QKV_DUMP=qkv,llvm or all).
+  /// Stages named here or by QKV_DUMP are printed by a real compile: the cache is not
+  /// read when any are (the kernel is still stored).
   std::vector<std::string> dump;
+  /// The on-disk kernel cache.
+  CacheOptions cache;
 };
 
 /// A compilation failure: which stage failed and what MLIR/LLVM said.

@@ -15,10 +15,25 @@
 
 namespace qkv {
 
-/// How long each stage of compilation took.
+/// How long each stage of compilation took, and what the kernel cache did.
 struct CompileStats {
-  std::vector<std::pair<std::string, double>> stage_ms; // in pipeline order
+  /// In pipeline order (graph, qkv, linalg, loops, llvm, llvm-ir) for a compiled kernel;
+  /// one entry, "cache" (computing the key, reading, checking and linking the entry), for
+  /// a cache hit.
+  std::vector<std::pair<std::string, double>> stage_ms;
+  /// compile()'s wall time: a cold compile (including writing the cache entry), or the
+  /// warm time of a cache hit.
   double total_ms = 0;
+  /// The kernel was loaded from the on-disk kernel cache: no MLIR pass or LLVM
+  /// optimisation ran (docs/compiler.md, "Kernel cache").
+  bool from_cache = false;
+  /// Of this compile: time spent looking up, reading and writing the cache.
+  double cache_ms = 0;
+  /// The cache key (16 hex digits) and the entry's file; empty when the cache was off.
+  std::string cache_key, cache_path;
+  /// What the cache did: "hit", "miss, stored", "rebuilt (<why the entry was invalid>)",
+  /// "not read (...)", "not stored (<error>)", "off (<why>)".
+  std::string cache_note;
 };
 
 /// What a backend hands a Kernel: an entry point taking MLIR's packed arguments (one

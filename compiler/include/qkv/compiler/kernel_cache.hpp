@@ -1,0 +1,41 @@
+// The on-disk kernel cache, from the outside: where it is, what it holds, emptying it.
+// compile() reads and writes it (CompileOptions::cache); docs/compiler.md, "Kernel cache",
+// describes the key and the entry format. MLIR-free header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace qkv::kernel_cache {
+
+/// The folder compile() uses when CompileOptions::cache.dir is empty: $QKV_CACHE_DIR if
+/// set and not empty, else $HOME/.cache/qkv/kernels ("" when HOME is not set either).
+std::string default_dir();
+
+/// Whether the environment allows the cache: false when QKV_CACHE is 0, off, false or no.
+bool enabled_by_env();
+
+/// qkv's version and the entry format, as entries record them, e.g. "0.1.0 format 1".
+std::string version();
+
+/// The file name suffix of an entry.
+inline constexpr const char *kEntrySuffix = ".qkvk";
+
+struct Info {
+  std::string dir;             ///< the folder looked at
+  bool exists = false;         ///< whether it exists
+  bool enabled = true;         ///< enabled_by_env()
+  std::uint64_t entries = 0;   ///< files named *.qkvk
+  std::uint64_t bytes = 0;     ///< their total size
+  std::uint64_t temporary = 0; ///< *.qkvk.tmp.* files: writes in progress or interrupted
+};
+
+/// What the folder `dir` (default_dir() when empty) holds.
+Info info(const std::string &dir = {});
+
+/// Removes the files the cache wrote in `dir` (default_dir() when empty): its entries and
+/// temporary files, nothing else. Returns how many were removed; throws qkv::Error when
+/// one cannot be.
+std::uint64_t clear(const std::string &dir = {});
+
+} // namespace qkv::kernel_cache

@@ -1,0 +1,56 @@
+// The on-disk kernel cache's key and entries (internal to the compiler library; the
+// public side is <qkv/compiler/kernel_cache.hpp>). docs/compiler.md, "Kernel cache",
+// describes the key, the entry format and the safety rules implemented here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <qkv/compiler/compile.hpp>
+
+namespace qkv::cache {
+
+/// The entry format: bump it whenever the bytes of an entry, or what the object inside
+/// expects of the code that loads it (the packed calling convention), change.
+inline constexpr std::uint32_t kFormat = 1;
+
+/// Everything that changes the code compile() makes, as text, and its hash. Two compiles
+/// with equal key texts make the same object.
+struct Key {
+  std::string text;
+  std::uint64_t hash = 0;
+  std::string hex; ///< the hash as 16 hex digits: the entry's file name
+};
+
+/// The key of compiling g with options on this host, the schedule's vector width
+/// resolved to `vector_bits` (0 in the schedule means the host's widest).
+Key make_key(const Graph &g, const CompileOptions &options, int vector_bits);
+
+/// Where (and whether) compile() reads and writes the entry for a key.
+struct Place {
+  bool read = false, write = false;
+  std::string dir, path;
+  std::string off; ///< why neither happens, when so
+};
+Place place(const CompileOptions &options, const Key &key);
+
+/// What a cached kernel is: the object file and its entry symbol (`_mlir_ciface_<fn>`).
+struct Entry {
+  std::string symbol, object;
+};
+
+/// The entry at place.path, if there is a valid one for the key. `invalid` receives why
+/// an existing file was not used (truncated, checksum mismatch, other version or key, ...);
+/// it stays empty when there is no file.
+std::optional<Entry> read_entry(const Place &place, const Key &key, std::string &invalid);
+
+/// Writes the entry to a temporary file in place.dir and renames it to place.path (so a
+/// reader sees the old file or the new one, never a part). Returns "" on success, else
+/// what failed; never throws.
+std::string write_entry(const Place &place, const Key &key, const Entry &entry);
+
+/// One line on stderr per cache folder and process: "qkv: warning: kernel cache: ...".
+void warn_once(const std::string &dir, const std::string &message);
+
+} // namespace qkv::cache

@@ -1,0 +1,42 @@
+// LLVM IR -> relocatable object code -> a callable entry point in this process
+// (internal to the compiler library). A cold compile and a kernel-cache hit load their
+// object through the same load_object(), so every compile exercises the path a hit takes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "llvm/IR/Module.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Target/TargetMachine.h"
+
+namespace qkv::jit {
+
+/// A TargetMachine for the host CPU (every feature it has), code generation at -O3, set
+/// up as LLVM's JIT sets one up (large code model on x86-64).
+std::unique_ptr<llvm::TargetMachine> host_target_machine();
+
+/// The host as the cache key names it: triple, CPU name and feature string (computed once
+/// per process).
+const std::string &host_identity();
+
+/// Gives the module the target machine's triple and data layout, and every function `f`
+/// with a body a wrapper `_mlir_f(void **args)` that loads each argument through
+/// args[i] and calls f: MLIR's packed calling convention (ExecutionEngine::lookupPacked).
+void prepare_module(llvm::Module &m, llvm::TargetMachine &tm);
+
+/// The object file (ELF, relocatable) the target machine makes of the module.
+llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm);
+
+struct LoadedObject {
+  std::shared_ptr<void> owner; ///< keeps the code mapped
+  void (*packed)(void **) = nullptr;
+};
+
+/// Links `object` into a fresh JIT in this process, resolving its undefined symbols
+/// against the process and the libraries kernels call (libomp, libmlir_c_runner_utils),
+/// and returns the packed entry `_mlir_` + `symbol`. Runs no optimiser and no code
+/// generator.
+llvm::Expected<LoadedObject> load_object(const std::string &object, const std::string &symbol);
+
+} // namespace qkv::jit
