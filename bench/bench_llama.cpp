@@ -102,13 +102,15 @@ double cache_bytes(const qkv::LlamaConfig &c, double n) {
   return 4 * 2 * static_cast<double>(c.num_hidden_layers * c.num_key_value_heads * c.head_dim) * (n + 1);
 }
 
-/// Flops of a prefill of n tokens: 2 per weight per token, and causal attention's QK^T and
-/// PV over n(n+1)/2 pairs per head.
+/// Flops of a prefill of n tokens: 2 per layer weight per token, the LM head once (only
+/// the last token's logits are computed), and causal attention's QK^T and PV over
+/// n(n+1)/2 pairs per head.
 double prefill_flops(const qkv::LlamaConfig &c, double n) {
-  double params = weight_bytes(c) / 4;
+  double head = static_cast<double>(c.hidden_size * c.vocab_size);
+  double layers = weight_bytes(c) / 4 - head;
   double attn = 2.0 * 2 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim) *
                 n * (n + 1) / 2;
-  return 2 * params * n + attn;
+  return 2 * layers * n + 2 * head + attn;
 }
 
 std::vector<std::int64_t> random_tokens(std::int64_t n, std::int64_t vocab) {
@@ -182,10 +184,13 @@ int main(int argc, char **argv) try {
       run(a, w, context, paged, peak, bw);
       qkv::bench::settle();
     }
-  std::printf("\n%%peak: prefill flops (2 per weight per token + causal attention) / time / peak.\n"
+  std::printf("\n%%peak: prefill flops (2 per layer weight per token, the LM head for the last token,\n"
+              "causal attention) / time / peak.\n"
               "%%bw: bytes a decode step must read (all weights, the K/V cache at its length) / "
               "time / bandwidth;\nlayers: layer weights + cache; head: the LM head's weights. "
-              "other: embedding and cache appends.\nMedians: 3 prefills, then each step.\n");
+              "other: embedding and cache appends.\nOver 100%%: what the last-level cache kept "
+              "between steps was read faster than from memory.\nMedians: 3 prefills, then each "
+              "step.\n");
   return 0;
 } catch (const std::exception &e) {
   std::fprintf(stderr, "bench_llama: %s\n", e.what());
