@@ -1,6 +1,7 @@
 // The FMA peak and read-bandwidth loops. Each ISA's loop is its own function compiled
 // for that ISA (__attribute__((target))), chosen at run time, so the library itself
 // needs no -march flag and runs on any x86-64 (or other) CPU.
+#include <sys/mman.h>
 #include "qkv_bench/machine.hpp"
 
 #include <algorithm>
@@ -276,10 +277,15 @@ Measurement read_bandwidth_gbs(int threads, std::size_t bytes, Isa isa) {
   // Each thread's slice is a multiple of 128 floats (512 bytes), 64-byte aligned.
   std::size_t per_thread = (bytes / sizeof(float) / threads) / 128 * 128;
   std::size_t n = per_thread * threads;
-  std::unique_ptr<float, FreeDeleter> buf(
-      static_cast<float *>(std::aligned_alloc(64, n * sizeof(float))));
+  // On 2 MiB boundaries with transparent huge pages, as qkv's tensors of this size are
+  // (runtime/lib/tensor.cpp): with 4 KiB pages the loop measures TLB misses as much as
+  // memory, and reads well under what a kernel over huge pages gets.
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  std::size_t alloc = (n * sizeof(float) + kHuge - 1) / kHuge * kHuge;
+  std::unique_ptr<float, FreeDeleter> buf(static_cast<float *>(std::aligned_alloc(kHuge, alloc)));
   if (!buf)
     throw std::bad_alloc();
+  madvise(buf.get(), alloc, MADV_HUGEPAGE); // advice: without it, 4 KiB pages
   float *p = buf.get();
   // Each thread first touches its own slice (pages land near the thread that reads them).
   run_together(threads, [&](int t) {

@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace qkv {
@@ -22,6 +23,7 @@ namespace {
 
 // Kernels load whole cache lines and AVX-512 vectors: every buffer starts on 64 bytes.
 constexpr std::size_t kAlign = 64;
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 /// "1.5 GB": bytes in powers of 1000, for messages.
 std::string human_bytes(double b) {
@@ -72,16 +74,22 @@ std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, const Tensor &t, bool 
   }
   // Never a null pointer, even for zero elements: a null buffer means "no tensor".
   std::size_t n = std::max<std::size_t>(nbytes, 1);
+  // Large buffers (weights, KV caches, activations of long sequences) start on a 2 MiB
+  // boundary and ask for transparent huge pages: a kernel walking a paged KV cache in
+  // block-table order jumps between pages, and with 4 KiB pages every jump is a TLB miss.
+  std::size_t align = n >= 2 * kHugePage ? kHugePage : kAlign;
   std::byte *p = nullptr;
   try {
-    p = static_cast<std::byte *>(::operator new[](n, std::align_val_t{kAlign}));
+    p = static_cast<std::byte *>(::operator new[](n, std::align_val_t{align}));
   } catch (const std::bad_alloc &) {
     user_error("tensor " + t.type_str() + ": cannot allocate " + human_bytes(static_cast<double>(n)));
   }
+  if (align == kHugePage)
+    madvise(p, n / kHugePage * kHugePage, MADV_HUGEPAGE); // advice: failure changes nothing
   if (zero)
     std::memset(p, 0, n);
   return std::shared_ptr<std::byte[]>(
-      p, [](std::byte *q) { ::operator delete[](q, std::align_val_t{kAlign}); });
+      p, [align](std::byte *q) { ::operator delete[](q, std::align_val_t{align}); });
 }
 
 std::string shape_str(const Shape &s) {
