@@ -5,28 +5,14 @@
 #include <qkv/dsl/error.hpp>
 #include <qkv/runtime/safetensors.hpp>
 
+#include "checkpoint.hpp"
+
 namespace qkv {
 
 namespace {
 
-/// (out, in) -> (in, out).
-Tensor transposed(const Tensor &w) {
-  std::int64_t rows = w.shape()[0], cols = w.shape()[1];
-  Tensor t = Tensor::uninitialized(DType::F32, {cols, rows});
-  const float *src = w.data_as<float>();
-  float *dst = t.data_as<float>();
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j)
-      dst[j * rows + i] = src[i * cols + j];
-  return t;
-}
-
-/// One tensor of a BERT layer or of the embeddings: its name and PyTorch shape.
-struct Spec {
-  std::string name;
-  Shape shape;
-  bool linear_weight = false; // stored (out, in); the graphs take (in, out)
-};
+using models_detail::transposed;
+using Spec = models_detail::WeightSpec;
 
 std::vector<Spec> layer_specs(const BertConfig &c) {
   std::int64_t D = c.hidden_size, F = c.intermediate_size;
