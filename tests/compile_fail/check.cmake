@@ -42,4 +42,17 @@ if(missing)
   message(FATAL_ERROR "${SRC} failed to compile, but the output does not match:\n${missing}"
                       "The compiler said:\n${out}")
 endif()
+# One mistake, one error: the rule's message, not a cascade of follow-on errors about the
+# failed op's result. A snippet may allow more with `// MAX-ERRORS: <n>`.
+file(STRINGS ${SRC} max_lines REGEX "^// MAX-ERRORS: [0-9]+")
+set(max_errors 1)
+if(max_lines)
+  string(REGEX REPLACE "^// MAX-ERRORS: " "" max_errors "${max_lines}")
+endif()
+string(REGEX MATCHALL "error:" errors "${out}")
+list(LENGTH errors n_errors)
+if(n_errors GREATER max_errors)
+  message(FATAL_ERROR "${SRC} gives ${n_errors} errors; one mistake must give at most "
+                      "${max_errors}. The compiler said:\n${out}")
+endif()
 message(STATUS "${SRC} fails to compile with the expected message")

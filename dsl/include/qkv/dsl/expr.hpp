@@ -264,35 +264,50 @@ private:
   const char *outer_;
 };
 
+// Each check below is a static_assert followed by `if constexpr` on the same condition:
+// a broken rule gives its one message, and nothing is instantiated after it that would
+// bury the message under follow-on errors.
 template <class F> ExprPtr trace_mask(F &&f) {
-  static_assert(std::is_invocable_v<F &, IntExpr, IntExpr, IntExpr, IntExpr>,
-                "mask_mod must be callable as f(b, h, q, kv): four index arguments "
-                "(write [](auto b, auto h, auto q, auto kv) { ... })");
-  using R = std::invoke_result_t<F &, IntExpr, IntExpr, IntExpr, IntExpr>;
-  static_assert(std::is_same_v<std::decay_t<R>, BoolExpr> || std::is_same_v<std::decay_t<R>, bool>,
-                "mask_mod must return a condition (a comparison such as q >= kv, combined "
-                "with && || !), not a number");
-  TracingMod tracing("mask_mod");
-  return BoolExpr(f(int_index_var(ExprOp::IndexB), int_index_var(ExprOp::IndexH),
-                    int_index_var(ExprOp::IndexQ), int_index_var(ExprOp::IndexKV)))
-      .ptr();
+  constexpr bool callable = std::is_invocable_v<F &, IntExpr, IntExpr, IntExpr, IntExpr>;
+  static_assert(callable, "mask_mod must be callable as f(b, h, q, kv): four index arguments "
+                          "(write [](auto b, auto h, auto q, auto kv) { ... })");
+  if constexpr (callable) {
+    using R = std::invoke_result_t<F &, IntExpr, IntExpr, IntExpr, IntExpr>;
+    constexpr bool condition =
+        std::is_same_v<std::decay_t<R>, BoolExpr> || std::is_same_v<std::decay_t<R>, bool>;
+    static_assert(condition, "mask_mod must return a condition (a comparison such as q >= kv, "
+                             "combined with && || !), not a number");
+    if constexpr (condition) {
+      TracingMod tracing("mask_mod");
+      return BoolExpr(f(int_index_var(ExprOp::IndexB), int_index_var(ExprOp::IndexH),
+                        int_index_var(ExprOp::IndexQ), int_index_var(ExprOp::IndexKV)))
+          .ptr();
+    }
+  }
+  return nullptr;
 }
 
 template <class F> ExprPtr trace_score(F &&f) {
-  static_assert(std::is_invocable_v<F &, Expr, IntExpr, IntExpr, IntExpr, IntExpr>,
+  constexpr bool callable = std::is_invocable_v<F &, Expr, IntExpr, IntExpr, IntExpr, IntExpr>;
+  static_assert(callable,
                 "score_mod must be callable as f(score, b, h, q, kv): the score then four "
                 "index arguments (write [](auto s, auto b, auto h, auto q, auto kv) { ... })");
-  using R = std::invoke_result_t<F &, Expr, IntExpr, IntExpr, IntExpr, IntExpr>;
-  static_assert(!std::is_same_v<std::decay_t<R>, BoolExpr>,
-                "score_mod must return a number (the new score), not a condition; to drop "
-                "scores use a mask_mod");
-  static_assert(std::is_convertible_v<R, Expr>,
-                "score_mod must return a number expression built from its arguments");
-  TracingMod tracing("score_mod");
-  return Expr(f(index_var(ExprOp::Score), int_index_var(ExprOp::IndexB),
-                int_index_var(ExprOp::IndexH), int_index_var(ExprOp::IndexQ),
-                int_index_var(ExprOp::IndexKV)))
-      .ptr();
+  if constexpr (callable) {
+    using R = std::invoke_result_t<F &, Expr, IntExpr, IntExpr, IntExpr, IntExpr>;
+    constexpr bool number = !std::is_same_v<std::decay_t<R>, BoolExpr>;
+    static_assert(number, "score_mod must return a number (the new score), not a condition; "
+                          "to drop scores use a mask_mod");
+    constexpr bool expr = !number || std::is_convertible_v<R, Expr>;
+    static_assert(expr, "score_mod must return a number expression built from its arguments");
+    if constexpr (number && expr) {
+      TracingMod tracing("score_mod");
+      return Expr(f(index_var(ExprOp::Score), int_index_var(ExprOp::IndexB),
+                    int_index_var(ExprOp::IndexH), int_index_var(ExprOp::IndexQ),
+                    int_index_var(ExprOp::IndexKV)))
+          .ptr();
+    }
+  }
+  return nullptr;
 }
 } // namespace detail
 

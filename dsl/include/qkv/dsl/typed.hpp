@@ -664,6 +664,8 @@ auto matmul(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {
         hana::append(hana::append(batch, hana::at_c<sizeof...(A) - 2>(da)), hana::back(db));
     return detail::wrap_dims<DA>(matmul(a.value(), b.value()), out, "matmul");
   }
+  else // the rule above failed: one error, not a cascade about the result
+    return a;
 }
 
 namespace detail {
@@ -695,6 +697,8 @@ auto linear(const TypedValue<DX, X...> &x, const TypedValue<DW, W...> &w) {
   constexpr auto out = detail::check_linear<TypedValue<DX, X...>, TypedValue<DW, W...>>();
   if constexpr (detail::ok<decltype(out)>)
     return detail::wrap_dims<DX>(linear(x.value(), w.value()), out, "linear");
+  else // the rule above failed: one error, not a cascade about the result
+    return x;
 }
 
 /// x (..., K) . w (K, N) + bias (N) -> (..., N).
@@ -711,6 +715,8 @@ auto linear(const TypedValue<DX, X...> &x, const TypedValue<DW, W...> &w,
         "that dim are the template arguments above)");
     return detail::wrap_dims<DX>(linear(x.value(), w.value(), bias.value()), out, "linear");
   }
+  else // the rule above failed: one error, not a cascade about the result
+    return x;
 }
 
 /// Swaps axes A and B (negative counts from the end): transpose<0, 2>(x).
@@ -735,6 +741,8 @@ auto transpose(const TypedValue<DT, D...> &x) {
         });
     return detail::wrap_dims<DT>(transpose(x.value(), A, B), out, "transpose");
   }
+  else // the rule above failed: one error, not a cascade about the result
+    return x;
 }
 
 /// Swaps the last two axes: transpose(k).
@@ -771,6 +779,8 @@ requires(is_named_dim_v<DimA> &&is_named_dim_v<DimB>) auto transpose(const Typed
   constexpr std::int64_t b = detail::axis_of_dim<ops::transpose, DimB, D...>();
   if constexpr (a >= 0 && b >= 0)
     return transpose<a, b>(x);
+  else // the rule above failed: one error, not a cascade about the result
+    return x;
 }
 
 namespace detail {
@@ -778,27 +788,35 @@ template <class T> inline constexpr bool axis_is_a_template_argument = false;
 } // namespace detail
 // The untyped overloads take run-time axes and dim names. A typed result needs the axis at
 // compile time, so these say where to put it (instead of "no matching function").
+// Each returns x after its message, so that the one error is not followed by others.
 template <class DT, class... D>
-void transpose(const TypedValue<DT, D...> &, std::int64_t, std::int64_t) {
+TypedValue<DT, D...> transpose(const TypedValue<DT, D...> &x, std::int64_t, std::int64_t) {
   static_assert(detail::axis_is_a_template_argument<DT>,
                 "typed transpose takes its axes as template arguments, transpose<0, 2>(x), or as "
                 "dims, transpose(x, L, D)");
+  return x;
 }
-template <class DT, class... D> void softmax(const TypedValue<DT, D...> &, std::int64_t) {
+template <class DT, class... D>
+TypedValue<DT, D...> softmax(const TypedValue<DT, D...> &x, std::int64_t) {
   static_assert(detail::axis_is_a_template_argument<DT>,
                 "typed softmax takes its axis as a template argument, softmax<-1>(x), or as a "
                 "dim, softmax(x, S)");
+  return x;
 }
 template <class DT, class... D>
-void transpose(const TypedValue<DT, D...> &, const std::string &, const std::string &) {
+TypedValue<DT, D...> transpose(const TypedValue<DT, D...> &x, const std::string &,
+                               const std::string &) {
   static_assert(detail::axis_is_a_template_argument<DT>,
                 "typed transpose takes typed dims, transpose(x, L, D), not names, so that the "
                 "result's dims are known at compile time");
+  return x;
 }
-template <class DT, class... D> void softmax(const TypedValue<DT, D...> &, const std::string &) {
+template <class DT, class... D>
+TypedValue<DT, D...> softmax(const TypedValue<DT, D...> &x, const std::string &) {
   static_assert(detail::axis_is_a_template_argument<DT>,
                 "typed softmax takes a typed dim, softmax(x, S), not a name, so that the axis is "
                 "checked at compile time");
+  return x;
 }
 
 /// x * factor.
@@ -878,6 +896,8 @@ auto softmax(const TypedValue<DT, D...> &x, Dim) {
   constexpr std::int64_t axis = detail::axis_of_dim<ops::softmax, Dim, D...>();
   if constexpr (axis >= 0)
     return softmax<axis>(x);
+  else // the rule above failed: one error, not a cascade about the result
+    return x;
 }
 
 /// (..., L, H*Dh) -> (..., H, L, Dh). The last dim must have extent H*Dh when static, or be
@@ -925,6 +945,8 @@ template <class DT, class... D> auto merge_heads(const TypedValue<DT, D...> &x) 
     return detail::wrap_dims<DT>(merge_heads(x.value()),
                                  detail::merged_dims<detail::merged_dim<D...>, D...>(),
                                  "merge_heads");
+  else // the rule above failed: one error, not a cascade about the result
+    return x;
 }
 
 /// (..., H, L, Dh) -> (..., L, Out), Out having H*Dh's extent when both are static, else
@@ -943,6 +965,8 @@ auto merge_heads(const TypedValue<DT, D...> &x, Out out_dim) {
     return detail::wrap_dims<DT>(merge_heads(x.value(), out_dim), detail::merged_dims<Out, D...>(),
                                  "merge_heads");
   }
+  else // the rule above failed: one error, not a cascade about the result
+    return x;
 }
 
 namespace detail {
@@ -1286,6 +1310,8 @@ auto paged_cache_view(const TypedValue<DP, P...> &pool, const TypedValue<DT, T..
         paged_cache_view(pool.value(), table.value(), lengths.value(), fresh.value()),
         "paged_cache_view");
   }
+  else // the rule above failed: one error, not a cascade about the result
+    return fresh;
 }
 
 /// cache_mask over typed lengths (B), integer.
@@ -1388,6 +1414,8 @@ auto attention(const TypedValue<DQ, Q...> &q, const TypedValue<DK, K...> &k,
   if constexpr (detail::ok<decltype(out)>)
     return detail::wrap_dims<TypedAttention, DQ>(attention(q.value(), k.value(), v.value()).value(),
                                                  out, "attention");
+  else // the rule above failed: one error, not a cascade about the result
+    return detail::typed_access::make<TypedAttention<DQ, Q...>>(q.value());
 }
 
 /// phi(q) (phi(k)^T v), normalised; the shape rules of attention.
