@@ -78,10 +78,6 @@ case "$cmd" in
       shift
       SANITIZE=1
       BUILD=${QKV_BUILD_DIR:-build-sanitize}
-      # Why each setting: docs/reliability.md.
-      export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0}
-      export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}
-      export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     fi
     deps
     build
