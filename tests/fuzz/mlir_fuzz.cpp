@@ -14,6 +14,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include "qkv/compiler/transforms/Passes.h"
@@ -37,9 +39,16 @@ mlir::MLIRContext &context() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size) {
   mlir::MLIRContext &ctx = context();
   mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &) { return mlir::success(); });
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // As qkv-opt reads a file: a null-terminated MemoryBuffer in a SourceMgr. MLIR's lexer
+  // relies on the terminator; parseSourceString(StringRef) on the fuzzer's unterminated
+  // bytes reads past them (an ASan report inside libMLIR, not a qkv bug).
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(
+          llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.mlir"),
+      llvm::SMLoc());
   mlir::ParserConfig config(&ctx, /*verifyAfterParse=*/true);
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, config);
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceFile<mlir::ModuleOp>(sources, config);
   if (!module)
     return 0;
   std::string out;
