@@ -41,7 +41,7 @@ configure() {
     cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-      -DQKV_SANITIZE=ON -DQKV_BUILD_FUZZERS=ON -DQKV_BUILD_BENCH=OFF \
+      -DQKV_SANITIZE=ON -DQKV_BUILD_FUZZERS=ON \
       -DCMAKE_C_COMPILER="$LLVM/bin/clang" -DCMAKE_CXX_COMPILER="$LLVM/bin/clang++"
   elif [ ! -f "$BUILD/build.ninja" ]; then
     say "configuring $BUILD (CMake + Ninja, clang 22, Release)"
