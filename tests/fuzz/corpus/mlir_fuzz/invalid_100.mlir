@@ -1,0 +1,4 @@
+func.func @layer_norm_rank0(%x: tensor<f32>) -> tensor<f32> {
+  %0 = "qkv.layer_norm"(%x) {eps = 1.0e-5 : f64, operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}

@@ -1,0 +1,4 @@
+func.func @embedding_result_features(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> tensor<3x7xf32> {
+  %0 = qkv.embedding %t[%ids] : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<3x7xf32>
+  return %0 : tensor<3x7xf32>
+}

@@ -1,0 +1,4 @@
+func.func @rope_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = qkv.rope %x base 10000.0 offset 0 : tensor<8xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}

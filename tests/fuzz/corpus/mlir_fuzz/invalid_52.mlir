@@ -1,0 +1,5 @@
+
+func.func @layer_norm_gamma(%x: tensor<?x4xf32>, %g: tensor<5xf32>) -> tensor<?x4xf32> {
+  %0 = qkv.layer_norm %x gamma %g : tensor<5xf32> eps 0.00001 : tensor<?x4xf32> -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}

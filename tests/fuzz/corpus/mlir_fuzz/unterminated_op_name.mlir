@@ -1,0 +1,1 @@
+fufunc.f.nc.funfu
