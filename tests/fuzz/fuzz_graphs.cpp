@@ -236,6 +236,7 @@ struct Fuzzed {
   std::vector<std::pair<std::string, V>> outputs;
   RandomRanges ranges;
   std::vector<std::string> log; // the builder calls, for the report
+  CompileOptions options;       // sometimes another schedule, or recognition off
 };
 
 class Generator {
@@ -293,6 +294,13 @@ public:
       g().output(n, outs[i].v);
       f_.outputs.push_back({n, outs[i]});
     }
+    // Every schedule computes the interpreter's result: sometimes narrower vectors, one
+    // or two threads, attention recognition off.
+    if (r_.chance(0.25))
+      f_.options.schedule.vector_bits = r_.pick(std::vector<int>{128, 256});
+    if (r_.chance(0.25))
+      f_.options.schedule.threads = r_.uniform(1, 2);
+    f_.options.recognize_attention = !r_.chance(0.2);
     // two bindings of the dynamic dims, the second often the largest
     for (int s = 0; s < 2; ++s) {
       DimBindings b;
@@ -312,6 +320,10 @@ private:
   // extents then lie in [1, hi]). Extents in bindings are bounded by hi.
   Dim new_dim(const std::string &base, int lo, int hi, double p_dyn) {
     std::string n = base == "B" || base == "L" || base == "D" ? base : name(base);
+    // Sometimes a long one: past the kernels' vector widths, attention tiles and matmul
+    // panels (16 floats, 48-row blocks, 64-column panels), where the edge cases are.
+    if ((base == "L" || base == "S" || base == "D" || base == "N") && r_.chance(0.25))
+      hi = r_.pick(std::vector<int>{17, 33, 70});
     if (r_.chance(p_dyn)) {
       dyn_[n] = hi;
       maxb_[n] = hi;
@@ -843,7 +855,7 @@ std::string check_graph(const Fuzzed &f, std::uint64_t seed) {
   const Graph &g = *f.g;
   Kernel k = [&] {
     try {
-      return compile(g);
+      return compile(g, Target::host(), f.options);
     } catch (const Error &e) {
       throw Failure{std::string("compile failed: ") + e.what()};
     }
@@ -1224,6 +1236,9 @@ std::string graph_text(const Fuzzed &f) {
   os << "builder calls:";
   for (const std::string &s : f.log)
     os << " " << s << ";";
+  os << "\nschedule: vector_bits=" << f.options.schedule.vector_bits
+     << " threads=" << f.options.schedule.threads
+     << " recognize_attention=" << f.options.recognize_attention;
   os << "\nruns:";
   for (const DimBindings &b : f.shapes) {
     os << " {";
