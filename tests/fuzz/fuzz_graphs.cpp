@@ -1320,7 +1320,9 @@ int main_impl(int argc, char **argv) {
     try {
       what = ms[which](r);
       err = "succeeded";
-    } catch (const Error &) {
+    } catch (const Error &e) {
+      if (verbose)
+        std::cout << "invalid call seed " << s << " (kind " << which << "): " << e.what() << "\n";
     } catch (const std::exception &e) {
       err = std::string("threw a non-qkv::Error: ") + e.what();
     }
