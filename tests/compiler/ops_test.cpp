@@ -91,6 +91,42 @@ std::vector<DiffCase> cases() {
         return merge_heads(g.input("x", DType::F32, {H, L, Dh}));
       },
       kRows));
+  // Found by the graph fuzzer (tests/fuzz): merge_heads whose heads or head dim is
+  // dynamic, so that H*Dh is bound at run time, failed import ("invalid IR": the verifier
+  // demanded static dims). (B, L, D) merges B "heads" of D features.
+  c.push_back(one_output(
+      "merge_heads_dynamic",
+      [](Graph &g) {
+        Dim B = g.dim("B"), L = g.dim("L", 4), D = g.dim("D");
+        return merge_heads(g.input("x", DType::F32, {B, L, D}));
+      },
+      {{{"B", 1}, {"D", 1}}, {{"B", 3}, {"D", 5}}, {{"B", 2}, {"D", 17}}}));
+  c.push_back(one_output(
+      "merge_heads_dynamic_head_dim",
+      [](Graph &g) {
+        Dim H = g.dim("H", 3), L = g.dim("L"), Dh = g.dim("Dh");
+        return merge_heads(g.input("x", DType::F32, {H, L, Dh}));
+      },
+      {{{"L", 1}, {"Dh", 1}}, {{"L", 5}, {"Dh", 7}}}));
+  // Found by the graph fuzzer: one value under two output names, directly or through an
+  // op that folds away (a transpose of an axis with itself, a scale by 1), crashed
+  // buffer-results-to-out-params (qkv-copy-repeated-results now copies the repeats).
+  for (int how = 0; how < 3; ++how) {
+    DiffCase d;
+    d.name = "repeated_output_" + std::to_string(how);
+    d.build = [how] {
+      Graph g("repeated_output");
+      Dim L = g.dim("L"), D = g.dim("D", 5);
+      Value s = softmax(g.input("x", DType::F32, {L, D}));
+      g.output("a", s);
+      g.output("b", how == 0 ? s : how == 1 ? transpose(s, 1, -1) : scale(s, 1.0));
+      g.output("c", s);
+      return g;
+    };
+    d.shapes = kRows;
+    d.sums({"D"});
+    c.push_back(d);
+  }
   c.push_back(one_output(
                   "split_merge_roundtrip",
                   [](Graph &g) {

@@ -291,14 +291,6 @@ func.func @merge_heads_rank(%x: tensor<?x6xf32>) -> tensor<?xf32> {
 
 // -----
 
-func.func @merge_heads_dynamic(%x: tensor<?x?x3xf32>) -> tensor<?x?xf32> {
-  // expected-error @+1 {{'qkv.merge_heads' op heads and head dim must be static}}
-  %0 = qkv.merge_heads %x : tensor<?x?x3xf32> -> tensor<?x?xf32>
-  return %0 : tensor<?x?xf32>
-}
-
-// -----
-
 func.func @merge_heads_features(%x: tensor<2x?x3xf32>) -> tensor<?x5xf32> {
   // expected-error @+1 {{'qkv.merge_heads' op result features must be 6}}
   %0 = qkv.merge_heads %x : tensor<2x?x3xf32> -> tensor<?x5xf32>

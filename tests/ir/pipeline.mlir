@@ -54,6 +54,7 @@
 // PIPE: qkv-recognize-attention
 // PIPE: qkv-lower-attention-to-flash
 // PIPE: qkv-lower-to-linalg
+// PIPE: qkv-copy-repeated-results
 // PIPE: one-shot-bufferize
 // PIPE: buffer-results-to-out-params
 // PIPE: convert-linalg-to-parallel-loops

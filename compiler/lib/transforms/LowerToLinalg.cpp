@@ -14,6 +14,7 @@
 
 namespace qkv::ir {
 #define GEN_PASS_DEF_LOWERTOLINALG
+#define GEN_PASS_DEF_COPYREPEATEDRESULTS
 #include "qkv/compiler/transforms/Passes.h.inc"
 } // namespace qkv::ir
 
@@ -1071,6 +1072,29 @@ struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
     });
     if (wr.wasInterrupted())
       signalPassFailure();
+  }
+};
+
+struct CopyRepeatedResultsPass
+    : qkv::ir::impl::CopyRepeatedResultsBase<CopyRepeatedResultsPass> {
+  void runOnOperation() override {
+    getOperation().walk([&](func::ReturnOp ret) {
+      OpBuilder b(ret);
+      llvm::DenseSet<Value> seen;
+      for (OpOperand &o : ret->getOpOperands()) {
+        Value v = o.get();
+        auto ty = dyn_cast<RankedTensorType>(v.getType());
+        if (!ty || seen.insert(v).second)
+          continue;
+        Location loc = ret.getLoc();
+        SmallVector<Value> dyn;
+        for (int64_t i = 0; i < ty.getRank(); ++i)
+          if (ty.isDynamicDim(i))
+            dyn.push_back(tensor::DimOp::create(b, loc, v, i));
+        Value init = tensor::EmptyOp::create(b, loc, ty, dyn);
+        o.set(linalg::CopyOp::create(b, loc, v, init).getResult(0));
+      }
+    });
   }
 };
 

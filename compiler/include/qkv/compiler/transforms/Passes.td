@@ -24,6 +24,17 @@ def LowerToLinalg : Pass<"qkv-lower-to-linalg", "::mlir::func::FuncOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def CopyRepeatedResults : Pass<"qkv-copy-repeated-results", "::mlir::func::FuncOp"> {
+  let summary = "Return a copy for each repeat of a value the function already returns";
+  let description = [{
+    A graph may output one value under two names, or canonicalisation may fold one
+    output into another (a no-op transpose, a scale by 1). buffer-results-to-out-params
+    needs one buffer per result: a buffer returned twice crashed it. Runs right before
+    bufferization, after the last CSE, so that the copies stay distinct.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::ModuleOp"> {
   let summary = "Lower qkv.attention to a fused, tiled, vectorized, parallel kernel";
   let description = [{
