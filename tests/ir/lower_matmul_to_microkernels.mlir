@@ -1,7 +1,6 @@
 // qkv-lower-matmul-to-microkernels: linalg.matmul / batch_matmul on buffers become tasks
 // (row blocks x panels of 4 vectors of columns) running the register-tiled micro-kernel;
-// columns past the last whole panel go one masked vector at a time; a C of at most 4 rows
-// reads B row by row instead.
+// columns past the last whole panel go one masked vector at a time.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-lower-matmul-to-microkernels{vector-bits=512}),canonicalize,cse)" | FileCheck %s
 
 // N = 70: one panel of 64 columns, then 6 columns under a mask.
@@ -54,41 +53,5 @@ func.func @shared_b(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x?x
 // CHECK: linalg.matmul
 func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %c: memref<?x64xf32>) {
   linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x64xf32, strided<[1, 8]>>) outs(%c : memref<?x64xf32>)
-  return
-}
-
-// A C of at most 4 rows (a decode step's projections) reads B row by row: K outer, each
-// row's stretch of B (up to 64 vectors per task) multiplied into C in place, the last 6
-// columns under a mask. N = 70 is one task, so no scf.parallel remains.
-// CHECK-LABEL: func.func @few_rows
-// CHECK-SAME: %[[A:[a-z0-9]+]]: memref<1x8xf32>, %[[B:[a-z0-9]+]]: memref<8x70xf32>, %[[C:[a-z0-9]+]]: memref<1x70xf32>
-// CHECK-NOT: scf.if
-// CHECK: scf.for %[[K:.*]] = %c0 to %c8 step %c1 {
-// CHECK: %[[AK:.*]] = memref.load %[[A]][%c0, %[[K]]] : memref<1x8xf32>
-// CHECK: %[[AV:.*]] = vector.broadcast %[[AK]] : f32 to vector<16xf32>
-// CHECK: scf.for %[[N:.*]] = %c0 to %c64 step %c16 {
-// CHECK: %[[BV:.*]] = vector.load %[[B]][%[[K]], %[[N]]] : memref<8x70xf32>, vector<16xf32>
-// CHECK: %[[CV:.*]] = vector.load %[[C]][%c0, %[[N]]] : memref<1x70xf32>, vector<16xf32>
-// CHECK: %[[F:.*]] = vector.fma %[[AV]], %[[BV]], %[[CV]] : vector<16xf32>
-// CHECK: vector.store %[[F]], %[[C]][%c0, %[[N]]]
-// CHECK: %[[MASK:.*]] = vector.constant_mask [6] : vector<16xi1>
-// CHECK: vector.maskedstore %[[C]][%c0, %c64], %[[MASK]]
-func.func @few_rows(%a: memref<1x8xf32>, %b: memref<8x70xf32>, %c: memref<1x70xf32>) {
-  linalg.matmul ins(%a, %b : memref<1x8xf32>, memref<8x70xf32>) outs(%c : memref<1x70xf32>)
-  return
-}
-
-// A dynamic M chooses at run time: up to 4 rows as above, else the register-tiled panels.
-// CHECK-LABEL: func.func @dynamic_rows
-// CHECK: %[[M:.*]] = memref.dim %{{.*}}, %c0 : memref<?x70xf32>
-// CHECK: %[[FEW:.*]] = arith.cmpi ule, %[[M]], %c4 : index
-// CHECK: scf.if %[[FEW]] {
-// CHECK: scf.for %{{.*}} = %c0 to %c8 step %c1 {
-// CHECK: scf.for %{{.*}} = %c0 to %[[M]] step %c1 {
-// CHECK: } else {
-// CHECK: scf.parallel
-// CHECK: scf.for {{.*}} -> (vector<16xf32>
-func.func @dynamic_rows(%a: memref<?x8xf32>, %b: memref<8x70xf32>, %c: memref<?x70xf32>) {
-  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x70xf32>) outs(%c : memref<?x70xf32>)
   return
 }

@@ -5,8 +5,7 @@
 // (batch, panel, row block) runs the micro-kernel over the whole K, so the panel of B it
 // reads (K x nc vectors) stays in cache across the block's register tiles, and A's rows
 // are read as broadcasts. Columns past the last whole panel are done one masked vector
-// at a time. A C of at most 4 rows (known only at run time when M is dynamic) is done by
-// emitFewRows instead: it is read-bound, and reads B row by row. B and C need unit stride along their last dim (they always have it in the
+// at a time. B and C need unit stride along their last dim (they always have it in the
 // CPU pipeline: operands are fresh buffers or identity-layout arguments); a matmul that
 // does not is left to convert-linalg-to-parallel-loops.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -109,48 +108,6 @@ void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value batch, Value i0
   });
 }
 
-/// Rows of C at most this many take emitFewRows (a decode step's projections and LM head).
-constexpr int64_t kFewRows = 4;
-/// Columns of C per task in emitFewRows, in vectors: 4 KiB of f32 rows at AVX-512.
-constexpr int64_t kFewRowsChunk = 64;
-
-/// C += A . B for an m <= kFewRows: a matrix-vector product in all but name, bound by
-/// reading B once. Each task takes kFewRowsChunk vectors of columns and walks K, reading
-/// that stretch of each row of B (contiguous) and updating C's few rows in place, in L1.
-/// The register-tiled panels would read B in 4-vector strips a whole row apart, which
-/// the hardware prefetcher follows poorly.
-void emitFewRows(KernelBuilder &kb, const MatmulOperands &o, Value nBatch, Value m, Value n,
-                 Value k, int64_t lanes) {
-  VectorType vt = kb.vec(o.elem, lanes);
-  int64_t chunk = kFewRowsChunk * lanes;
-  kb.parallel({nBatch, kb.ceilDiv(n, chunk)}, [&](KernelBuilder &in, ValueRange iv) {
-    Value batch = iv[0], n0 = in.mul(iv[1], chunk);
-    Value nEnd = in.min(n, in.add(n0, chunk));
-    Value full = in.add(n0, in.mul(in.divu(in.sub(nEnd, n0), in.idx(lanes)), in.idx(lanes)));
-    in.forLoop(in.idx(0), k, 1, [&](KernelBuilder &x, Value kk) {
-      x.forLoop(x.idx(0), m, 1, [&](KernelBuilder &y, Value r) {
-        Value a = y.splat(y.load(o.a, o.at(batch, r, kk)), vt);
-        y.forLoop(n0, full, lanes, [&](KernelBuilder &z, Value c) {
-          SmallVector<Value> ci = o.at(batch, r, c);
-          Value b = z.vload(vt, o.b, o.at(batch, kk, c, /*isB=*/true));
-          z.vstore(vector::FMAOp::create(z.builder(), a, b, z.vload(vt, o.c, ci)), o.c, ci);
-        });
-        y.ifThen(y.cmp(arith::CmpIPredicate::ult, full, nEnd), [&](KernelBuilder &z) {
-          auto mt = VectorType::get({lanes}, z.builder().getI1Type());
-          Value mask = vector::CreateMaskOp::create(z.builder(), mt, ValueRange{z.sub(nEnd, full)});
-          SmallVector<Value> ci = o.at(batch, r, full);
-          Value zero = z.fconst(vt, 0.0);
-          Value b = vector::MaskedLoadOp::create(z.builder(), vt, o.b,
-                                                 o.at(batch, kk, full, /*isB=*/true), mask, zero);
-          Value cv = vector::MaskedLoadOp::create(z.builder(), vt, o.c, ci, mask, zero);
-          vector::MaskedStoreOp::create(z.builder(), o.c, ci, mask,
-                                        vector::FMAOp::create(z.builder(), a, b, cv));
-        });
-      });
-    });
-  });
-}
-
 struct MatmulToMicrokernel : RewritePattern {
   MatmulToMicrokernel(MLIRContext *ctx, int64_t vectorBits)
       : RewritePattern(MatchAnyOpTypeTag(), 1, ctx), vectorBits(vectorBits) {}
@@ -186,19 +143,6 @@ struct MatmulToMicrokernel : RewritePattern {
     Value m = memref::DimOp::create(ib, o.c, r), n = memref::DimOp::create(ib, o.c, r + 1);
     Value k = memref::DimOp::create(ib, o.a, r + 1);
     int64_t lanes = std::max<int64_t>(1, vectorBits / o.elem.getIntOrFloatBitWidth());
-    auto staticM = cast<MemRefType>(o.c.getType()).getShape()[r];
-    if (ShapedType::isDynamic(staticM) || staticM <= kFewRows) {
-      Value few = kb.cmp(arith::CmpIPredicate::ule, m, kb.idx(kFewRows));
-      kb.ifThen(
-          few, [&](KernelBuilder &in) { emitFewRows(in, o, nBatch, m, n, k, lanes); },
-          [&](KernelBuilder &in) { emitPanels(in, o, nBatch, m, n, k, lanes); });
-      return;
-    }
-    emitPanels(kb, o, nBatch, m, n, k, lanes);
-  }
-
-  void emitPanels(KernelBuilder &kb, const MatmulOperands &o, Value nBatch, Value m, Value n,
-                  Value k, int64_t lanes) const {
     int64_t regs = vectorBits >= 512 ? 32 : 16;
     int64_t nc = 4, panel = nc * lanes;
     int64_t rowBlock = 8 * gemmRowsFor(nc, regs);
