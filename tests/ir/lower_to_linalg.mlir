@@ -254,3 +254,13 @@ func.func @negative_axes(%x: tensor<?x2xf32>) -> (tensor<2x?xf32>, tensor<?x4xf3
   %2 = qkv.softmax %x axis -1 : tensor<?x2xf32> -> tensor<?x2xf32>
   return %0, %1, %2 : tensor<2x?xf32>, tensor<?x4xf32>, tensor<?x2xf32>
 }
+
+// merge_heads with dynamic heads and head dim (found by the graph fuzzer: the verifier used
+// to demand static ones): the same transpose and collapse, sizes from tensor.dim.
+// CHECK-LABEL: func.func @merge_dynamic
+// CHECK: linalg.transpose {{.*}} permutation = [1, 0, 2]
+// CHECK: tensor.collapse_shape %{{.*}} {{\[}}[0], [1, 2]] : tensor<?x?x?xf32> into tensor<?x?xf32>
+func.func @merge_dynamic(%x: tensor<?x?x?xf32>) -> tensor<?x?xf32> {
+  %0 = qkv.merge_heads %x : tensor<?x?x?xf32> -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}
