@@ -180,7 +180,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
                                         const ir::CpuPipelineOptions &popts,
                                         const std::string &diags, StageLog &log) {
   auto t = Clock::now();
-  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g);
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, options.checked);
   double import_ms = ms_since(t);
   for (const char *stage : {"qkv", "linalg", "loops", "llvm"}) {
     t = Clock::now();
@@ -324,7 +324,7 @@ std::optional<Kernel> load_cached(const Graph &g, const CompileOptions &options,
   stats.stage_ms = {{"cache", cu.ms}};
   cu.fill(stats);
   stats.total_ms = ms_since(t_all);
-  KernelEntry entry{std::move(loaded->owner), loaded->packed, e->symbol};
+  KernelEntry entry{std::move(loaded->owner), loaded->packed, e->symbol, options.checked};
   return Kernel(g, std::move(entry), {{"graph", g.str()}}, recompile_on_demand(g, options),
                 std::move(stats));
 }
@@ -357,6 +357,7 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
   std::string object = to_object(*module, options.opt_level, popts.vectorBits, *llvm_ir, diags);
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
   KernelEntry entry = link(object, symbol);
+  entry.checked = options.checked;
   log.keep("llvm-ir", *llvm_ir, ms_since(t));
   store(cu, symbol, object); // only an object that linked
   cu.fill(log.stats);
@@ -392,6 +393,18 @@ Kernel compile_impl(const Graph &g, const CompileOptions &options,
   return compile_cold(g, options, popts, dump, cu, t_all);
 }
 
+/// `options`, with checks on when QKV_CHECKED=1.
+CompileOptions with_env(const CompileOptions &options) {
+  CompileOptions o = options;
+  const char *v = std::getenv("QKV_CHECKED");
+  if (!v || std::string_view(v).empty() || std::string_view(v) == "0")
+    return o;
+  if (std::string_view(v) != "1")
+    user_error(std::string("QKV_CHECKED is '") + v + "'; it takes 1 (bounds checks on) or 0");
+  o.checked = true;
+  return o;
+}
+
 } // namespace
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
@@ -399,7 +412,8 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   auto t_all = Clock::now();
   init_target();
   g.verify();
-  return compile_impl(g, options, dump_list(options), t_all);
+  CompileOptions o = with_env(options);
+  return compile_impl(g, o, dump_list(o), t_all);
 }
 
 } // namespace qkv

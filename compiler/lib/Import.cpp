@@ -3,6 +3,7 @@
 #include "Import.h"
 
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -14,6 +15,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include "qkv/compiler/ir/QkvDialect.h"
+#include <qkv/runtime/checks.hpp>
 
 namespace qkv::ir {
 
@@ -57,13 +59,28 @@ mlir::ArrayAttr dims_attr(OpBuilder &b, const std::vector<Dim> &dims) {
   return b.getArrayAttr(names);
 }
 
+/// The check sites of a checked compile by their Load (qkv::checks::sites' numbering);
+/// empty for an unchecked one.
+using SiteIds = std::unordered_map<const ExprNode *, int64_t>;
+
+SiteIds site_ids(const Graph &g, bool checked) {
+  SiteIds ids;
+  if (!checked)
+    return ids;
+  std::vector<checks::Site> sites = checks::sites(g);
+  for (std::size_t i = 0; i < sites.size(); ++i)
+    ids[sites[i].expr] = static_cast<int64_t>(i);
+  return ids;
+}
+
 /// Emits a mod expression into the current block of `b`.
 class ModEmitter {
 public:
   ModEmitter(OpBuilder &b, mlir::Location loc, mlir::Type float_type, mlir::Value score,
              llvm::ArrayRef<mlir::Value> positions, // b, h, q, kv, len_q, len_kv
-             const std::unordered_map<NodeId, mlir::Value> &captures)
-      : b_(b), loc_(loc), ft_(float_type), score_(score), pos_(positions), caps_(captures) {}
+             const std::unordered_map<NodeId, mlir::Value> &captures, const SiteIds &sites)
+      : b_(b), loc_(loc), ft_(float_type), score_(score), pos_(positions), caps_(captures),
+        sites_(sites) {}
 
   mlir::Value emit(const ExprPtr &e) {
     auto it = memo_.find(e.get());
@@ -76,6 +93,61 @@ public:
 
 private:
   mlir::Value cst_index(int64_t v) { return mlir::arith::ConstantIndexOp::create(b_, loc_, v); }
+
+  /// A checked compile's guard of a load's indices: qkv.check reports them (with the
+  /// position and the tensor's dims) when any is out of bounds, and the load then reads
+  /// element 0 of that axis instead.
+  void check_indices(const ExprNode &e, mlir::Value tensor, llvm::SmallVector<mlir::Value> &idx) {
+    auto site = sites_.find(&e);
+    if (site == sites_.end() || idx.empty())
+      return;
+    if (4 + 2 * idx.size() > checks::kCheckValues)
+      user_error("compile (checked): a mod loads from '" + e.graph->node(e.tensor).name +
+                 "', of rank " + std::to_string(idx.size()) +
+                 "; checked kernels check loads from tensors of rank 6 or less");
+    using namespace mlir::arith;
+    mlir::Value zero = cst_index(0), ok;
+    llvm::SmallVector<mlir::Value> values(pos_.begin(), pos_.begin() + 4);
+    values.append(idx.begin(), idx.end());
+    for (std::size_t d = 0; d < idx.size(); ++d) {
+      mlir::Value dim = mlir::tensor::DimOp::create(b_, loc_, tensor, static_cast<int64_t>(d));
+      values.push_back(dim);
+      mlir::Value in = AndIOp::create(b_, loc_,
+                                      CmpIOp::create(b_, loc_, CmpIPredicate::sge, idx[d], zero),
+                                      CmpIOp::create(b_, loc_, CmpIPredicate::slt, idx[d], dim));
+      ok = ok ? AndIOp::create(b_, loc_, ok, in).getResult() : in;
+    }
+    CheckOp::create(b_, loc_, ok, b_.getI64IntegerAttr(site->second), values);
+    for (mlir::Value &i : idx)
+      i = SelectOp::create(b_, loc_, ok, i, zero);
+  }
+
+  /// A checked compile's guard of an integer division: qkv.check reports a divisor of 0
+  /// (and INT64_MIN / -1, whose quotient does not fit) with the dividend and divisor; the
+  /// division then divides by 1 instead. -1 becomes 1 for a remainder, which is exact
+  /// (x % -1 == x % 1 == 0) and keeps INT64_MIN % -1 from trapping.
+  mlir::Value checked_divisor(const ExprNode &e, mlir::Value a, mlir::Value d) {
+    auto site = sites_.find(&e);
+    if (site == sites_.end())
+      return d;
+    using namespace mlir::arith;
+    mlir::Value one = cst_index(1), minus1 = cst_index(-1);
+    mlir::Value ok = CmpIOp::create(b_, loc_, CmpIPredicate::ne, d, cst_index(0));
+    mlir::Value isMinus1 = CmpIOp::create(b_, loc_, CmpIPredicate::eq, d, minus1);
+    if (e.op == ExprOp::Div) {
+      mlir::Value min = cst_index(std::numeric_limits<int64_t>::min());
+      mlir::Value overflow = AndIOp::create(
+          b_, loc_, CmpIOp::create(b_, loc_, CmpIPredicate::eq, a, min), isMinus1);
+      ok = AndIOp::create(b_, loc_, ok, XOrIOp::create(b_, loc_, overflow, cst_bool(true)));
+    }
+    llvm::SmallVector<mlir::Value> values(pos_.begin(), pos_.begin() + 4);
+    values.append({a, d});
+    CheckOp::create(b_, loc_, ok, b_.getI64IntegerAttr(site->second), values);
+    mlir::Value safe = SelectOp::create(b_, loc_, ok, d, one);
+    return e.op == ExprOp::Mod ? SelectOp::create(b_, loc_, isMinus1, one, safe) : safe;
+  }
+
+  mlir::Value cst_bool(bool v) { return mlir::arith::ConstantIntOp::create(b_, loc_, v, 1); }
 
   mlir::Value to_float(mlir::Value v) {
     if (v.getType() == ft_)
@@ -129,9 +201,10 @@ private:
       return is_int ? mlir::Value(MulIOp::create(b_, loc_, arg(0), arg(1)))
                     : mlir::Value(MulFOp::create(b_, loc_, arg(0), arg(1)));
     case ExprOp::Div:
-      return is_int ? mlir::Value(DivSIOp::create(b_, loc_, arg(0), arg(1)))
-                    : mlir::Value(DivFOp::create(b_, loc_, arg(0), arg(1)));
-    case ExprOp::Mod: return RemSIOp::create(b_, loc_, arg(0), arg(1));
+      if (!is_int)
+        return DivFOp::create(b_, loc_, arg(0), arg(1));
+      return DivSIOp::create(b_, loc_, arg(0), checked_divisor(e, arg(0), arg(1)));
+    case ExprOp::Mod: return RemSIOp::create(b_, loc_, arg(0), checked_divisor(e, arg(0), arg(1)));
     case ExprOp::Min:
       return is_int ? mlir::Value(MinSIOp::create(b_, loc_, arg(0), arg(1)))
                     : mlir::Value(MinimumFOp::create(b_, loc_, arg(0), arg(1)));
@@ -174,6 +247,7 @@ private:
       llvm::SmallVector<mlir::Value> idx;
       for (std::size_t i = 0; i < e.args.size(); ++i)
         idx.push_back(arg(static_cast<int>(i)));
+      check_indices(e, it->second, idx);
       mlir::Value v = mlir::tensor::ExtractOp::create(b_, loc_, it->second, idx);
       mlir::Type t = v.getType();
       if (is_int)
@@ -195,6 +269,7 @@ private:
   mlir::Value score_;
   llvm::ArrayRef<mlir::Value> pos_;
   const std::unordered_map<NodeId, mlir::Value> &caps_;
+  const SiteIds &sites_;
   std::unordered_map<const ExprNode *, mlir::Value> memo_;
 };
 
@@ -202,7 +277,8 @@ private:
 /// the expression, and qkv.yield.
 void build_mod_region(OpBuilder &b, mlir::Location loc, mlir::Region &region, const ExprPtr &expr,
                       bool with_score, mlir::Type float_type,
-                      const std::vector<NodeId> &capture_ids, mlir::ValueRange capture_values) {
+                      const std::vector<NodeId> &capture_ids, mlir::ValueRange capture_values,
+                      const SiteIds &sites) {
   OpBuilder::InsertionGuard guard(b);
   llvm::SmallVector<mlir::Type> types;
   if (with_score)
@@ -221,7 +297,7 @@ void build_mod_region(OpBuilder &b, mlir::Location loc, mlir::Region &region, co
   std::unordered_map<NodeId, mlir::Value> caps;
   for (NodeId id : capture_ids)
     caps[id] = block->getArgument(i++);
-  ModEmitter em(b, loc, float_type, score, pos, caps);
+  ModEmitter em(b, loc, float_type, score, pos, caps, sites);
   mlir::Value v = em.emit(expr);
   if (with_score && v.getType().isIndex()) // an integer-valued score_mod
     v = mlir::arith::SIToFPOp::create(b, loc, float_type,
@@ -233,8 +309,10 @@ int64_t norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
 
 } // namespace
 
-mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g) {
+mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g,
+                                               bool checked) {
   g.verify();
+  SiteIds sites = site_ids(g, checked);
   ctx.loadDialect<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::tensor::TensorDialect>();
   for (const Node &n : g.nodes())
@@ -338,7 +416,7 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       else
         op = ScoreModOp::create(b, nloc, ty, in(0), caps);
       build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft, cap_ids,
-                       caps);
+                       caps, sites);
       out = op->getResult(0);
       break;
     }
@@ -383,9 +461,9 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
         scale = b.getF64FloatAttr(*a.scale);
       auto op = AttentionOp::create(b, nloc, ty, in(0), in(1), in(2), caps, scale);
       if (a.score)
-        build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps);
+        build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps, sites);
       if (a.mask)
-        build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps);
+        build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps, sites);
       out = op.getResult();
       break;
     }

@@ -18,6 +18,9 @@ std::string function_name(const Graph &g);
 /// One func.func per graph: inputs and params (in Graph::arguments() order) are the
 /// arguments, outputs the results; argument/result attributes keep the user's names and
 /// dims (qkv.name, qkv.dims). Throws qkv::Error for what the compiler cannot take yet.
-mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g);
+/// `checked`: guard every load in a mod with a qkv.check (qkv/runtime/checks.hpp numbers
+/// the sites).
+mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g,
+                                               bool checked = false);
 
 } // namespace qkv::ir

@@ -124,7 +124,8 @@ Key make_key(const Graph &g, const CompileOptions &o, int vector_bits) {
            std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
            " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
            " opt_level=" + std::to_string(o.opt_level) +
-           " recognize_attention=" + std::to_string(o.recognize_attention) + "\n" + g.str();
+           " recognize_attention=" + std::to_string(o.recognize_attention) +
+           " checked=" + std::to_string(o.checked) + "\n" + g.str();
   k.hash = llvm::xxh3_64bits(k.text);
   k.hex = hex16(k.hash);
   return k;

@@ -4,6 +4,7 @@
 #include "ObjectJit.h"
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/checks.hpp>
 
 #include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
@@ -132,6 +133,12 @@ llvm::Expected<LoadedObject> load_object(const std::string &object, const std::s
       return gen.takeError();
     main.addGenerator(std::move(*gen));
   }
+  // What checked kernels call (qkv/runtime/checks.hpp), from this library's runtime.
+  llvm::orc::SymbolMap own;
+  own[(*jit)->mangleAndIntern("qkv_check_failed")] = {
+      llvm::orc::ExecutorAddr::fromPtr(&qkv_check_failed), llvm::JITSymbolFlags::Exported};
+  if (auto e = main.define(llvm::orc::absoluteSymbols(std::move(own))))
+    return std::move(e);
   if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
     return std::move(e);
   auto addr = (*jit)->lookup("_mlir_" + symbol);

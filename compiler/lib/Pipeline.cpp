@@ -70,7 +70,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "llvm")
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
     // alloca scopes OpenMP wraps around each task must still be single blocks then.
-    return "convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
+    return "qkv-lower-checks,convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
            "},convert-vector-to-llvm{reassociate-fp-reductions},expand-strided-metadata,"
            "lower-affine,finalize-memref-to-llvm,func.func(convert-scf-to-cf),"
            "convert-openmp-to-llvm,convert-math-to-llvm,convert-math-to-libm,"

@@ -16,6 +16,8 @@
 
 #include <qkv/dsl/infer.hpp>
 
+#include "bounds_messages.hpp"
+
 namespace qkv::reference {
 
 namespace {
@@ -23,12 +25,7 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string shape_str(const Shape &s) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using detail::shape_str;
 
 /// Product of the extents in [from, to).
 std::int64_t extent(const Shape &s, int from, int to) {
@@ -97,10 +94,7 @@ struct Scalar {
 /// is reported here even when its result would be discarded.
 class ModEvaluator {
 public:
-  ModEvaluator(const Ctx &c, const char *which) : c_(c), which_(which) {
-    for (const Node &m : c.g.nodes())
-      names_.push_back(m.name);
-  }
+  ModEvaluator(const Ctx &c, const char *which) : c_(c), which_(which) {}
 
   Scalar eval(const ExprNode &e, const ModPoint &p) const {
     switch (e.op) {
@@ -186,13 +180,8 @@ private:
     return a.type == ExprType::Float ? v.f : static_cast<double>(v.i);
   }
 
-  std::string where(const ModPoint &p) const {
-    return "(b=" + std::to_string(p.b) + ", h=" + std::to_string(p.h) +
-           ", q=" + std::to_string(p.q) + ", kv=" + std::to_string(p.kv) + ")";
-  }
-  std::string text(const ExprNode &e) const {
-    // to_string takes a shared pointer; this node is owned by the graph's tree.
-    return to_string(ExprPtr(ExprPtr(), &e), &names_);
+  static std::string where(const ModPoint &p) {
+    return detail::mod_position(detail::ModAt{p.b, p.h, p.q, p.kv});
   }
 
   Scalar arith(const ExprNode &e, Scalar a, Scalar b, const ModPoint &p) const {
@@ -216,17 +205,15 @@ private:
     case ExprOp::Mul: return ival(wrap(a.i, b.i, std::multiplies<>()));
     case ExprOp::Div:
     case ExprOp::Mod: {
-      const char *what = e.op == ExprOp::Div ? "division" : "remainder";
+      detail::ModAt at{p.b, p.h, p.q, p.kv};
       if (b.i == 0)
-        user_error(c_.who() + ": " + which_ + ": integer " + what + " by zero in `" + text(e) +
-                   "` at " + where(p));
+        user_error(detail::mod_division_error(c_.g, c_.n, which_, e, 0, at));
       if (a.i == std::numeric_limits<std::int64_t>::min() && b.i == -1) {
         // The quotient does not fit in int64 (undefined in C++, a trap on x86); the
         // remainder is mathematically 0.
         if (e.op == ExprOp::Mod)
           return ival(0);
-        user_error(c_.who() + ": " + which_ + ": integer division overflows in `" + text(e) +
-                   "` at " + where(p));
+        user_error(detail::mod_division_error(c_.g, c_.n, which_, e, -1, at));
       }
       return ival(e.op == ExprOp::Div ? a.i / b.i : a.i % b.i);
     }
@@ -269,10 +256,8 @@ private:
       idx.push_back(eval(*e.args[i], p).i);
     for (std::size_t i = 0; i < idx.size(); ++i) {
       if (idx[i] < 0 || idx[i] >= shape[i])
-        user_error(c_.who() + ": " + which_ + " loads '" + t.name + "'" + shape_str(idx) +
-                   " out of bounds: index " + std::to_string(idx[i]) + " on dim " +
-                   describe(Dim(t.dims[i].name, shape[i])) + " of '" + t.name + "' " +
-                   shape_str(shape) + ", in `" + text(e) + "` at " + where(p));
+        user_error(detail::mod_load_out_of_bounds(c_.g, c_.n, which_, e, idx, shape,
+                                                  detail::ModAt{p.b, p.h, p.q, p.kv}));
       flat = flat * shape[i] + idx[i];
     }
     double x = v.data_as<double>()[flat];
@@ -290,7 +275,6 @@ private:
 
   const Ctx &c_;
   std::string which_;
-  std::vector<std::string> names_;
 };
 
 /// The (b, h, q, kv) of element `flat` of a score tensor of rank 2..4: the last two axes

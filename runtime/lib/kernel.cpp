@@ -1,8 +1,10 @@
 // Kernel: argument checking, memref descriptors, the call, and stage IR.
 #include <qkv/runtime/kernel.hpp>
+#include <qkv/runtime/checks.hpp>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace qkv {
@@ -72,16 +74,19 @@ std::int64_t int_at(const Tensor &t, std::int64_t i) {
   return t.dtype() == DType::I64 ? t.data_as<std::int64_t>()[i] : t.data_as<std::int32_t>()[i];
 }
 
-/// Embedding ids that come straight from an input are range-checked here: compiled code
-/// reads table rows without bounds checks.
+/// Embedding ids are range-checked here: compiled code reads table rows without bounds
+/// checks. Ids come from an input, a param or a constant (no op computes integers).
 void check_embedding_ids(const Graph &g, const TensorMap &inputs, const DimBindings &b) {
   for (const Node &n : g.nodes()) {
     if (n.op != OpKind::Embedding)
       continue;
     const Node &ids = g.node(n.inputs[0]);
-    if (ids.op != OpKind::Input && ids.op != OpKind::Param)
-      continue;
-    const Tensor &t = inputs.at(ids.name);
+    if (ids.op != OpKind::Input && ids.op != OpKind::Param && ids.op != OpKind::Constant)
+      internal_error("embedding '" + n.name + "': ids from a " + std::string(op_name(ids.op)) +
+                     " are not range-checked");
+    const Tensor &t = ids.op == OpKind::Constant
+                          ? Tensor::from_values(DType::I64, resolve(ids.dims, b), *ids.attrs.data)
+                          : inputs.at(ids.name);
     std::int64_t vocab = resolve(g.node(n.inputs[1]).dims, b)[0];
     for (std::int64_t i = 0; i < t.numel(); ++i) {
       std::int64_t v = int_at(t, i);
@@ -166,7 +171,14 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
     ptrs[i] = descs[i].data();
     packed[i] = &ptrs[i];
   }
+  if (!entry_.checked) {
+    entry_.packed(packed.data());
+    return outputs;
+  }
+  checks::Run checked(g);
   entry_.packed(packed.data());
+  if (std::optional<std::string> failure = checked.failure())
+    user_error(*failure);
   return outputs;
 }
 

@@ -17,6 +17,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "bounds_messages.hpp"
+
 namespace qkv {
 
 namespace {
@@ -92,12 +94,7 @@ std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, const Tensor &t, bool 
       p, [align](std::byte *q) { ::operator delete[](q, std::align_val_t{align}); });
 }
 
-std::string shape_str(const Shape &s) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using detail::shape_str;
 
 std::int64_t count(const Shape &shape) {
   std::int64_t n = 1;

@@ -1,7 +1,7 @@
 // qkv: the command-line tool over the built-in gallery of graphs.
 //
 //   qkv list
-//   qkv dump NAME [--stage=S] [shape options]
+//   qkv dump NAME [--stage=S] [--checked] [shape options]
 //   qkv run NAME [--check] [shape options] [--seed N] [--atol X] [--rtol Y]
 //   qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]   (bench.cpp)
 //   qkv show NAME [--seq L] [--png FILE] [--q-tile T] [--kv-tile T]      (show.cpp)
@@ -45,7 +45,7 @@ commands:
 `qkv <command> --help` describes each command's options.
 )";
 
-const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [shape options]\n\n"
+const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [shape options]\n\n"
                         "Prints graph NAME's IR at stage S, one of:\n"
                         "  graph    qkv's graph IR (the text Graph::str prints)\n"
                         "  qkv      the qkv dialect, after canonicalisation and attention "
@@ -56,6 +56,8 @@ const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [shape options]\n\n"
                         "  llvm     the LLVM dialect\n"
                         "  llvm-ir  LLVM IR after -O3 for the host\n"
                         "  asm      host machine code\n"
+                        "--checked shows the IR of a checked compile (bounds checks on the loads "
+                        "in mods,\nas `qkv run --check` compiles).\n"
                         "Compiled code works for every extent of the dynamic dims, so only the "
                         "static sizes\n(heads, head dim, window) of the shape options change "
                         "the IR.\n\nshape options:\n" QKV_SHAPE_HELP;
@@ -68,7 +70,9 @@ const char *kRunHelp =
     "With --check, also runs the reference interpreter (double precision) and prints\n"
     "max_abs_err= and max_rel_err= per output; exits 1 if any element is off by more than\n"
     "atol + rtol * |reference| (defaults 1e-4 and 1e-3: f32 accumulation over the "
-    "reductions).\n\nshape options:\n" QKV_SHAPE_HELP;
+    "reductions).\nThe kernel is then a checked one (CompileOptions::checked): a load in a mod "
+    "outside its\ntensor is reported as the interpreter reports it instead of read.\n\n"
+    "shape options:\n" QKV_SHAPE_HELP;
 
 gallery::GraphShape shape_of(const gallery::Entry &e, const Args &a) {
   return cli::shape_from_opts(e, a, e.shape);
@@ -85,7 +89,7 @@ int cmd_list() {
 }
 
 int cmd_dump(const Args &a) {
-  check_opts(a, {"stage", QKV_SHAPE_OPTS});
+  check_opts(a, {"stage", "checked", QKV_SHAPE_OPTS});
   const auto &e = gallery::find(a.name);
   std::string stage = a.opts.count("stage") ? a.opts.at("stage") : "qkv";
   Graph g = e.build(shape_of(e, a));
@@ -93,7 +97,9 @@ int cmd_dump(const Args &a) {
     std::cout << g.str();
     return 0;
   }
-  Kernel k = compile(g);
+  CompileOptions o;
+  o.checked = a.opts.count("checked") > 0;
+  Kernel k = compile(g, Target::host(), o);
   std::cout << k.ir(stage);
   return 0;
 }
@@ -106,7 +112,9 @@ int cmd_run(const Args &a) {
   DimBindings dims = e.dims(shape);
   auto seed = static_cast<std::uint64_t>(cli::number_opt(a, "seed", 1));
   TensorMap in = e.inputs(g, shape, seed, /*scale_weights=*/true);
-  Kernel k = compile(g);
+  CompileOptions o;
+  o.checked = a.opts.count("check") > 0;
+  Kernel k = compile(g, Target::host(), o);
   TensorMap out = k.run(in);
   std::cout << "graph " << e.name << " [" << cli::dims_str(dims) << "] compiled in " << std::fixed
             << std::setprecision(1) << k.stats().total_ms << " ms"

@@ -66,6 +66,10 @@ Value emitExtract(KernelBuilder &kb, tensor::ExtractOp ex, IRMapping &map, int64
   return gather(kb, mem, idx, lanes);
 }
 
+/// A checked compile's qkv.check: when its condition varies by lane, one branch on
+/// "every lane in bounds", and behind it the check lane by lane.
+void emitCheck(KernelBuilder &kb, CheckOp check, IRMapping &map, int64_t lanes);
+
 /// An op with a vector operand, lane by lane: for ops without a vector form.
 void emitByLane(KernelBuilder &kb, Operation &op, IRMapping &map, int64_t lanes) {
   ImplicitLocOpBuilder &b = kb.builder();
@@ -99,6 +103,22 @@ void emitVectorOp(KernelBuilder &kb, Operation &op, IRMapping &map, int64_t lane
     r.setType(laneType(r.getType(), lanes));
 }
 
+void emitCheck(KernelBuilder &kb, CheckOp check, IRMapping &map, int64_t lanes) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  Value ok = map.lookupOrDefault(check.getOk());
+  bool varying = llvm::any_of(check->getOperands(),
+                              [&](Value v) { return isVector(map.lookupOrDefault(v)); });
+  if (!varying) {
+    b.clone(*check, map);
+    return;
+  }
+  if (!isVector(ok))
+    ok = kb.splat(ok, laneType(b.getI1Type(), lanes));
+  Value all = vector::ReductionOp::create(b, vector::CombiningKind::AND, ok);
+  Value someOut = arith::XOrIOp::create(b, all, arith::ConstantOp::create(b, b.getBoolAttr(true)));
+  kb.ifThen(someOut, [&](KernelBuilder &in) { emitByLane(in, *check, map, lanes); });
+}
+
 } // namespace
 
 Value emitModRegion(KernelBuilder &kb, Region &region, ValueRange lead, ValueRange captures,
@@ -113,6 +133,15 @@ Value emitModRegion(KernelBuilder &kb, Region &region, ValueRange lead, ValueRan
   for (Operation &op : block.without_terminator()) {
     if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
       map.map(ex.getResult(), emitExtract(kb, ex, map, lanes));
+      continue;
+    }
+    if (auto dim = dyn_cast<tensor::DimOp>(op)) { // of a capture, now a memref
+      map.map(dim.getResult(), memref::DimOp::create(kb.builder(), map.lookup(dim.getSource()),
+                                                     map.lookupOrDefault(dim.getIndex())));
+      continue;
+    }
+    if (auto check = dyn_cast<CheckOp>(op)) {
+      emitCheck(kb, check, map, lanes);
       continue;
     }
     bool varying =

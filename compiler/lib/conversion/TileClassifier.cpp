@@ -85,6 +85,8 @@ private:
       return evalSelect(s);
     if (auto ex = dyn_cast<tensor::ExtractOp>(op))
       return evalLoad(ex);
+    if (auto dim = dyn_cast<tensor::DimOp>(op))
+      return evalDim(dim);
     return evalArith(op);
   }
 
@@ -102,6 +104,16 @@ private:
       idx.push_back(in->lo);
     }
     Value v = kb_.load(mem->second, idx);
+    return Interval{v, v};
+  }
+
+  /// A capture's extent (a checked compile's bounds) is the same for the whole tile.
+  std::optional<Interval> evalDim(tensor::DimOp dim) {
+    auto mem = captures_.find(dim.getSource());
+    auto axis = get(dim.getIndex());
+    if (mem == captures_.end() || !axis || axis->lo != axis->hi)
+      return std::nullopt;
+    Value v = memref::DimOp::create(b_, mem->second, axis->lo);
     return Interval{v, v};
   }
 

@@ -1060,11 +1060,12 @@ struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       return signalPassFailure();
-    // Anything left of the qkv dialect (except attention, which has its own pass) is a
-    // missing lowering: fail loudly rather than let a later stage choke on it.
+    // Anything left of the qkv dialect (except attention, which has its own pass, and
+    // the checks, which qkv-lower-checks turns into calls) is a missing lowering: fail
+    // loudly rather than let a later stage choke on it.
     WalkResult wr = getOperation().walk([&](Operation *op) {
-      if (isa<QkvDialect>(op->getDialect()) && !isa<AttentionOp>(op) &&
-          !op->getParentOfType<AttentionOp>() && !isa<YieldOp>(op)) {
+      if (isa<QkvDialect>(op->getDialect()) && !isa<AttentionOp, CheckOp, YieldOp>(op) &&
+          !op->getParentOfType<AttentionOp>()) {
         op->emitError("qkv-lower-to-linalg: no lowering for this op");
         return WalkResult::interrupt();
       }

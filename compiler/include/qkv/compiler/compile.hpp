@@ -60,6 +60,11 @@ struct CompileOptions {
   std::vector<std::string> dump;
   /// The on-disk kernel cache.
   CacheOptions cache;
+  /// Bounds checks (qkv/runtime/checks.hpp): every load a mod makes from a captured
+  /// tensor and every embedding id the graph computes is checked, and Kernel::run throws
+  /// the interpreter's error for the first out of bounds instead of reading past a
+  /// tensor. Slower; for finding mistakes. QKV_CHECKED=1 turns it on for every compile.
+  bool checked = false;
 };
 
 /// A compilation failure: which stage failed and what MLIR/LLVM said.

@@ -43,6 +43,9 @@ struct KernelEntry {
   std::shared_ptr<void> owner;
   void (*packed)(void **) = nullptr;
   std::string symbol;
+  /// The code checks bounds and reports failures (qkv/runtime/checks.hpp): run() turns
+  /// the first into a qkv::Error.
+  bool checked = false;
 };
 
 class Kernel {
@@ -56,6 +59,8 @@ public:
   /// Runs the kernel. Inputs and params by name; returns the outputs by name. Run-time
   /// dims are bound from the inputs (qkv::bind_dims): a missing, unknown, mistyped or
   /// misshapen input is a qkv::Error naming it, raised before any output is written.
+  /// A checked kernel (CompileOptions::checked) that met an index out of bounds throws
+  /// the interpreter's qkv::Error for it after the run.
   TensorMap run(const TensorMap &inputs) const;
 
   /// The IR at a named stage (see stage_names()); throws qkv::Error for an unknown name.

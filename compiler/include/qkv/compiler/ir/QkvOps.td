@@ -216,6 +216,22 @@ def Qkv_PagedCacheViewOp : Qkv_Op<"paged_cache_view", [Pure]> {
   let hasVerifier = 1;
 }
 
+// ---- checked compiles ------------------------------------------------------------------
+
+def Qkv_CheckOp : Qkv_Op<"check", [MemoryEffects<[MemWrite]>]> {
+  let summary = "reports a failed bounds check of a checked compile";
+  let description = [{
+    When `ok` is false, the kernel reports site `site` with `values` to the runtime
+    (qkv_check_failed), which raises the interpreter's error for it after the run. The
+    values of a load in a mod: b, h, q, kv, the load's indices, then the captured
+    tensor's dims. Emitted by import in a checked compile next to the load it guards
+    (whose indices are then clamped into bounds); qkv-lower-checks turns it into a
+    call.
+  }];
+  let arguments = (ins I1:$ok, I64Attr:$site, Variadic<Index>:$values);
+  let assemblyFormat = "$ok `,` `site` $site ` ` `[` $values `]` attr-dict";
+}
+
 // ---- mods and attention ----------------------------------------------------------------
 
 def Qkv_YieldOp : Qkv_Op<"yield", [Pure, Terminator, ReturnLike,

@@ -84,4 +84,16 @@ def LowerMatmulToMicrokernels
                            "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect"];
 }
 
+def LowerChecks : Pass<"qkv-lower-checks", "::mlir::ModuleOp"> {
+  let summary = "Turn a checked compile's qkv.check ops into calls of qkv_check_failed";
+  let description = [{
+    Each `qkv.check %ok, site N [values]` becomes `scf.if` on `not %ok` around a call of
+    the runtime's `qkv_check_failed(N, count, v0, ..., v15)` (i64 arguments; slots past
+    the count are 0). The function is declared once per module. A module without checks
+    is left as it is.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::func::FuncDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif // QKV_PASSES_TD

@@ -1,0 +1,202 @@
+// Checked kernels (CompileOptions::checked, QKV_CHECKED=1): a load a mod makes out of a
+// captured tensor's bounds is reported with the interpreter's words, on every path that
+// evaluates mods (the fused kernel, the decode kernel, unfused mask/score_mod ops), and a
+// checked kernel of a correct graph computes what the unchecked one does.
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include <qkv/qkv.hpp>
+#include <qkv_test/errors.hpp>
+
+namespace qkv::test {
+namespace {
+
+constexpr auto B = dim<"B">;
+constexpr auto L = dim<"L">;
+constexpr auto S = dim<"S">;
+constexpr auto H = dim<"H", 2>;
+constexpr auto Dh = dim<"Dh", 4>;
+
+CompileOptions checked(bool recognize = true) {
+  CompileOptions o;
+  o.checked = true;
+  o.recognize_attention = recognize;
+  o.cache = CacheOptions::off();
+  return o;
+}
+
+/// The interpreter's error for `in`, and the checked kernel's: they must be one message.
+void expect_same_error(const Graph &g, const TensorMap &in, const CompileOptions &o) {
+  std::string want = error_of([&] { reference::run(g, in); });
+  ASSERT_FALSE(want.empty()) << "the interpreter accepted the inputs";
+  Kernel k = compile(g, Target::host(), o);
+  EXPECT_EQ(error_of([&] { k.run(in); }), want);
+}
+
+/// A relative-position bias table meant for |kv - q| <= 3: read past its end for longer
+/// sequences.
+Graph rel_bias_graph() {
+  Graph g("rel");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto table = g.param<f32>("rel_bias", H, dim<"R", 4>);
+  auto o = attention(q, q, q).named("att").score_mod(
+      [&](auto s, auto, auto h, auto qi, auto ki) { return s + table(h, ki - qi + 3); });
+  g.output("o", o.value());
+  return g;
+}
+
+TEST(Checked, FusedScoreModLoadIsTheInterpretersError) {
+  Graph g = rel_bias_graph();
+  expect_same_error(g, random_inputs(g, {{"B", 1}, {"L", 2}}, 1), checked());
+  // Far past the end, and in a later batch and head: the first in the interpreter's order.
+  expect_same_error(g, random_inputs(g, {{"B", 3}, {"L", 37}}, 2), checked());
+}
+
+TEST(Checked, FusedMaskLoadIsTheInterpretersError) {
+  Graph g("docs");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto k = g.input<f32>("k", B, H, S, Dh);
+  auto doc = g.input<i32>("doc", B, L); // indexed by kv below, but kv runs over S
+  auto o = attention(q, k, k).named("att").mask(
+      [&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); });
+  g.output("o", o.value());
+  expect_same_error(g, random_inputs(g, {{"B", 2}, {"L", 5}, {"S", 23}}, 1), checked());
+}
+
+TEST(Checked, NegativeIndexIsReported) {
+  Graph g("neg");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto slopes = g.param<f32>("slopes", H);
+  auto o = attention(q, q, q).named("att").score_mod(
+      [&](auto s, auto, auto h, auto qi, auto ki) { return s + slopes(h - qi + ki - 1); });
+  g.output("o", o.value());
+  expect_same_error(g, random_inputs(g, {{"B", 1}, {"L", 19}}, 3), checked());
+}
+
+TEST(Checked, DecodeKernelLoadIsTheInterpretersError) {
+  Graph g("dec");
+  auto q = g.input<f32>("q", B, H, dim<"one", 1>, Dh);
+  auto k = g.input<f32>("k", B, H, S, Dh);
+  auto pos_bias = g.param<f32>("pos_bias", dim<"P", 40>);
+  auto o = attention(q, k, k).named("att").score_mod(
+      [&](auto s, auto, auto, auto, auto ki) { return s + pos_bias(ki); });
+  g.output("o", o.value());
+  CompileOptions o1 = checked();
+  Kernel kern = compile(g, Target::host(), o1);
+  TensorMap fine = random_inputs(g, {{"B", 2}, {"S", 40}}, 4);
+  Comparison c = compare(kern.run(fine).at("o"), reference::run(g, fine).at("o"), 1e-5, 1e-4);
+  EXPECT_TRUE(c.ok) << c.message;
+  expect_same_error(g, random_inputs(g, {{"B", 2}, {"S", 333}}, 4), o1);
+}
+
+/// A divisor read from a tensor: a zero one is the interpreter's error, not a trap.
+TEST(Checked, IntegerDivisionByZeroIsTheInterpretersError) {
+  Graph g("blocks");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto block = g.input<i32>("block", H); // per-head block size, 0 for one head below
+  auto o = attention(q, q, q).named("att").mask([&](auto, auto h, auto qi, auto ki) {
+    return qi / block[h] == ki / block[h];
+  });
+  g.output("o", o.value());
+  TensorMap in = random_inputs(g, {{"B", 2}, {"L", 9}}, 7);
+  in["block"] = Tensor::from_values(DType::I32, {2}, {3, 0});
+  expect_same_error(g, in, checked());
+  in["block"] = Tensor::from_values(DType::I32, {2}, {3, 4});
+  Kernel k = compile(g, Target::host(), checked());
+  Comparison c = compare(k.run(in).at("o"), reference::run(g, in).at("o"), 1e-5, 1e-4);
+  EXPECT_TRUE(c.ok) << c.message;
+}
+
+TEST(Checked, IntegerRemainderByZeroIsTheInterpretersError) {
+  Graph g("stripes");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto period = g.input<i32>("period", B);
+  auto o = attention(q, q, q).named("att").score_mod(
+      [&](auto s, auto b, auto, auto, auto ki) { return s + to_float(ki % period[b]); });
+  g.output("o", o.value());
+  TensorMap in = random_inputs(g, {{"B", 3}, {"L", 5}}, 8);
+  in["period"] = Tensor::from_values(DType::I32, {3}, {2, -1, 0});
+  expect_same_error(g, in, checked());
+}
+
+/// The same mods as graph ops, compiled unfused (mask and score_mod lowered to linalg)
+/// and fused by recognition: both report the interpreter's error.
+TEST(Checked, UnfusedModsAreCheckedToo) {
+  Graph g("unfused");
+  Dim Lg = g.dim("L"), D = g.dim("D", 4), R = g.dim("R", 6);
+  Value x = g.input("x", DType::F32, {Lg, D});
+  Value tab = g.param("tab", DType::F32, {R});
+  Value lim = g.input("lim", DType::I32, {Lg});
+  Value s = matmul(x, transpose(x)).named("scores");
+  s = score_mod(s, [&](Expr sc, Expr, Expr, Expr qi, Expr ki) { return sc + tab[ki - qi]; })
+          .named("bias");
+  s = mask(s, [&](Expr, Expr, Expr qi, Expr ki) { return ki <= lim[qi + 1]; })
+          .named("limit");
+  g.output("out", matmul(softmax(s), x));
+  TensorMap in = random_inputs(g, {{"L", 5}}, 5);
+  for (bool recognize : {false, true}) {
+    SCOPED_TRACE(recognize ? "recognized" : "unfused");
+    expect_same_error(g, in, checked(recognize));
+  }
+}
+
+/// Correct graphs at odd and dynamic sizes: the checked kernel computes the unchecked
+/// kernel's outputs and reports nothing (no false alarm from padded lanes or tiles).
+TEST(Checked, CorrectGraphsRunAsUnchecked) {
+  Graph g("lengths");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto k = g.input<f32>("k", B, H, S, Dh);
+  auto len = g.input<i32>("len", B);
+  auto bias = g.param<f32>("bias", H, S);
+  auto o = attention(q, k, k).named("att")
+               .score_mod([&](auto s, auto b, auto h, auto, auto ki) { return s + bias(h, ki); })
+               .mask([&](auto b, auto, auto, auto ki) { return ki < len(b); });
+  g.output("o", o.value());
+  CompileOptions plain;
+  plain.cache = CacheOptions::off();
+  Kernel fast = compile(g, Target::host(), plain), safe = compile(g, Target::host(), checked());
+  for (auto [b, l, s] : {std::tuple{1, 1, 1}, {2, 17, 33}, {3, 70, 5}, {1, 129, 257}}) {
+    TensorMap in = random_inputs(g, {{"B", b}, {"L", l}, {"S", s}}, 6,
+                                 {{"len", {0.0, static_cast<double>(s + 1)}}});
+    Comparison c = compare(safe.run(in).at("o"), fast.run(in).at("o"), 0, 0);
+    EXPECT_TRUE(c.ok) << b << "x" << l << "x" << s << ": " << c.message;
+  }
+}
+
+TEST(Checked, EnvironmentTurnsChecksOn) {
+  Graph g = rel_bias_graph();
+  TensorMap in = random_inputs(g, {{"B", 1}, {"L", 2}}, 1);
+  CompileOptions o;
+  o.cache = CacheOptions::off();
+  ::setenv("QKV_CHECKED", "1", 1);
+  std::string e = error_of([&] { compile(g, Target::host(), o).run(in); });
+  ::setenv("QKV_CHECKED", "yes", 1);
+  std::string bad = error_of([&] { compile(g, Target::host(), o); });
+  ::unsetenv("QKV_CHECKED");
+  EXPECT_NE(e.find("score_mod loads 'rel_bias'[0, 4] out of bounds"), std::string::npos) << e;
+  EXPECT_NE(bad.find("QKV_CHECKED is 'yes'"), std::string::npos) << bad;
+}
+
+/// Checked and unchecked kernels are different cache entries: an unchecked entry never
+/// answers a checked compile.
+TEST(Checked, CacheKeepsCheckedAndUncheckedApart) {
+  Graph g = rel_bias_graph();
+  std::string dir = ::testing::TempDir() + "qkv-checked-cache";
+  std::filesystem::remove_all(dir); // left by an earlier run
+  CompileOptions o;
+  o.cache.dir = dir;
+  Kernel plain = compile(g, Target::host(), o);
+  o.checked = true;
+  Kernel safe = compile(g, Target::host(), o);
+  EXPECT_FALSE(safe.stats().from_cache) << safe.stats().cache_note;
+  EXPECT_NE(safe.stats().cache_key, plain.stats().cache_key);
+  Kernel again = compile(g, Target::host(), o);
+  EXPECT_TRUE(again.stats().from_cache) << again.stats().cache_note;
+  TensorMap in = random_inputs(g, {{"B", 1}, {"L", 2}}, 1);
+  EXPECT_NE(error_of([&] { again.run(in); }).find("out of bounds"), std::string::npos);
+}
+
+} // namespace
+} // namespace qkv::test
