@@ -58,7 +58,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "linalg")
     return flash + ",func.func(qkv-lower-to-linalg),canonicalize,cse";
   if (stage == "loops")
-    return "func.func(qkv-copy-repeated-results),"
+    return "func.func(qkv-copy-repeated-results,qkv-unshare-fills),"
            "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map},"
            "buffer-results-to-out-params{modify-public-functions hoist-static-allocs "

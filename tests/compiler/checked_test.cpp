@@ -75,6 +75,36 @@ TEST(Checked, NegativeIndexIsReported) {
   expect_same_error(g, random_inputs(g, {{"B", 1}, {"L", 19}}, 3), checked());
 }
 
+// An index a billion rows past the end: without the clamp the kernel would fault.
+TEST(Checked, FarOutOfBoundsLoadReadsNothing) {
+  Graph g("far");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto table = g.param<f32>("table", H, dim<"R", 4>);
+  auto o = attention(q, q, q).named("att").score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+    return s + table(h, (ki - qi) * 1000000000);
+  });
+  g.output("o", o.value());
+  expect_same_error(g, random_inputs(g, {{"B", 2}, {"L", 33}}, 9), checked());
+}
+
+// Both mods out of bounds at the same (b, h, q, kv): the interpreter evaluates the
+// score_mod first, so the score_mod's load is the one reported.
+TEST(Checked, ScoreModIsReportedBeforeMaskAtOnePosition) {
+  Graph g("both");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto bias = g.param<f32>("bias", dim<"R", 3>);
+  auto keep = g.param<i32>("keep", dim<"R", 3>);
+  auto o = attention(q, q, q)
+               .named("att")
+               .mask([&](auto, auto, auto, auto ki) { return keep[ki] >= 0; })
+               .score_mod([&](auto s, auto, auto, auto, auto ki) { return s + bias[ki]; });
+  g.output("o", o.value());
+  TensorMap in = random_inputs(g, {{"B", 1}, {"L", 20}}, 10);
+  std::string want = error_of([&] { reference::run(g, in); });
+  EXPECT_NE(want.find("score_mod loads 'bias'[3]"), std::string::npos) << want;
+  expect_same_error(g, in, checked());
+}
+
 TEST(Checked, DecodeKernelLoadIsTheInterpretersError) {
   Graph g("dec");
   auto q = g.input<f32>("q", B, H, dim<"one", 1>, Dh);

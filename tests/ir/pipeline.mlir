@@ -55,9 +55,11 @@
 // PIPE: qkv-lower-attention-to-flash
 // PIPE: qkv-lower-to-linalg
 // PIPE: qkv-copy-repeated-results
+// PIPE: qkv-unshare-fills
 // PIPE: one-shot-bufferize
 // PIPE: buffer-results-to-out-params
 // PIPE: convert-linalg-to-parallel-loops
+// PIPE: qkv-lower-checks
 // PIPE: convert-scf-to-openmp
 // PIPE: convert-vector-to-llvm
 // PIPE: finalize-memref-to-llvm

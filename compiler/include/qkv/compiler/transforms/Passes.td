@@ -35,6 +35,21 @@ def CopyRepeatedResults : Pass<"qkv-copy-repeated-results", "::mlir::func::FuncO
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def UnshareFills : Pass<"qkv-unshare-fills", "::mlir::func::FuncOp"> {
+  let summary = "Give each op that writes into a filled tensor a fill of its own";
+  let description = [{
+    CSE merges the identical `linalg.fill`s (say of zeros) that several matmuls start
+    from into one; one-shot bufferization then gives the fill one buffer and copies it
+    into a fresh one for every other writer (a memref.copy per projection, and the
+    output written into a temporary). Cloning the fill, and its `tensor.empty`, for every
+    destination (`outs`) use after the first (for every one, when the fill is also read)
+    lets each writer fill and write a buffer of its own, and buffer-results-to-out-params then hoists the result's buffer into the
+    output argument: results are written in place. Runs right before bufferization,
+    after the last CSE.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::ModuleOp"> {
   let summary = "Lower qkv.attention to a fused, tiled, vectorized, parallel kernel";
   let description = [{

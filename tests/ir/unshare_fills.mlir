@@ -1,0 +1,47 @@
+// qkv-unshare-fills: a fill that several ops write into is cloned, with its tensor.empty,
+// for each destination use after the first, or for each one when the fill is also read
+// (the reader keeps the original); a fill with one writer is left alone.
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-unshare-fills))" | FileCheck %s
+
+// CHECK-LABEL: func.func @three_writers
+// CHECK: %[[E:.*]] = tensor.empty(%{{.*}}) : tensor<?x4xf32>
+// CHECK-NEXT: %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<?x4xf32>)
+// CHECK-NEXT: %[[E0:.*]] = tensor.empty(%{{.*}}) : tensor<?x4xf32>
+// CHECK-NEXT: %[[F0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E0]] : tensor<?x4xf32>)
+// CHECK-NEXT: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4x4xf32>) outs(%[[F0]] : tensor<?x4xf32>)
+// CHECK-NEXT: %[[E1:.*]] = tensor.empty(%{{.*}}) : tensor<?x4xf32>
+// CHECK-NEXT: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E1]] : tensor<?x4xf32>)
+// CHECK-NEXT: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4x4xf32>) outs(%[[F1]] : tensor<?x4xf32>)
+// CHECK-NEXT: %[[E2:.*]] = tensor.empty(%{{.*}}) : tensor<?x4xf32>
+// CHECK-NEXT: %[[F2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E2]] : tensor<?x4xf32>)
+// CHECK-NEXT: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4x4xf32>) outs(%[[F2]] : tensor<?x4xf32>)
+// The read keeps the original.
+// CHECK-NEXT: tensor.empty
+// CHECK-NEXT: linalg.add ins(%[[F]], %{{.*}} : tensor<?x4xf32>, tensor<?x4xf32>)
+func.func @three_writers(%x: tensor<?x4xf32>, %w: tensor<4x4xf32>)
+    -> (tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %n = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %e = tensor.empty(%n) : tensor<?x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<?x4xf32>, tensor<4x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %b = linalg.matmul ins(%x, %w : tensor<?x4xf32>, tensor<4x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %c = linalg.matmul ins(%x, %w : tensor<?x4xf32>, tensor<4x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %e2 = tensor.empty(%n) : tensor<?x4xf32>
+  %d = linalg.add ins(%f, %a : tensor<?x4xf32>, tensor<?x4xf32>) outs(%e2 : tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %a, %b, %c, %d : tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32>
+}
+
+// CHECK-LABEL: func.func @one_writer
+// CHECK: linalg.fill
+// CHECK-NOT: linalg.fill
+func.func @one_writer(%x: tensor<?x4xf32>, %w: tensor<4x4xf32>) -> tensor<?x4xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %n = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %e = tensor.empty(%n) : tensor<?x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<?x4xf32>, tensor<4x4xf32>) outs(%f : tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %a : tensor<?x4xf32>
+}
