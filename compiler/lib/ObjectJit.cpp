@@ -133,7 +133,7 @@ llvm::Expected<LoadedObject> load_object(const std::string &object, const std::s
     main.addGenerator(std::move(*gen));
   }
   if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
-    return std::move(e);
+    return e;
   auto addr = (*jit)->lookup("_mlir_" + symbol);
   if (!addr)
     return addr.takeError();
