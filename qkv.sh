@@ -9,11 +9,15 @@
 #   ./qkv.sh test --sanitize
 #                     the same in build-sanitize/ with ASan + UBSan and the libFuzzer
 #                     targets' short runs (docs/reliability.md)
+#   ./qkv.sh test --gcc
+#                     the same in build-gcc/ built by g++ with -Wall -Wextra -Werror: qkv's
+#                     own code stays warning-free under GCC too (docs/reliability.md)
 #   ./qkv.sh build    install and build everything
 #   ./qkv.sh bench    build and run the benchmarks under bench/
 #   ./qkv.sh clean    remove the build directory
 #
-# Environment: QKV_BUILD_DIR (default build; build-sanitize with --sanitize), QKV_JOBS
+# Environment: QKV_BUILD_DIR (default build; build-sanitize with --sanitize, build-gcc
+# with --gcc), QKV_JOBS
 # (default: all cores),
 # QKV_MODEL_CACHE (where scripts/fetch-model.sh keeps models; default ~/.cache/qkv/models).
 set -euo pipefail
@@ -21,6 +25,7 @@ cd "$(dirname "$0")"
 
 BUILD=${QKV_BUILD_DIR:-build}
 SANITIZE=0
+GCC=0
 JOBS=${QKV_JOBS:-$(nproc)}
 LLVM=/usr/lib/llvm-22
 
@@ -43,6 +48,13 @@ configure() {
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
       -DQKV_SANITIZE=ON -DQKV_BUILD_FUZZERS=ON \
       -DCMAKE_C_COMPILER="$LLVM/bin/clang" -DCMAKE_CXX_COMPILER="$LLVM/bin/clang++"
+  elif [ "$GCC" = 1 ] && [ ! -f "$BUILD/build.ninja" ]; then
+    # Every warning in qkv's own code is an error; MLIR's and LLVM's headers are SYSTEM
+    # includes (qkv_mlir_deps), so theirs are not reported.
+    say "configuring $BUILD (CMake + Ninja, g++, Release, -Wall -Wextra -Werror)"
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror" \
+      -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++
   elif [ ! -f "$BUILD/build.ninja" ]; then
     say "configuring $BUILD (CMake + Ninja, clang 22, Release)"
     cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -74,11 +86,10 @@ case "$cmd" in
     "$BUILD/bin/$demo"
     ;;
   test)
-    if [ "${1:-}" = --sanitize ]; then
-      shift
-      SANITIZE=1
-      BUILD=${QKV_BUILD_DIR:-build-sanitize}
-    fi
+    case "${1:-}" in
+      --sanitize) shift; SANITIZE=1; BUILD=${QKV_BUILD_DIR:-build-sanitize} ;;
+      --gcc) shift; GCC=1; BUILD=${QKV_BUILD_DIR:-build-gcc} ;;
+    esac
     deps
     build
     # The model tests (tests/models, examples/embed.cpp) need all-MiniLM-L6-v2: downloaded
@@ -106,7 +117,7 @@ case "$cmd" in
     rm -rf "$BUILD"
     ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     [ "$cmd" = help ] || exit 2
     ;;
 esac

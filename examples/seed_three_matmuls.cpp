@@ -119,7 +119,7 @@ std::string fmt(const Values &v, int precision = 3) {
 std::string count(double n) { // 1234567 -> "1,234,567"
   std::string s = std::to_string(static_cast<long long>(n));
   for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
-    s.insert(static_cast<std::size_t>(i), ",");
+    s.insert(static_cast<std::size_t>(i), 1, ',');
   return s;
 }
 
@@ -586,7 +586,7 @@ void rope_relative(Checks &checks) {
            {3, {3, 7, 15}}, {0, {0, 6, 11}}, {-2, {0, 5, 13}}}) {
     std::cout << "    " << std::setw(5) << delta << "  ";
     for (int m : ms) {
-      std::string at = "(" + std::to_string(m) + "," + std::to_string(m - delta) + ")";
+      std::string at = '(' + std::to_string(m) + ',' + std::to_string(m - delta) + ')';
       std::cout << std::setw(9) << at << std::setw(8) << fmt(s.at({m, m - delta}), 4);
     }
     std::cout << "     ";
@@ -1021,8 +1021,8 @@ qkv::Graph full_form_graph(const std::vector<Pattern> &patterns) {
   auto s = matmul(q, transpose(k)) / 8.0; // 1/sqrt(64)
   for (std::size_t i = 0; i < patterns.size(); ++i) {
     auto p = softmax(mask(s, patterns[i].mask));
-    g.output("p" + std::to_string(i), p.value());
-    g.output("o" + std::to_string(i), matmul(p, v).value());
+    g.output('p' + std::to_string(i), p.value());
+    g.output('o' + std::to_string(i), matmul(p, v).value());
   }
   return g;
 }
@@ -1045,10 +1045,10 @@ void run_patterns(std::vector<Pattern> &patterns, const TensorMap &in) {
   unfused.recognize_attention = false; // compute the whole score table, as written
   TensorMap out = qkv::compile(full_form_graph(patterns), qkv::Target::host(), unfused).run(in);
   for (std::size_t i = 0; i < patterns.size(); ++i) {
-    const Tensor &p = out.at("p" + std::to_string(i));
+    const Tensor &p = out.at('p' + std::to_string(i));
     const float *w = p.data_as<float>();
     patterns[i].kept = double(std::count_if(w, w + p.numel(), [](float x) { return x > 0; })) / 2;
-    patterns[i].full = out.at("o" + std::to_string(i));
+    patterns[i].full = out.at('o' + std::to_string(i));
   }
 }
 

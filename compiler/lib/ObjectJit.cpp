@@ -140,7 +140,7 @@ llvm::Expected<LoadedObject> load_object(const std::string &object, const std::s
   if (auto e = main.define(llvm::orc::absoluteSymbols(std::move(own))))
     return std::move(e);
   if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
-    return std::move(e);
+    return e;
   auto addr = (*jit)->lookup("_mlir_" + symbol);
   if (!addr)
     return addr.takeError();

@@ -50,7 +50,7 @@ const DTypeEntry *find_dtype(const std::string &name) {
 }
 
 std::string range_str(const SafeTensorInfo &t) {
-  return "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ")";
+  return '[' + std::to_string(t.begin) + ", " + std::to_string(t.end) + ')';
 }
 
 /// The file, mapped read-only; unmapped when the last owner goes.

@@ -131,8 +131,9 @@ TEST(GalleryShapes, DefaultAndBenchShapes) {
     DimBindings dims = e.dims(e.bench_shape);
     EXPECT_NO_THROW(complete_dims(g, dims));
     for (const auto &[name, def] : g.dim_defs())
-      if (def.kind == DimDef::Kind::Atomic && def.extent == kDynamic)
+      if (def.kind == DimDef::Kind::Atomic && def.extent == kDynamic) {
         EXPECT_TRUE(dims.count(name)) << "dynamic dim " << name << " has no extent";
+      }
   }
 }
 

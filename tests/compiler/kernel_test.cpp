@@ -201,7 +201,11 @@ TEST(Compile, HalfPrecisionIsRejectedClearly) {
 TEST(Compile, BFloat16IsRejectedClearly) {
   Graph g("bf16");
   Dim L = g.dim("L"), D = g.dim("D", 4);
-  g.output("y", linear(g.input("x", DType::BF16, {L, D}), g.param("w", DType::BF16, {D, D})));
+  // x before w in the graph: as arguments of one call their order would be unspecified
+  // (g++ makes w first), and compile names the first bf16 node.
+  Value x = g.input("x", DType::BF16, {L, D});
+  Value w = g.param("w", DType::BF16, {D, D});
+  g.output("y", linear(x, w));
   EXPECT_TRUE(test::ErrorSays([&] { compile(g); },
                               {"compile: 'x' is bf16", "f32/f64 only", "convert the inputs"}));
 }

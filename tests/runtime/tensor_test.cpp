@@ -169,8 +169,9 @@ TEST(Half, F16ToFloat) {
 TEST(Half, F16EveryPatternRoundTrips) {
   for (std::uint32_t h = 0; h <= 0xFFFF; ++h) {
     bool is_nan = (h & 0x7C00) == 0x7C00 && (h & 0x3FF) != 0;
-    if (!is_nan)
+    if (!is_nan) {
       ASSERT_EQ(float_to_f16(f16_to_float(static_cast<std::uint16_t>(h))), h) << std::hex << h;
+    }
   }
 }
 
@@ -187,8 +188,9 @@ TEST(Half, Bf16RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_float(0x3F81), 1.0f + 0x1p-7f);
   for (std::uint32_t h = 0; h <= 0xFFFF; ++h) {
     bool is_nan = (h & 0x7F80) == 0x7F80 && (h & 0x7F) != 0;
-    if (!is_nan)
+    if (!is_nan) {
       ASSERT_EQ(float_to_bf16(bf16_to_float(static_cast<std::uint16_t>(h))), h) << std::hex << h;
+    }
   }
 }
 

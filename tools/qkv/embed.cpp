@@ -131,10 +131,10 @@ void print_text(const SentenceEncoder &m, const std::vector<std::string> &s,
   }
   std::cout << "cosine similarity:\n      ";
   for (std::int64_t j = 0; j < n; ++j)
-    std::cout << std::setw(7) << ("[" + std::to_string(j) + "]");
+    std::cout << std::setw(7) << ('[' + std::to_string(j) + ']');
   std::cout << "\n";
   for (std::int64_t i = 0; i < n; ++i) {
-    std::cout << std::setw(6) << ("[" + std::to_string(i) + "]");
+    std::cout << std::setw(6) << ('[' + std::to_string(i) + ']');
     for (std::int64_t j = 0; j < n; ++j)
       std::cout << std::setw(7) << std::setprecision(3) << cosine(e, i, j);
     std::cout << "\n";
@@ -241,8 +241,11 @@ int run_bench(const cli::Args &a, const Options &o) {
 
 std::string bench_sentence(int i, int words) {
   std::string s;
-  for (int k = 0; k < words; ++k)
-    s += (k ? " " : "") + std::string(kWords[(31 * i + 17 * k) % 64]);
+  for (int k = 0; k < words; ++k) {
+    if (k)
+      s += ' ';
+    s += kWords[(31 * i + 17 * k) % 64];
+  }
   return s;
 }
 
