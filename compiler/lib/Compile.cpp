@@ -9,7 +9,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -221,9 +220,7 @@ std::string to_object(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
     f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
     f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
   }
-  auto optimize = mlir::makeOptimizingTransformer(static_cast<unsigned>(opt_level), 0, tm.get());
-  if (llvm::Error e = optimize(m.get()))
-    throw CompileError("llvm-ir", llvm::toString(std::move(e)) + "\n" + diags);
+  jit::optimize(*m, opt_level, *tm);
   llvm::raw_string_ostream os(llvm_ir);
   m->print(os, nullptr);
   // An object added to the JIT runs no initialisers; the pipeline makes none.

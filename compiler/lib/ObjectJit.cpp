@@ -6,11 +6,14 @@
 #include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/checks.hpp>
 
+#include <algorithm>
+
 #include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #ifndef QKV_LLVM_LIBDIR
@@ -113,6 +116,31 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
     add_packed_wrapper(m, *f);
 }
 
+void optimize(llvm::Module &m, int opt_level, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = false;
+  tuning.SLPVectorization = false;
+  tuning.LoopVectorization = true;
+  llvm::PassBuilder pb(&tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  static const llvm::OptimizationLevel levels[] = {
+      llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2,
+      llvm::OptimizationLevel::O3};
+  llvm::OptimizationLevel level = levels[std::clamp(opt_level, 0, 3)];
+  llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                    ? pb.buildO0DefaultPipeline(level)
+                                    : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(m, mam);
+}
+
 llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm) {
   llvm::orc::SimpleCompiler compiler(tm);
   auto obj = compiler(m);
@@ -138,7 +166,7 @@ llvm::Expected<LoadedObject> load_object(const std::string &object, const std::s
   own[(*jit)->mangleAndIntern("qkv_check_failed")] = {
       llvm::orc::ExecutorAddr::fromPtr(&qkv_check_failed), llvm::JITSymbolFlags::Exported};
   if (auto e = main.define(llvm::orc::absoluteSymbols(std::move(own))))
-    return std::move(e);
+    return e;
   if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
     return e;
   auto addr = (*jit)->lookup("_mlir_" + symbol);

@@ -25,6 +25,13 @@ const std::string &host_identity();
 /// args[i] and calls f: MLIR's packed calling convention (ExecutionEngine::lookupPacked).
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm);
 
+/// LLVM's default module pipeline at `opt_level` (0-3) with the loop unroller and the SLP
+/// vectorizer off: MLIR has already tiled, vectorized and unrolled the hot loops, and
+/// LLVM unrolling the loops MLIR keeps rolled (a matmul's K loop, a tile's key loop)
+/// only grows the code it must then compile (a third of mha's cold compile, at no
+/// measured speed). The loop vectorizer stays on for the scalar loops MLIR leaves.
+void optimize(llvm::Module &m, int opt_level, llvm::TargetMachine &tm);
+
 /// The object file (ELF, relocatable) the target machine makes of the module.
 llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm);
 

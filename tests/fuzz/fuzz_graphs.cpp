@@ -301,6 +301,9 @@ public:
     if (r_.chance(0.25))
       f_.options.schedule.threads = r_.uniform(1, 2);
     f_.options.recognize_attention = !r_.chance(0.2);
+    // a checked kernel of a valid graph must compute what the interpreter does, and
+    // report nothing
+    f_.options.checked = r_.chance(0.25);
     // two bindings of the dynamic dims, the second often the largest
     for (int s = 0; s < 2; ++s) {
       DimBindings b;
@@ -1238,7 +1241,8 @@ std::string graph_text(const Fuzzed &f) {
     os << " " << s << ";";
   os << "\nschedule: vector_bits=" << f.options.schedule.vector_bits
      << " threads=" << f.options.schedule.threads
-     << " recognize_attention=" << f.options.recognize_attention;
+     << " recognize_attention=" << f.options.recognize_attention
+     << " checked=" << f.options.checked;
   os << "\nruns:";
   for (const DimBindings &b : f.shapes) {
     os << " {";
