@@ -112,9 +112,11 @@ private:
     for (std::size_t d = 0; d < idx.size(); ++d) {
       mlir::Value dim = mlir::tensor::DimOp::create(b_, loc_, tensor, static_cast<int64_t>(d));
       values.push_back(dim);
-      mlir::Value in = AndIOp::create(b_, loc_,
-                                      CmpIOp::create(b_, loc_, CmpIPredicate::sge, idx[d], zero),
-                                      CmpIOp::create(b_, loc_, CmpIPredicate::slt, idx[d], dim));
+      // One statement each: the order of the printed IR must not depend on the order a
+      // compiler evaluates function arguments in (g++ goes right to left).
+      mlir::Value ge = CmpIOp::create(b_, loc_, CmpIPredicate::sge, idx[d], zero);
+      mlir::Value lt = CmpIOp::create(b_, loc_, CmpIPredicate::slt, idx[d], dim);
+      mlir::Value in = AndIOp::create(b_, loc_, ge, lt);
       ok = ok ? AndIOp::create(b_, loc_, ok, in).getResult() : in;
     }
     CheckOp::create(b_, loc_, ok, b_.getI64IntegerAttr(site->second), values);
