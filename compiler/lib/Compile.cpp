@@ -105,7 +105,8 @@ void init_passes() {
 std::string print_module(mlir::ModuleOp m) {
   std::string s;
   llvm::raw_string_ostream os(s);
-  m.print(os);
+  // Values with a NameLoc print under that name: the fused kernel's loops (b, h, kv, ...).
+  m.print(os, mlir::OpPrintingFlags().printNameLocAsPrefix());
   return s;
 }
 

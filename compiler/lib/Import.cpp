@@ -309,6 +309,14 @@ void build_mod_region(OpBuilder &b, mlir::Location loc, mlir::Region &region, co
 
 int64_t norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }
 
+/// The location of what graph `name` (or node `name`) became: the name as a file name,
+/// for diagnostics, and not a NameLoc, which the stages print as the value's name (they
+/// name the fused kernel's loops that way) and which would rename every value after its
+/// node.
+mlir::Location node_loc(OpBuilder &b, const std::string &name) {
+  return mlir::FileLineColLoc::get(b.getStringAttr(name), 0, 0);
+}
+
 } // namespace
 
 mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g,
@@ -323,7 +331,7 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
                  "; the CPU pipeline computes in f32/f64 only so far (convert the inputs)");
 
   OpBuilder b(&ctx);
-  mlir::Location loc = mlir::NameLoc::get(b.getStringAttr(g.name()));
+  mlir::Location loc = node_loc(b, g.name());
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
 
@@ -359,7 +367,7 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
   for (const Node &n : g.nodes()) {
     if (n.op == OpKind::Input || n.op == OpKind::Param)
       continue;
-    mlir::Location nloc = mlir::NameLoc::get(b.getStringAttr(n.name));
+    mlir::Location nloc = node_loc(b, n.name);
     mlir::RankedTensorType ty = tensor_type(ctx, n);
     mlir::Type ft = ty.getElementType();
     auto in = [&](int i) { return vals[n.inputs[i]]; };

@@ -45,13 +45,19 @@ const Node &attention_node(const Graph &g, const std::string &name) {
   return *found.front();
 }
 
+/// The node name import gave a location (as its file name), or "".
+std::string node_name(mlir::Location loc) {
+  auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc);
+  return file ? file.getFilename().str() : "";
+}
+
 /// The qkv.attention op that node `name` became.
 ir::AttentionOp find_op(mlir::ModuleOp m, const std::string &name) {
   std::vector<ir::AttentionOp> ops;
   ir::AttentionOp named;
   m.walk([&](ir::AttentionOp op) {
     ops.push_back(op);
-    if (auto loc = mlir::dyn_cast<mlir::NameLoc>(op.getLoc()); loc && loc.getName() == name)
+    if (node_name(op.getLoc()) == name)
       named = op;
   });
   if (named)

@@ -130,6 +130,25 @@ TEST(TileMap, TileSizesFollowTheSchedule) {
   EXPECT_EQ(t.cols, 5);
 }
 
+// Two attention nodes: options.attention picks one by the name the graph gave it.
+TEST(TileMap, PicksTheAttentionNodeByName) {
+  Graph g("two");
+  Dim B = g.dim("B"), L = g.dim("L"), H = g.dim("H", 2), Dh = g.dim("Dh", 16);
+  Value q = g.input("q", DType::F32, {B, H, L, Dh});
+  g.output("plain", attention(q, q, q).value().named("plain"));
+  g.output("lm", attention(q, q, q).mask(causal_mask()).value().named("lm"));
+  DimBindings d = {{"B", 1}, {"L", 100}};
+  TileMapOptions o;
+  o.attention = "lm";
+  TileMap lm = tile_map(g, d, o);
+  EXPECT_TRUE(lm.analysed);
+  EXPECT_GT(lm.count(TileKind::Empty), 0);
+  o.attention = "plain";
+  TileMap plain = tile_map(g, d, o);
+  EXPECT_FALSE(plain.analysed);
+  EXPECT_EQ(plain.count(TileKind::Full), plain.rows * plain.cols);
+}
+
 TEST(TileMap, Errors) {
   Graph g = gallery::find("linear_attn").build();
   try {

@@ -174,11 +174,12 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
     ImplicitLocOpBuilder &ib = in.builder();
     Value mOld = in.vload(vt, t.m, {c});
-    Value qi = in.laneIds(in.add(i0, c), lastQ, s.lanes);
+    Value qi = in.name(in.laneIds(in.add(i0, c), lastQ, s.lanes), "qi");
     Value mx = in.forLoop(
         in.idx(0), cols, in.idx(1), {mOld}, [&](KernelBuilder &in2, Value j, ValueRange acc) {
           Value sc = in2.vload(vt, t.sT, {j, c});
-          sc = emitScoreAndMask(in2, a, sc, b, h, qi, in2.add(j0, j), withMask, s.lanes);
+          Value kv = in2.name(in2.add(j0, j), "kv");
+          sc = emitScoreAndMask(in2, a, sc, b, h, qi, kv, withMask, s.lanes);
           in2.vstore(sc, t.sT, {j, c});
           // Scores are never NaN here: a compare and select is
           // one vmaxps, where maximumf would also propagate NaN.
@@ -326,6 +327,7 @@ void segmentTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule
   Value nKT = kb.ceilDiv(kb.max(kb.sub(seg.end, seg.begin), kb.idx(0)), s.kvTile);
   auto tiles = [&](KernelBuilder &in, Value from, Value to) {
     in.forLoop(from, to, 1, [&](KernelBuilder &x, Value kt) {
+      x.name(kt, "kv_tile");
       keyTile(x, a, s, t, seg, b, h, hk, i0, rows, x.add(seg.begin, x.mul(kt, s.kvTile)));
     });
   };
@@ -431,8 +433,8 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
       a.score ? a.scale
               : Value(arith::MulFOp::create(kb.builder(), a.scale, kb.fconst(a.ft, M_LOG2E)));
   kb.parallel({a.nB, a.nH, nQT}, [&](KernelBuilder &in, ValueRange iv) {
-    Value b = iv[0], h = iv[1], hk = in.divu(h, a.group);
-    Value i0 = in.mul(iv[2], s.qTile);
+    Value b = in.name(iv[0], "b"), h = in.name(iv[1], "h"), hk = in.divu(h, a.group);
+    Value i0 = in.mul(in.name(iv[2], "q_tile"), s.qTile);
     Value rows = in.min(in.idx(s.qTile), in.sub(a.nL, i0));
     TileBuffers t = allocTileBuffers(in, a, s);
     packQueries(in, a, s, t, b, h, i0, rows, qScale);

@@ -97,7 +97,7 @@ Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
       kb.forLoop(kb.idx(0), kb.idx(st.pLen), kb.idx(s.lanes), {kb.fconst(vt, kNegInf)},
                  [&](KernelBuilder &in, Value c, ValueRange acc) {
                    Value sc = in.vload(vt, st.p, {c});
-                   Value kv = in.laneIds(in.add(j0, c), lastKv, s.lanes);
+                   Value kv = in.name(in.laneIds(in.add(j0, c), lastKv, s.lanes), "kv");
                    sc = emitScoreAndMask(in, a, sc, b, h, i, kv, withMask, s.lanes);
                    // Lanes past the tile's keys stay -inf whatever a mod made of them.
                    Value lane = in.laneIds(c, in.idx(st.pLen), s.lanes);
@@ -353,7 +353,8 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
       ib, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, a.ft),
       ValueRange{nPart, width});
   kb.parallel({a.nB, a.nHk, st.splits}, [&](KernelBuilder &in, ValueRange iv) {
-    splitTask(in, a, s, st, part, iv[0], iv[1], iv[2]);
+    splitTask(in, a, s, st, part, in.name(iv[0], "b"), in.name(iv[1], "hk"),
+              in.name(iv[2], "split"));
   });
   mergeSplits(kb, a, st, part);
 }

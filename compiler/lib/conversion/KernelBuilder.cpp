@@ -41,6 +41,15 @@ Value KernelBuilder::firstLanes(Value n, int64_t lanes) {
   return vector::CreateMaskOp::create(b_, mt, ValueRange{n});
 }
 
+Value KernelBuilder::name(Value v, llvm::StringRef name) {
+  auto loc = NameLoc::get(b_.getStringAttr(name));
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    arg.setLoc(loc);
+  else
+    v.getDefiningOp()->setLoc(loc);
+  return v;
+}
+
 void KernelBuilder::forLoop(Value lb, Value ub, Value step, const Body &body) {
   scf::ForOp::create(b_, lb, ub, step, ValueRange{},
                      [&](OpBuilder &nb, Location l, Value iv, ValueRange) {

@@ -19,6 +19,9 @@ public:
 
   mlir::ImplicitLocOpBuilder &builder() { return b_; }
   mlir::MLIRContext *ctx() { return b_.getContext(); }
+  /// Names `v` in the printed IR (a NameLoc on the block argument or on the op that makes
+  /// it; the stages print NameLocs as value names). Returns v.
+  mlir::Value name(mlir::Value v, llvm::StringRef name);
 
   // ---- index arithmetic -------------------------------------------------------------
   mlir::Value idx(int64_t v) { return mlir::arith::ConstantIndexOp::create(b_, v); }
