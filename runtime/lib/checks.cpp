@@ -13,13 +13,6 @@ namespace qkv {
 
 namespace detail {
 
-std::string shape_str(const Shape &s) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 namespace {
 
 /// `e` as the graph's text shows it.
@@ -70,6 +63,17 @@ namespace checks {
 
 namespace {
 
+/// Whether `e` is a site: a load, or an integer division or remainder whose divisor is
+/// not a constant other than 0 and -1 (those cannot fail).
+bool is_site(const ExprNode &e) {
+  if (e.op == ExprOp::Load)
+    return true;
+  if ((e.op != ExprOp::Div && e.op != ExprOp::Mod) || e.type != ExprType::Int)
+    return false;
+  const ExprNode &d = *e.args.at(1);
+  return d.op != ExprOp::ConstInt || d.ival == 0 || d.ival == -1;
+}
+
 /// The sites of `e` in evaluation order (arguments first), each once.
 void collect_sites(const ExprNode &e, std::unordered_set<const ExprNode *> &seen,
                    std::vector<const ExprNode *> &out) {
@@ -92,15 +96,6 @@ void add_mod(std::vector<Site> &out, NodeId node, const ExprPtr &e, const char *
 }
 
 } // namespace
-
-bool is_site(const ExprNode &e) {
-  if (e.op == ExprOp::Load)
-    return true;
-  if ((e.op != ExprOp::Div && e.op != ExprOp::Mod) || e.type != ExprType::Int)
-    return false;
-  const ExprNode &d = *e.args.at(1);
-  return d.op != ExprOp::ConstInt || d.ival == 0 || d.ival == -1;
-}
 
 std::vector<Site> sites(const Graph &g) {
   std::vector<Site> out;

@@ -84,12 +84,13 @@ void check_embedding_ids(const Graph &g, const TensorMap &inputs, const DimBindi
     if (ids.op != OpKind::Input && ids.op != OpKind::Param && ids.op != OpKind::Constant)
       internal_error("embedding '" + n.name + "': ids from a " + std::string(op_name(ids.op)) +
                      " are not range-checked");
-    const Tensor &t = ids.op == OpKind::Constant
-                          ? Tensor::from_values(DType::I64, resolve(ids.dims, b), *ids.attrs.data)
-                          : inputs.at(ids.name);
+    const Tensor *t = ids.op == OpKind::Constant ? nullptr : &inputs.at(ids.name);
+    std::int64_t count = t ? t->numel() : static_cast<std::int64_t>(ids.attrs.data->size());
     std::int64_t vocab = resolve(g.node(n.inputs[1]).dims, b)[0];
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      std::int64_t v = int_at(t, i);
+    for (std::int64_t i = 0; i < count; ++i) {
+      // A constant's values are doubles holding integers (the graph keeps them so).
+      std::int64_t v = t ? int_at(*t, i)
+                         : static_cast<std::int64_t>((*ids.attrs.data)[static_cast<std::size_t>(i)]);
       if (v < 0 || v >= vocab)
         user_error("embedding '" + n.name + "': id " + std::to_string(v) + " at flat position " +
                    std::to_string(i) + " of '" + ids.name + "' is outside the table's " +

@@ -21,6 +21,15 @@
 
 namespace qkv {
 
+std::string detail::shape_str(const Shape &s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+using detail::shape_str;
+
 namespace {
 
 // Kernels load whole cache lines and AVX-512 vectors: every buffer starts on 64 bytes.
@@ -94,7 +103,6 @@ std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, const Tensor &t, bool 
       p, [align](std::byte *q) { ::operator delete[](q, std::align_val_t{align}); });
 }
 
-using detail::shape_str;
 
 std::int64_t count(const Shape &shape) {
   std::int64_t n = 1;

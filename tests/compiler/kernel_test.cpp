@@ -128,6 +128,23 @@ TEST(KernelIds, I64IdsAreCheckedExactly) {
   }
 }
 
+// Ids from a constant are checked before the call like input ids (compiled code reads
+// table rows unchecked); the vocab may be dynamic, so this waits for the run.
+TEST(KernelIds, ConstantIdsAreCheckedToo) {
+  Graph g("const_ids");
+  Dim V = g.dim("V"), D = g.dim("D", 3);
+  Value ids = g.constant("ids", {g.dim("N", 3)}, {0, 2, 4}, DType::I32);
+  g.output("y", embedding(ids, g.param("table", DType::F32, {V, D})));
+  Kernel k = compile(g);
+  TensorMap fine = random_inputs(g, {{"V", 5}}, 1);
+  Comparison c = compare(k.run(fine).at("y"), reference::run(g, fine).at("y"), 0, 0);
+  EXPECT_TRUE(c.ok) << c.message;
+  TensorMap small = random_inputs(g, {{"V", 4}}, 1);
+  EXPECT_TRUE(test::ErrorSays([&] { k.run(small); },
+                              {"id 4 at flat position 2 of 'ids'", "outside the table's 4 rows"}));
+  EXPECT_NE(error_of([&] { reference::run(g, small); }).find("out of range"), std::string::npos);
+}
+
 TEST_F(KernelTest, EveryStageHasIr) {
   for (const std::string &s : Kernel::stage_names())
     EXPECT_FALSE(kernel_->ir(s).empty()) << s;

@@ -28,10 +28,6 @@ struct Site {
   const char *mod = nullptr;      ///< "score_mod" or "mask_mod"
 };
 
-/// Whether `e` is a site: a load, or an integer division or remainder whose divisor is
-/// not a constant other than 0 and -1 (those cannot fail).
-bool is_site(const ExprNode &e);
-
 /// Every site of g in a fixed order: nodes in order; an attention's score_mod before its
 /// mask; a mod's sites in the order the interpreter evaluates them (arguments first).
 std::vector<Site> sites(const Graph &g);
