@@ -3,11 +3,14 @@
 // it in the cache, link it into the process and hand the entry point to a Kernel.
 #include <qkv/compiler/compile.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -23,6 +26,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include "Import.h"
+#include "CodegenParts.h"
 #include "KernelCache.h"
 #include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
@@ -198,11 +202,24 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
   return module;
 }
 
+/// The optimised LLVM IR of a kernel's parts as one text (a header line before each part
+/// when there are several).
+std::string join_parts_ir(const std::vector<std::string> &parts) {
+  if (parts.size() == 1)
+    return parts[0];
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    out += "; ===== part " + std::to_string(i + 1) + " of " + std::to_string(parts.size()) +
+           " (compiled on its own thread) =====\n" + parts[i];
+  return out;
+}
+
 /// Object code for the host from `module` (in the LLVM dialect): translated to LLVM IR,
-/// given MLIR's packed wrappers, optimised at `opt_level` for the host CPU at the
-/// schedule's vector width, then compiled. `llvm_ir` receives the optimised module's text.
-std::string to_object(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
-                      std::string &llvm_ir, const std::string &diags) {
+/// given MLIR's packed wrappers, then optimised at `opt_level` for the host CPU at the
+/// schedule's vector width and compiled, in up to `parts` parts on as many threads.
+std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level,
+                                          int64_t vector_bits, unsigned parts,
+                                          const std::string &diags) {
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
   if (!m)
@@ -221,16 +238,7 @@ std::string to_object(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
     f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
     f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
   }
-  jit::optimize(*m, opt_level, *tm);
-  llvm::raw_string_ostream os(llvm_ir);
-  m->print(os, nullptr);
-  // An object added to the JIT runs no initialisers; the pipeline makes none.
-  if (m->getNamedGlobal("llvm.global_ctors") || m->getNamedGlobal("llvm.global_dtors"))
-    throw CompileError("llvm-ir", "the module has global constructors, which qkv cannot run");
-  auto obj = jit::emit_object(*m, *tm);
-  if (!obj)
-    throw CompileError("llvm-ir", "code generation failed: " + llvm::toString(obj.takeError()));
-  return std::move(*obj);
+  return jit::compile_in_parts(*m, parts, opt_level);
 }
 
 /// What the cache does for one compile.
@@ -249,11 +257,11 @@ struct CacheUse {
 };
 
 /// Stores the compiled object; a failure is one warning per folder, never an error.
-void store(CacheUse &cu, const std::string &symbol, const std::string &object) {
+void store(CacheUse &cu, const std::string &symbol, const std::vector<std::string> &objects) {
   if (!cu.place.write)
     return;
   auto t = Clock::now();
-  std::string err = cache::write_entry(cu.place, cu.key, cache::Entry{symbol, object});
+  std::string err = cache::write_entry(cu.place, cu.key, cache::Entry{symbol, objects});
   cu.ms += ms_since(t);
   if (err.empty()) {
     cu.note += ", stored";
@@ -264,8 +272,8 @@ void store(CacheUse &cu, const std::string &symbol, const std::string &object) {
                                        "folder)");
 }
 
-KernelEntry link(const std::string &object, const std::string &symbol) {
-  auto loaded = jit::load_object(object, symbol);
+KernelEntry link(const std::vector<std::string> &objects, const std::string &symbol) {
+  auto loaded = jit::load_object(objects, symbol);
   if (!loaded)
     throw CompileError("llvm-ir", "cannot link " + symbol + ": " +
                                       llvm::toString(loaded.takeError()));
@@ -305,7 +313,7 @@ std::optional<Kernel> load_cached(const Graph &g, const CompileOptions &options,
   if (e && e->symbol != "_mlir_ciface_" + ir::function_name(g))
     invalid = "the entry's symbol is " + e->symbol;
   else if (e) {
-    auto l = jit::load_object(e->object, e->symbol);
+    auto l = jit::load_object(e->objects, e->symbol);
     if (l)
       loaded = std::move(*l);
     else
@@ -351,21 +359,35 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
   mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
 
   auto t = Clock::now();
-  auto llvm_ir = std::make_shared<std::string>();
-  std::string object = to_object(*module, options.opt_level, popts.vectorBits, *llvm_ir, diags);
+  std::vector<jit::CompiledPart> parts =
+      to_objects(*module, options.opt_level, popts.vectorBits,
+                 jit::codegen_parts(options.compile_threads), diags);
+  std::vector<std::string> objects;
+  auto part_ir = std::make_shared<std::vector<std::string>>();
+  for (jit::CompiledPart &p : parts) {
+    objects.push_back(std::move(p.object));
+    part_ir->push_back(std::move(p.ir));
+  }
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
-  KernelEntry entry = link(object, symbol);
+  KernelEntry entry = link(objects, symbol);
   entry.checked = options.checked;
-  log.keep("llvm-ir", *llvm_ir, ms_since(t));
-  store(cu, symbol, object); // only an object that linked
+  log.keep("llvm-ir", join_parts_ir(*part_ir), ms_since(t));
+  log.stats.codegen_parts = static_cast<int>(objects.size());
+  store(cu, symbol, objects); // only objects that linked
   cu.fill(log.stats);
   log.stats.total_ms = ms_since(t_all);
+  auto assembly = [part_ir] {
+    std::string out;
+    for (const std::string &text : *part_ir)
+      out += emit_asm(text);
+    return out;
+  };
   if (log.wants("asm"))
-    log.print("asm", emit_asm(*llvm_ir));
+    log.print("asm", assembly());
 
-  auto lazy = [llvm_ir](const std::string &stage) -> std::string {
+  auto lazy = [assembly](const std::string &stage) -> std::string {
     if (stage == "asm")
-      return emit_asm(*llvm_ir);
+      return assembly();
     user_error("IR stage '" + stage + "' is not available");
   };
   return Kernel(g, std::move(entry), std::move(log.stages), lazy, std::move(log.stats));
@@ -391,6 +413,13 @@ Kernel compile_impl(const Graph &g, const CompileOptions &options,
   return compile_cold(g, options, popts, dump, cu, t_all);
 }
 
+void check_compile_threads(const CompileOptions &options) {
+  if (options.compile_threads < 0)
+    user_error("CompileOptions::compile_threads must be 0 (the host's hardware threads, at "
+               "most 4) or positive, got " +
+               std::to_string(options.compile_threads));
+}
+
 /// `options`, with checks on when QKV_CHECKED=1.
 CompileOptions with_env(const CompileOptions &options) {
   CompileOptions o = options;
@@ -410,8 +439,41 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   auto t_all = Clock::now();
   init_target();
   g.verify();
+  check_compile_threads(options);
   CompileOptions o = with_env(options);
   return compile_impl(g, o, dump_list(o), t_all);
+}
+
+std::vector<Kernel> compile_all(const std::vector<Graph> &graphs, const Target &target,
+                                const CompileOptions &options) {
+  check_compile_threads(options);
+  std::vector<std::optional<Kernel>> done(graphs.size());
+  std::vector<std::exception_ptr> failed(graphs.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < graphs.size();) {
+      try {
+        done[i] = compile(graphs[i], target, options);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    }
+  };
+  std::size_t threads = std::min<std::size_t>(jit::codegen_parts(options.compile_threads),
+                                              graphs.size());
+  std::vector<std::thread> others;
+  for (std::size_t t = 1; t < threads; ++t)
+    others.emplace_back(worker);
+  worker();
+  for (std::thread &t : others)
+    t.join();
+  std::vector<Kernel> out;
+  for (std::size_t i = 0; i < graphs.size(); ++i) {
+    if (failed[i])
+      std::rethrow_exception(failed[i]);
+    out.push_back(std::move(*done[i]));
+  }
+  return out;
 }
 
 } // namespace qkv

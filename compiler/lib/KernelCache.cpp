@@ -25,6 +25,7 @@
 #include "llvm/TargetParser/Host.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "CodegenParts.h"
 #include "ObjectJit.h"
 
 #ifndef QKV_VERSION
@@ -124,6 +125,7 @@ Key make_key(const Graph &g, const CompileOptions &o, int vector_bits) {
            std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
            " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
            " opt_level=" + std::to_string(o.opt_level) +
+           " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) +
            " recognize_attention=" + std::to_string(o.recognize_attention) +
            " checked=" + std::to_string(o.checked) + "\n" + g.str();
   k.hash = llvm::xxh3_64bits(k.text);
@@ -161,8 +163,10 @@ void warn_once(const std::string &dir, const std::string &message) {
 //   0 magic "QKVKERN\n"   8 u32 format   12 u32 header size (56)
 //  16 u64 checksum: xxh3-64 of every byte from offset 24 to the end
 //  24 u64 key hash      32 u32 version length   36 u32 symbol length
-//  40 u64 key length    48 u64 payload (object) length
-//  56 version, key text, symbol, object
+//  40 u64 key length    48 u64 payload length
+//  56 version, key text, symbol, payload
+// The payload is the kernel's objects (one per part LLVM compiled on its own thread),
+// each a u64 length and its bytes.
 
 namespace {
 
@@ -185,8 +189,14 @@ std::string encode(const Key &key, const Entry &e) {
   write32le(h + 32, static_cast<std::uint32_t>(version.size()));
   write32le(h + 36, static_cast<std::uint32_t>(e.symbol.size()));
   write64le(h + 40, key.text.size());
-  write64le(h + 48, e.object.size());
-  out += version + key.text + e.symbol + e.object;
+  std::string payload;
+  for (const std::string &object : e.objects) {
+    char n[8];
+    write64le(n, object.size());
+    payload.append(n, 8).append(object);
+  }
+  write64le(h + 48, payload.size());
+  out += version + key.text + e.symbol + payload;
   write64le(out.data() + 16, llvm::xxh3_64bits(llvm::StringRef(out).drop_front(24)));
   return out;
 }
@@ -221,8 +231,17 @@ std::optional<Entry> decode(const std::string &bytes, const Key &key, std::strin
     return fail("the entry is for another key");
   if (slen == 0)
     return fail("no entry symbol");
-  return Entry{std::string(rest.substr(vlen + klen, slen)),
-               std::string(rest.substr(vlen + klen + slen))};
+  Entry e{std::string(rest.substr(vlen + klen, slen)), {}};
+  for (std::string_view payload = rest.substr(vlen + klen + slen); !payload.empty();) {
+    std::uint64_t n = payload.size() >= 8 ? read64le(payload.data()) : ~std::uint64_t(0);
+    if (n > payload.size() - 8 || n == 0)
+      return fail("malformed object list");
+    e.objects.emplace_back(payload.substr(8, n));
+    payload.remove_prefix(8 + n);
+  }
+  if (e.objects.empty())
+    return fail("no object");
+  return e;
 }
 
 /// The whole file, or nullopt (errno set) when it cannot be read.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <qkv/compiler/compile.hpp>
 
@@ -13,7 +14,7 @@ namespace qkv::cache {
 
 /// The entry format: bump it whenever the bytes of an entry, or what the object inside
 /// expects of the code that loads it (the packed calling convention), change.
-inline constexpr std::uint32_t kFormat = 1;
+inline constexpr std::uint32_t kFormat = 2;
 
 /// Everything that changes the code compile() makes, as text, and its hash. Two compiles
 /// with equal key texts make the same object.
@@ -35,9 +36,11 @@ struct Place {
 };
 Place place(const CompileOptions &options, const Key &key);
 
-/// What a cached kernel is: the object file and its entry symbol (`_mlir_ciface_<fn>`).
+/// What a cached kernel is: its entry symbol (`_mlir_ciface_<fn>`) and its object files
+/// (one per part LLVM compiled on its own thread).
 struct Entry {
-  std::string symbol, object;
+  std::string symbol;
+  std::vector<std::string> objects;
 };
 
 /// The entry at place.path, if there is a valid one for the key. `invalid` receives why

@@ -149,7 +149,8 @@ llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm
   return (*obj)->getBuffer().str();
 }
 
-llvm::Expected<LoadedObject> load_object(const std::string &object, const std::string &symbol) {
+llvm::Expected<LoadedObject> load_object(const std::vector<std::string> &objects,
+                                         const std::string &symbol) {
   auto jit = make_jit();
   if (!jit)
     return jit.takeError();
@@ -167,8 +168,9 @@ llvm::Expected<LoadedObject> load_object(const std::string &object, const std::s
       llvm::orc::ExecutorAddr::fromPtr(&qkv_check_failed), llvm::JITSymbolFlags::Exported};
   if (auto e = main.define(llvm::orc::absoluteSymbols(std::move(own))))
     return e;
-  if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
-    return e;
+  for (const std::string &object : objects)
+    if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
+      return e;
   auto addr = (*jit)->lookup("_mlir_" + symbol);
   if (!addr)
     return addr.takeError();

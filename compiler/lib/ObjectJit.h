@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "llvm/IR/Module.h"
 #include "llvm/Support/Error.h"
@@ -40,10 +41,11 @@ struct LoadedObject {
   void (*packed)(void **) = nullptr;
 };
 
-/// Links `object` into a fresh JIT in this process, resolving its undefined symbols
-/// against the process and the libraries kernels call (libomp, libmlir_c_runner_utils),
-/// and returns the packed entry `_mlir_` + `symbol`. Runs no optimiser and no code
-/// generator.
-llvm::Expected<LoadedObject> load_object(const std::string &object, const std::string &symbol);
+/// Links `objects` (one kernel's parts) into a fresh JIT in this process, resolving their
+/// undefined symbols against one another, the process and the libraries kernels call
+/// (libomp, libmlir_c_runner_utils), and returns the packed entry `_mlir_` + `symbol`.
+/// Runs no optimiser and no code generator.
+llvm::Expected<LoadedObject> load_object(const std::vector<std::string> &objects,
+                                         const std::string &symbol);
 
 } // namespace qkv::jit

@@ -138,6 +138,9 @@ TEST_F(KernelCache, AnythingThatChangesTheCodeMisses) {
   std::vector<std::pair<std::string, std::function<Kernel()>>> variants = {
       {"opt_level 2", [&] { CompileOptions o; o.opt_level = 2; return compile_here(g, o); }},
       {"1 thread", [&] { CompileOptions o; o.schedule.threads = 1; return compile_here(g, o); }},
+      // More than the default's at most 4, so it differs from the default on any host.
+      {"5 compile threads",
+       [&] { CompileOptions o; o.compile_threads = 5; return compile_here(g, o); }},
       {"128-bit vectors",
        [&] { CompileOptions o; o.schedule.vector_bits = 128; return compile_here(g, o); }},
       {"q tile 8", [&] { CompileOptions o; o.schedule.q_tile = 8; return compile_here(g, o); }},
@@ -157,6 +160,41 @@ TEST_F(KernelCache, AnythingThatChangesTheCodeMisses) {
     expect_matches_reference(again, again.graph());
   }
   EXPECT_EQ(entries(), variants.size() + 1);
+}
+
+TEST_F(KernelCache, PartsCompiledOnThreadsComputeTheSameBitForBit) {
+  // The graph's module has more than three functions that do not call one another (the
+  // entry, the attention's task, the projection's tasks), but not eight.
+  Graph g = attention_graph();
+  TensorMap in = inputs_for(g, 2, 37);
+  std::string one;
+  for (int threads : {1, 2, 3, 8}) {
+    CompileOptions o;
+    o.compile_threads = threads;
+    Kernel k = compile_here(g, o);
+    int parts = k.stats().codegen_parts;
+    if (threads < 8)
+      EXPECT_EQ(parts, threads);
+    else
+      EXPECT_TRUE(parts > 3 && parts < 8) << parts << " parts: one per function, none empty";
+    std::string ir = k.ir("llvm-ir");
+    std::string last = "; ===== part " + std::to_string(parts) + " of " + std::to_string(parts);
+    if (parts == 1)
+      EXPECT_EQ(ir.find("; ===== part"), std::string::npos);
+    else
+      EXPECT_TRUE(ir.rfind("; ===== part 1 of", 0) == 0 && ir.find(last) != ir.npos) << threads;
+    EXPECT_NE(k.ir("asm").find(k.symbol()), std::string::npos) << threads;
+    std::string y = bytes_of(k.run(in).at("y"));
+    if (threads == 1)
+      one = y;
+    EXPECT_EQ(y, one) << threads << " compile threads";
+    expect_matches_reference(k, g);
+    // The entry holds every part's object, and a hit links them all.
+    Kernel warm = compile_here(g, o);
+    ASSERT_TRUE(warm.stats().from_cache) << warm.stats().cache_note;
+    EXPECT_EQ(bytes_of(warm.run(in).at("y")), one) << threads;
+  }
+  EXPECT_EQ(entries(), 4u);
 }
 
 TEST_F(KernelCache, DynamicExtentsShareOneEntry) {
@@ -181,6 +219,13 @@ constexpr std::size_t kHeader = 56;
 void rechecksum(std::string &bytes) {
   std::uint64_t sum = llvm::xxh3_64bits(llvm::StringRef(bytes).drop_front(24));
   llvm::support::endian::write64le(bytes.data() + 16, sum);
+}
+
+/// Where the payload (the objects, each after its u64 length) starts.
+std::size_t payload_at(const std::string &b) {
+  using llvm::support::endian::read32le;
+  using llvm::support::endian::read64le;
+  return kHeader + read32le(b.data() + 32) + read32le(b.data() + 36) + read64le(b.data() + 40);
 }
 
 struct Damage {
@@ -250,10 +295,15 @@ INSTANTIATE_TEST_SUITE_P(
                [](std::string &b) {
                  using llvm::support::endian::read32le;
                  using llvm::support::endian::read64le;
-                 std::size_t object = kHeader + read32le(b.data() + 32) +
-                                      read32le(b.data() + 36) + read64le(b.data() + 40);
+                 std::size_t object = payload_at(b) + 8; // after the first object's length
                  ASSERT_EQ(b.compare(object, 4, "\x7f" "ELF"), 0);
                  b[object + 1] = 'X';
+                 rechecksum(b);
+               }},
+        // Checksum valid, the first object's length past the end of the entry.
+        Damage{"object_length_too_long", "malformed object list",
+               [](std::string &b) {
+                 llvm::support::endian::write64le(b.data() + payload_at(b), b.size());
                  rechecksum(b);
                }}),
     [](const ::testing::TestParamInfo<Damage> &i) { return std::string(i.param.name); });

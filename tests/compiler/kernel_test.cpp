@@ -200,6 +200,52 @@ TEST(Compile, DumpOptionPrintsStagesToStderr) {
   EXPECT_EQ(err.find("qkv stage 'loops'"), std::string::npos);
 }
 
+TEST(Compile, NegativeCompileThreadsIsAnError) {
+  CompileOptions o;
+  o.compile_threads = -1;
+  EXPECT_TRUE(test::ErrorSays([&] { compile(small_graph(), Target::host(), o); },
+                              {"CompileOptions::compile_threads must be 0", "got -1"}));
+}
+
+Graph half_graph(const std::string &input) {
+  Graph g("half_" + input);
+  g.output("y", silu(g.input(input, DType::F16, {g.dim("L")})));
+  return g;
+}
+
+TEST(Compile, CompileAllGivesEachGraphsKernelInOrder) {
+  CompileOptions o;
+  o.cache = CacheOptions::off();
+  o.compile_threads = 2;
+  Graph relu_graph("silu_only");
+  relu_graph.output("y", silu(relu_graph.input("x", DType::F32, {relu_graph.dim("L")})));
+  std::vector<Graph> graphs = {small_graph(), relu_graph, small_graph()};
+  std::vector<Kernel> ks = compile_all(graphs, Target::host(), o);
+  ASSERT_EQ(ks.size(), 3u);
+  for (std::size_t i = 0; i < ks.size(); ++i) {
+    EXPECT_EQ(ks[i].graph().name(), graphs[i].name()) << i;
+    TensorMap in = random_inputs(graphs[i], {{"L", 9}}, 3);
+    Tensor y = ks[i].run(in).at("y");
+    Comparison c = compare(y, reference::run(graphs[i], in).at("y"), 1e-6, 1e-5);
+    EXPECT_TRUE(c.ok) << i << ": " << c.message;
+    // What compile() alone makes of the graph, bit for bit.
+    Comparison same = compare(y, compile(graphs[i], Target::host(), o).run(in).at("y"), 0, 0);
+    EXPECT_TRUE(same.ok) << i << ": " << same.message;
+  }
+}
+
+TEST(Compile, CompileAllThrowsTheFirstFailingGraphsError) {
+  CompileOptions o;
+  o.cache = CacheOptions::off();
+  o.compile_threads = 3;
+  std::vector<Graph> graphs = {small_graph(), half_graph("first"), half_graph("second")};
+  EXPECT_TRUE(test::ErrorSays([&] { compile_all(graphs, Target::host(), o); }, {"'first' is f16"}));
+  o.compile_threads = -2;
+  EXPECT_TRUE(test::ErrorSays([&] { compile_all({small_graph()}, Target::host(), o); },
+                              {"compile_threads must be 0", "got -2"}));
+  EXPECT_TRUE(compile_all({}, Target::host(), CompileOptions{}).empty());
+}
+
 TEST(Compile, UnknownDumpStageIsAnError) {
   CompileOptions o;
   o.dump = {"bogus"};

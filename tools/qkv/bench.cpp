@@ -26,7 +26,8 @@
 namespace qkv::tool {
 
 const char *const kBenchHelp =
-    "usage: qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]\n"
+    "usage: qkv bench NAME [shape options] [--threads T] [--compile-threads C] [--json]\n"
+    "                  [--repeat N]\n"
     "\n"
     "Benchmarks gallery graph NAME at a shape (default: the graph's benchmark shape, e.g.\n"
     "attn: B=1 H=16 L=2048 Dh=64; attn_window: L=8192 W=256; attn_decode: H=8 L=1 S=32768\n"
@@ -69,6 +70,10 @@ const char *const kBenchHelp =
     "options:\n"
     "  --threads T     threads for qkv, the baselines, peak and bandwidth (default: all\n"
     "                  logical CPUs)\n"
+    "  --compile-threads C\n"
+    "                  threads LLVM optimises and compiles the kernel on, in as many parts\n"
+    "                  (CompileOptions::compile_threads; default 0: the host's hardware\n"
+    "                  threads, at most 4)\n"
     "  --json          print one JSON object on stdout instead of the table\n"
     "  --repeat N      exactly N timed runs of qkv and of each baseline, and N cold and N\n"
     "                  warm compiles (default: adaptive runs as above, 3 cold and 5 warm\n"
@@ -81,7 +86,7 @@ const char *const kBenchHelp =
     "compile_ms (= compile_cold_ms), compile_runs, compile_cold_ms, compile_warm_ms (null\n"
     "when the warm compiles did not come from the cache, e.g. under QKV_CACHE=0),\n"
     "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
-    "median cold compile's stages), flops, gflops, kept_pairs and pairs (over all batches and\n"
+    "median cold compile's stages), compile_parts (the parts LLVM compiled), flops, gflops, kept_pairs and pairs (over all batches and\n"
     "heads), peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
     "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s.\n"
@@ -108,6 +113,7 @@ struct Config {
   bool json = false;
   int repeat = 0; // 0: adaptive
   bool baselines = true;
+  int compile_threads = 0; // CompileOptions::compile_threads
 };
 
 struct Result {
@@ -152,7 +158,8 @@ std::string sig(double v) {
 }
 
 Config config_of(const cli::Args &a) {
-  cli::check_opts(a, {"threads", "json", "repeat", "no-baselines", QKV_SHAPE_OPTS});
+  cli::check_opts(a, {"threads", "compile-threads", "json", "repeat", "no-baselines",
+                      QKV_SHAPE_OPTS});
   for (const char *flag : {"json", "no-baselines"})
     if (a.opts.count(flag) && !a.opts.at(flag).empty())
       user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
@@ -163,6 +170,7 @@ Config config_of(const cli::Args &a) {
   c.json = a.opts.count("json") > 0;
   c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
   c.baselines = a.opts.count("no-baselines") == 0;
+  c.compile_threads = static_cast<int>(cli::int_opt(a, "compile-threads").value_or(0));
   return c;
 }
 
@@ -213,6 +221,7 @@ Kernel compile_timed(const Graph &g, Report &r) {
   ScratchCache scratch;
   CompileOptions o;
   o.schedule.threads = r.c.threads;
+  o.compile_threads = r.c.compile_threads;
   o.cache.dir = scratch.path();
   o.cache.read = false;
   o.cache.write = !scratch.path().empty();
@@ -332,6 +341,7 @@ json to_json(const Report &r) {
   j["compile_warm_cache"] = r.warm_cache_note;
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     j["compile_stages_ms"][stage] = ms;
+  j["compile_parts"] = r.compile_stats.codegen_parts;
   j["flops"] = r.flops;
   j["gflops"] = gflops(r, r.qkv);
   j["peak_gflops"] = r.peak.value;
@@ -411,7 +421,8 @@ void print_table(const Report &r) {
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     if (stage != "graph")
       std::cout << " " << stage << "=" << fixed(ms, 1);
-  std::cout << "\n          ";
+  std::cout << " (LLVM in " << r.compile_stats.codegen_parts << " part"
+            << (r.compile_stats.codegen_parts == 1 ? "" : "s") << ")\n          ";
   if (r.warm_compile_ms.empty())
     std::cout << "warm: not measured, the kernel cache did not serve it (" << r.warm_cache_note
               << ")";

@@ -53,6 +53,12 @@ struct CompileOptions {
   bool recognize_attention = true;
   /// LLVM optimisation level for the JIT (0-3).
   int opt_level = 3;
+  /// Threads LLVM's optimiser and code generator use: the kernel's module is split into
+  /// up to this many parts (its OpenMP task bodies spread over them), each compiled on
+  /// its own thread and linked back together. 0: the host's hardware threads, at most 4.
+  /// The kernel computes the same either way; the object code differs, so the cache keys
+  /// it.
+  int compile_threads = 0;
   /// Stages to print to stderr as compilation passes through them, in addition to the
   /// ones named by the QKV_DUMP environment variable (e.g. QKV_DUMP=qkv,llvm or all).
   /// Stages named here or by QKV_DUMP are printed by a real compile: the cache is not
@@ -82,6 +88,14 @@ private:
 /// the pipeline is a CompileError naming the stage.
 Kernel compile(const Graph &g, const Target &target = Target::host(),
                const CompileOptions &options = {});
+
+/// Compiles independent graphs at once (a model's embedding, layer and head kernels): up
+/// to options.compile_threads graphs at a time (0: the host's hardware threads, at most
+/// 4), each as compile() would. The kernels come back in the order of `graphs`; when
+/// compiles fail, the first failing graph's error is thrown once all have finished.
+std::vector<Kernel> compile_all(const std::vector<Graph> &graphs,
+                                const Target &target = Target::host(),
+                                const CompileOptions &options = {});
 
 /// The pass list of a CPU pipeline stage (qkv, linalg, loops, llvm), as qkv-opt takes it,
 /// for the default schedule on this host, or for `schedule`.

@@ -27,6 +27,9 @@ struct CompileStats {
   /// The kernel was loaded from the on-disk kernel cache: no MLIR pass or LLVM
   /// optimisation ran (docs/compiler.md, "Kernel cache").
   bool from_cache = false;
+  /// How many parts LLVM optimised and compiled on their own threads (0 for a cache hit;
+  /// CompileOptions::compile_threads).
+  int codegen_parts = 0;
   /// Of this compile: time spent looking up, reading and writing the cache.
   double cache_ms = 0;
   /// The cache key (16 hex digits) and the entry's file; empty when the cache was off.

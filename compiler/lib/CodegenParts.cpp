@@ -1,0 +1,178 @@
+// A kernel's LLVM module split into parts that are optimised and compiled on their own
+// threads. LLVM's optimiser and code generator are single-threaded and take most of a
+// cold compile; a kernel's module is one entry function plus one OpenMP task body per
+// parallel loop nest (the fused attention, each projection), which do not call one
+// another, so they compile independently.
+#include "CodegenParts.h"
+
+#include "ObjectJit.h"
+
+#include <qkv/compiler/compile.hpp>
+
+#include <algorithm>
+#include <future>
+#include <thread>
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+
+namespace qkv::jit {
+
+unsigned codegen_parts(int requested) {
+  if (requested > 0)
+    return static_cast<unsigned>(requested);
+  return std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+}
+
+namespace {
+
+using PartOf = llvm::DenseMap<const llvm::GlobalValue *, unsigned>;
+
+/// Union-find over the functions with bodies: direct calls join caller and callee.
+struct CallClusters {
+  llvm::DenseMap<llvm::Function *, llvm::Function *> parent;
+
+  llvm::Function *find(llvm::Function *f) {
+    while (parent[f] != f)
+      f = parent[f] = parent[parent[f]];
+    return f;
+  }
+  explicit CallClusters(llvm::Module &m) {
+    for (llvm::Function &f : m)
+      if (!f.isDeclaration())
+        parent[&f] = &f;
+    for (llvm::Function &f : m)
+      for (llvm::Instruction &i : llvm::instructions(f))
+        if (auto *call = llvm::dyn_cast<llvm::CallBase>(&i))
+          if (llvm::Function *callee = call->getCalledFunction();
+              callee && !callee->isDeclaration())
+            parent[find(&f)] = find(callee);
+  }
+};
+
+/// The part of each function with a body (see compile_in_parts); `used` receives how
+/// many parts have any.
+PartOf assign_parts(llvm::Module &m, unsigned parts, unsigned &used) {
+  CallClusters clusters(m);
+  std::vector<std::pair<llvm::Function *, std::size_t>> sizes; // cluster root, instructions
+  llvm::DenseMap<llvm::Function *, std::size_t> slot;
+  for (llvm::Function &f : m) {
+    if (f.isDeclaration())
+      continue;
+    auto [it, fresh] = slot.try_emplace(clusters.find(&f), sizes.size());
+    if (fresh)
+      sizes.emplace_back(clusters.find(&f), 0);
+    sizes[it->second].second += f.getInstructionCount();
+  }
+  // Largest first; equal sizes in module order (std::stable_sort's buffer is deprecated).
+  std::vector<std::size_t> order(sizes.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return sizes[a].second != sizes[b].second ? sizes[a].second > sizes[b].second : a < b;
+  });
+  std::vector<std::size_t> load(
+      std::max<std::size_t>(1, std::min<std::size_t>(parts, sizes.size())));
+  llvm::DenseMap<llvm::Function *, unsigned> part_of_root;
+  for (std::size_t i : order) {
+    auto p = static_cast<unsigned>(std::min_element(load.begin(), load.end()) - load.begin());
+    part_of_root[sizes[i].first] = p;
+    load[p] += sizes[i].second;
+  }
+  used = static_cast<unsigned>(load.size());
+  PartOf out;
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration())
+      out[&f] = part_of_root[clusters.find(&f)];
+  return out;
+}
+
+/// Internal symbols another part may refer to become hidden external ones (one kernel's
+/// objects are linked into one JIT library, which resolves hidden symbols within it).
+/// Internal constants stay internal: every part gets its own copy.
+void externalize(llvm::Module &m) {
+  auto open = [](llvm::GlobalValue &gv) {
+    if (!gv.hasLocalLinkage())
+      return;
+    if (!gv.hasName())
+      gv.setName("qkv.part.symbol");
+    gv.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    gv.setVisibility(llvm::GlobalValue::HiddenVisibility);
+  };
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration())
+      open(f);
+  for (llvm::GlobalVariable &v : m.globals())
+    if (!v.isConstant())
+      open(v);
+}
+
+/// Part p as bitcode: its functions defined, every other function declared.
+std::string part_bitcode(llvm::Module &m, const PartOf &part_of, unsigned p) {
+  llvm::ValueToValueMapTy map;
+  std::unique_ptr<llvm::Module> part =
+      llvm::CloneModule(m, map, [&](const llvm::GlobalValue *gv) {
+        if (llvm::isa<llvm::Function>(gv))
+          return part_of.lookup(gv) == p;
+        return gv->hasLocalLinkage() || p == 0; // internal constants everywhere
+      });
+  std::string bitcode;
+  llvm::raw_string_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(*part, os);
+  return bitcode;
+}
+
+CompiledPart compile_module(llvm::Module &m, int opt_level) {
+  auto tm = host_target_machine();
+  optimize(m, opt_level, *tm);
+  CompiledPart out;
+  llvm::raw_string_ostream os(out.ir);
+  m.print(os, nullptr);
+  // An object added to the JIT runs no initialisers; the pipeline makes none.
+  if (m.getNamedGlobal("llvm.global_ctors") || m.getNamedGlobal("llvm.global_dtors"))
+    throw CompileError("llvm-ir", "the module has global constructors, which qkv cannot run");
+  auto obj = emit_object(m, *tm);
+  if (!obj)
+    throw CompileError("llvm-ir", "code generation failed: " + llvm::toString(obj.takeError()));
+  out.object = std::move(*obj);
+  return out;
+}
+
+/// A part in a context of its own (LLVM contexts are not shared between threads).
+CompiledPart compile_bitcode(const std::string &bitcode, int opt_level) {
+  llvm::LLVMContext ctx;
+  auto m = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode, "qkv-part"), ctx);
+  if (!m)
+    throw CompileError("llvm-ir", "cannot read a module part back: " +
+                                      llvm::toString(m.takeError()));
+  return compile_module(**m, opt_level);
+}
+
+} // namespace
+
+std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level) {
+  unsigned used = 1;
+  PartOf part_of = assign_parts(m, std::max(parts, 1u), used);
+  if (used == 1)
+    return {compile_module(m, opt_level)};
+  externalize(m);
+  std::vector<std::string> bitcode;
+  for (unsigned p = 0; p < used; ++p)
+    bitcode.push_back(part_bitcode(m, part_of, p));
+  std::vector<std::future<CompiledPart>> others;
+  for (unsigned p = 1; p < used; ++p)
+    others.push_back(
+        std::async(std::launch::async, compile_bitcode, std::cref(bitcode[p]), opt_level));
+  std::vector<CompiledPart> out;
+  out.push_back(compile_bitcode(bitcode[0], opt_level));
+  for (auto &f : others)
+    out.push_back(f.get());
+  return out;
+}
+
+} // namespace qkv::jit

@@ -1,0 +1,34 @@
+// LLVM's optimiser and code generator on several threads: a kernel's LLVM module split
+// into parts of about equal size, each optimised and compiled to its own object in its
+// own LLVMContext (internal to the compiler library; docs/compiler.md, "Compile time").
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "llvm/IR/Module.h"
+
+namespace qkv::jit {
+
+/// The most parts a module is split into: `requested` (CompileOptions::compile_threads),
+/// or when 0 the host's hardware threads, at most 4.
+unsigned codegen_parts(int requested);
+
+/// One part after LLVM: its optimised IR as text and its relocatable object code.
+struct CompiledPart {
+  std::string ir, object;
+};
+
+/// Optimises `m` at `opt_level` and compiles it for the host, as up to `parts` modules
+/// on as many threads. Functions that call one another directly stay in one part (LLVM
+/// may still inline them); the OpenMP task bodies, which only __kmpc_fork_call's
+/// function pointer reaches, are spread over the parts, largest first, each to the part
+/// with the fewest instructions so far. Internal functions and variables that another
+/// part refers to become external (the JIT links the objects together); internal
+/// constants are copied into every part that uses them. The result is deterministic:
+/// the same module and part count give the same objects. `m` is left split (its
+/// internal symbols externalised) and should not be used again.
+std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level);
+
+} // namespace qkv::jit
