@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +21,8 @@
 #include <gtest/gtest.h>
 
 #include <qkv_test/errors.hpp>
+
+#include "cuda_guide_example.hpp"
 
 namespace {
 
@@ -279,6 +283,37 @@ TEST_F(FakeCuda, ObjectsWorkFromAnotherThread) {
   t.join();
   EXPECT_EQ(error, "");
   EXPECT_EQ(got, std::vector<std::uint8_t>(8, 7));
+}
+
+TEST_F(FakeCuda, GuideExample) {
+  testing::internal::CaptureStdout();
+  test::cuda_guide_example(kPtx);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            "Fake GPU 0, sm_90\n[2, 3, 4, 5, 6, 6, 7, 8]\n");
+}
+
+// docs/runtime.md quotes these messages, each on a line of its own.
+TEST_F(FakeCuda, GuideQuotesTheErrors) {
+  std::ifstream in(QKV_RUNTIME_GUIDE);
+  ASSERT_TRUE(in) << QKV_RUNTIME_GUIDE;
+  std::stringstream guide;
+  guide << in.rdbuf();
+  Device d = Device::get();
+  Module m(d, kPtx, "fake.ptx");
+  Buffer b(d, 4);
+  Stream s(d);
+  int n = 2; // past the buffer's one float: a fault at synchronize
+  void *args[] = {b.arg(), &n};
+  for (const std::string &msg : {error_of([&] {
+                                   Buffer{d, std::size_t{1} << 30};
+                                 }),
+                                 error_of([&] { m.function("missing"); }), error_of([&] {
+                                   launch(m.function("add_one"), {}, {}, 0, s, args);
+                                   s.synchronize();
+                                 })})
+    EXPECT_NE(guide.str().find("\n" + msg + "\n"), std::string::npos)
+        << "docs/runtime.md should quote, on a line of its own:\n"
+        << msg;
 }
 
 } // namespace

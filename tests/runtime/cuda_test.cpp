@@ -8,17 +8,29 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include <qkv_test/errors.hpp>
 
+#include "cuda_guide_example.hpp"
+
 namespace {
 
 using qkv::test::error_of;
+
+std::string read_file(const std::string &path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 /// Runs cuda_probe with QKV_LIBCUDA and QKV_FAKE_CUDA_DEVICES as given ("" leaves one
 /// unset) and returns its "key: value" lines.
@@ -69,6 +81,11 @@ TEST(CudaDriver, ThisMachine) {
     EXPECT_FALSE(d.name().empty());
     EXPECT_TRUE(std::regex_match(d.arch(), std::regex("sm_[0-9]+"))) << d.arch();
     EXPECT_GE(qkv::cuda::device_count(), 1);
+    // A real kernel on the real GPU: docs/runtime.md's example with add_one.ptx.
+    testing::internal::CaptureStdout();
+    qkv::test::cuda_guide_example(read_file(QKV_TEST_DATA_DIR "/add_one.ptx"));
+    EXPECT_EQ(testing::internal::GetCapturedStdout(),
+              d.name() + ", " + d.arch() + "\n[2, 3, 4, 5, 6, 6, 7, 8]\n");
   } else {
     EXPECT_FALSE(why.empty());
     EXPECT_EQ(error_of([] { qkv::cuda::Device::get(); }).rfind("no CUDA device", 0), 0u);
@@ -153,6 +170,39 @@ TEST(CudaDriver, EmptyVariableMeansTheDefault) {
   EXPECT_NE(text.find("available: " + std::to_string(avail) + "\nwhy: " + why + "\n"),
             std::string::npos)
       << text;
+}
+
+/// The lines between the first line that is `open` and the next that is `close` (ignoring
+/// indentation), less the indentation of the `open` line.
+std::string between(const std::string &text, const std::string &open, const std::string &close) {
+  std::istringstream in(text);
+  std::string line, out;
+  bool inside = false;
+  std::size_t indent = 0;
+  while (std::getline(in, line)) {
+    std::size_t first = line.find_first_not_of(' ');
+    std::string trimmed = first == std::string::npos ? "" : line.substr(first);
+    if (!inside && trimmed == open) {
+      inside = true;
+      indent = first;
+    } else if (inside && trimmed == close) {
+      return out;
+    } else if (inside) {
+      out += (line.size() > indent ? line.substr(indent) : "") + "\n";
+    }
+  }
+  ADD_FAILURE() << "no '" << open << "' ... '" << close << "'";
+  return "";
+}
+
+// The guide's CUDA example is the code the tests run, word for word.
+TEST(CudaGuide, ShowsTheExample) {
+  std::string guide = read_file(QKV_RUNTIME_GUIDE);
+  std::size_t section = guide.find("\n## CUDA driver\n");
+  ASSERT_NE(section, std::string::npos) << "docs/runtime.md has no '## CUDA driver' section";
+  std::string code = between(read_file(QKV_CUDA_GUIDE_EXAMPLE), "// [doc:cuda]", "// [/doc]");
+  EXPECT_EQ(between(guide.substr(section), "```cpp", "```"), code)
+      << "docs/runtime.md's CUDA driver example is not tests/runtime/cuda_guide_example.hpp's";
 }
 
 } // namespace
