@@ -1,7 +1,7 @@
 // The examples of docs/runtime.md. Each region between `// [doc:<name>]` and `// [/doc]` is
-// a ```cpp block of the guide, word for word, in order, and what each prints is the guide's
-// next ```text block, so every example there compiles and runs here. The error messages
-// the guide quotes are raised here too.
+// a ```cpp block of the guide's KV cache section, word for word, in order, and what each
+// prints is the section's next ```text block, so every example there compiles and runs
+// here. The error messages the guide quotes are raised here too.
 #include <qkv/runtime/kv_cache.hpp>
 
 #include <fstream>
@@ -43,6 +43,17 @@ std::vector<std::string> blocks(const std::string &text, const std::string &lang
     }
   }
   return out;
+}
+
+/// The guide's "## KV cache" section, up to the next "## " heading (the CUDA driver
+/// section's example is checked by tests/runtime/cuda_test.cpp).
+std::string kv_section(const std::string &guide) {
+  std::size_t begin = guide.find("\n## KV cache\n");
+  EXPECT_NE(begin, std::string::npos) << "docs/runtime.md has no '## KV cache' section";
+  if (begin == std::string::npos)
+    return "";
+  std::size_t end = guide.find("\n## ", begin + 1);
+  return guide.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
 /// The regions of this file, each dedented by its common indentation.
@@ -122,7 +133,7 @@ std::string examples_output() {
 }
 
 TEST(RuntimeGuide, IsInSyncWithTheExamples) {
-  std::string guide = read_file(QKV_RUNTIME_GUIDE);
+  std::string guide = kv_section(read_file(QKV_RUNTIME_GUIDE));
   std::vector<std::string> code = regions(), shown = blocks(guide, "cpp");
   ASSERT_EQ(code.size(), 2u);
   EXPECT_EQ(shown, code) << "docs/runtime.md's ```cpp blocks are not the examples of "
