@@ -27,6 +27,7 @@
 
 #include "Import.h"
 #include "CodegenParts.h"
+#include "CompileCuda.h"
 #include "KernelCache.h"
 #include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
@@ -284,27 +285,28 @@ KernelEntry link(const std::vector<std::string> &objects, const std::string &sym
   return entry;
 }
 
-Kernel compile_impl(const Graph &g, const CompileOptions &options,
+Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &options,
                     const std::vector<std::string> &dump, Clock::time_point t_all);
 
 /// The IR stages of a kernel loaded from the cache, made on demand by compiling it again
 /// (cache off, nothing printed): the pipeline is deterministic, so the text is what the
 /// compile that wrote the entry had.
-std::function<std::string(const std::string &)> recompile_on_demand(const Graph &g,
-                                                                    const CompileOptions &o) {
+std::function<std::string(const std::string &)>
+recompile_on_demand(const Graph &g, const Target &target, const CompileOptions &o) {
   CompileOptions quiet = o;
   quiet.cache = CacheOptions::off();
   quiet.dump.clear();
   auto cold = std::make_shared<std::shared_ptr<Kernel>>();
-  return [g, quiet, cold](const std::string &stage) {
+  return [g, target, quiet, cold](const std::string &stage) {
     if (!*cold)
-      *cold = std::make_shared<Kernel>(compile_impl(g, quiet, {}, Clock::now()));
+      *cold = std::make_shared<Kernel>(compile_impl(g, target, quiet, {}, Clock::now()));
     return (*cold)->ir(stage);
   };
 }
 
 /// The kernel from a valid cache entry, or nullopt (cu.note says why) to compile it.
-std::optional<Kernel> load_cached(const Graph &g, const CompileOptions &options, CacheUse &cu,
+std::optional<Kernel> load_cached(const Graph &g, const Target &target,
+                                  const CompileOptions &options, CacheUse &cu,
                                   Clock::time_point t_all) {
   auto t = Clock::now();
   std::string invalid;
@@ -331,7 +333,7 @@ std::optional<Kernel> load_cached(const Graph &g, const CompileOptions &options,
   cu.fill(stats);
   stats.total_ms = ms_since(t_all);
   KernelEntry entry{std::move(loaded->owner), loaded->packed, e->symbol, options.checked};
-  return Kernel(g, std::move(entry), {{"graph", g.str()}}, recompile_on_demand(g, options),
+  return Kernel(g, std::move(entry), {{"graph", g.str()}}, recompile_on_demand(g, target, options),
                 std::move(stats));
 }
 
@@ -394,12 +396,13 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
 }
 
 /// compile() once the graph is verified and the dump list known.
-Kernel compile_impl(const Graph &g, const CompileOptions &options,
+Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &options,
                     const std::vector<std::string> &dump, Clock::time_point t_all) {
   ir::CpuPipelineOptions popts = pipeline_options(options.schedule);
+  popts.gpuTiles = target.kind == Target::Kind::GpuTilesOnHost;
   CacheUse cu;
   auto t = Clock::now();
-  cu.key = cache::make_key(g, options, static_cast<int>(popts.vectorBits));
+  cu.key = cache::make_key(g, options, static_cast<int>(popts.vectorBits), target.str());
   cu.place = cache::place(options, cu.key);
   cu.ms = ms_since(t);
   if (!cu.place.off.empty())
@@ -408,7 +411,7 @@ Kernel compile_impl(const Graph &g, const CompileOptions &options,
     cu.note = "not read (CompileOptions::cache.read)";
   else if (!dump.empty())
     cu.note = "not read (stages are being dumped)";
-  else if (std::optional<Kernel> k = load_cached(g, options, cu, t_all))
+  else if (std::optional<Kernel> k = load_cached(g, target, options, cu, t_all))
     return std::move(*k);
   return compile_cold(g, options, popts, dump, cu, t_all);
 }
@@ -435,13 +438,26 @@ CompileOptions with_env(const CompileOptions &options) {
 } // namespace
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
-  (void)target; // one target so far
   auto t_all = Clock::now();
   init_target();
   g.verify();
   check_compile_threads(options);
+  if (target.kind == Target::Kind::Cuda)
+    return cuda_target::compile(g, target, options);
   CompileOptions o = with_env(options);
-  return compile_impl(g, o, dump_list(o), t_all);
+  if (o.checked && target.kind == Target::Kind::GpuTilesOnHost)
+    user_error("checked kernels are compiled for Target::host() only");
+  return compile_impl(g, target, o, dump_list(o), t_all);
+}
+
+std::string lower_to(const Graph &g, const Target &target, const std::string &stage,
+                     const CompileOptions &options) {
+  g.verify();
+  if (target.kind == Target::Kind::Cuda)
+    return cuda_target::lower(g, target, stage, options);
+  if (stage == "graph")
+    return g.str();
+  return compile(g, target, options).ir(stage);
 }
 
 std::vector<Kernel> compile_all(const std::vector<Graph> &graphs, const Target &target,

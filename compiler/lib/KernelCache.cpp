@@ -118,10 +118,10 @@ std::string hex16(std::uint64_t v) {
 
 } // namespace
 
-Key make_key(const Graph &g, const CompileOptions &o, int vector_bits) {
+Key make_key(const Graph &g, const CompileOptions &o, int vector_bits, const std::string &target) {
   const Schedule &s = o.schedule;
   Key k;
-  k.text = toolchain() + "\ntarget " + jit::host_identity() + "\noptions threads=" +
+  k.text = toolchain() + "\ntarget " + jit::host_identity() + " " + target + "\noptions threads=" +
            std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
            " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
            " opt_level=" + std::to_string(o.opt_level) +

@@ -24,9 +24,11 @@ struct Key {
   std::string hex; ///< the hash as 16 hex digits: the entry's file name
 };
 
-/// The key of compiling g with options on this host, the schedule's vector width
-/// resolved to `vector_bits` (0 in the schedule means the host's widest).
-Key make_key(const Graph &g, const CompileOptions &options, int vector_bits);
+/// The key of compiling g with options on this host for `target` (Target::str()), the
+/// schedule's vector width resolved to `vector_bits` (0 in the schedule means the host's
+/// widest).
+Key make_key(const Graph &g, const CompileOptions &options, int vector_bits,
+             const std::string &target);
 
 /// Where (and whether) compile() reads and writes the entry for a key.
 struct Place {

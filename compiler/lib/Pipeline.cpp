@@ -37,6 +37,25 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUCommon/GPUToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
 #include <mutex>
 
@@ -48,7 +67,55 @@ const char *const kStageNames[] = {"qkv", "linalg", "loops", "llvm"};
 
 } // namespace
 
+namespace {
+
+const char *const kBufferize =
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs "
+    "hoist-dynamic-allocs}";
+
+} // namespace
+
+std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &o) {
+  if (stage == "qkv")
+    return cpuStagePipeline("qkv");
+  if (stage == "linalg")
+    return "qkv-lower-attention-to-gpu-tiles,func.func(qkv-lower-to-linalg),canonicalize,cse";
+  if (stage == "loops")
+    return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
+           ",func.func(convert-linalg-to-parallel-loops),buffer-deallocation-pipeline,"
+           "canonicalize,cse";
+  if (stage == "gpu")
+    // Tiling before mapping: the outer loop's dims go to blocks, the tile's to threads
+    // (canonicalize would merge the two loops again, so it runs only after the mapping).
+    return "func.func(qkv-map-tiles-to-gpu,qkv-host-to-device,"
+           "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 no-min-max-bounds=true},"
+           "gpu-map-parallel-loops,convert-parallel-loops-to-gpu),canonicalize,"
+           "func.func(gpu-launch-sink-index-computations),gpu-kernel-outlining,canonicalize,cse";
+  if (stage == "nvvm")
+    return "nvvm-attach-target{chip=" + o.chip + " O=3},gpu.module(fold-memref-alias-ops,"
+           "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm,"
+           "canonicalize,cse,reconcile-unrealized-casts)";
+  if (stage == "ptx")
+    return "gpu-module-to-binary{format=isa" +
+           (o.toolkit.empty() ? std::string() : " toolkit=" + o.toolkit) + "}";
+  return "";
+}
+
+const std::vector<std::string> &cudaStageNames() {
+  static const std::vector<std::string> names = {"qkv", "linalg", "loops", "gpu", "nvvm", "ptx"};
+  return names;
+}
+
 std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o) {
+  if (o.gpuTiles && (stage == "linalg" || stage == "loops"))
+    return cudaStagePipeline(stage);
+  if (o.gpuTiles && stage == "llvm") {
+    CpuPipelineOptions cpu = o;
+    cpu.gpuTiles = false;
+    return "func.func(qkv-tiles-to-cpu-loops)," + cpuStagePipeline(stage, cpu);
+  }
   std::string flash = "qkv-lower-attention-to-flash{vector-bits=" + std::to_string(o.vectorBits) +
                       " q-tile=" + std::to_string(o.qTile) +
                       " kv-tile=" + std::to_string(o.kvTile) +
@@ -58,12 +125,8 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "linalg")
     return flash + ",func.func(qkv-lower-to-linalg),canonicalize,cse";
   if (stage == "loops")
-    return "func.func(qkv-copy-repeated-results,qkv-unshare-fills),"
-           "one-shot-bufferize{bufferize-function-boundaries "
-           "function-boundary-type-conversion=identity-layout-map},"
-           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs "
-           "hoist-dynamic-allocs},"
-           "func.func(qkv-lower-matmul-to-microkernels{vector-bits=" +
+    return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
+           ",func.func(qkv-lower-matmul-to-microkernels{vector-bits=" +
            std::to_string(o.vectorBits) +
            "},convert-linalg-to-parallel-loops),"
            "buffer-deallocation-pipeline,canonicalize,cse";
@@ -99,6 +162,8 @@ void registerUpstreamPassesUsedByQkv() {
     mlir::bufferization::registerBufferizationPipelines();
     mlir::registerLinalgPasses();
     mlir::memref::registerMemRefPasses();
+    mlir::registerGPUPasses();
+    mlir::registerSCFPasses();
   });
 }
 
@@ -116,6 +181,28 @@ void registerQkvPassesAndPipelines() {
           id, desc, [stage](mlir::OpPassManager &pm) { buildCpuStage(pm, stage); });
     }
   });
+}
+
+void registerCudaDialects(mlir::DialectRegistry &registry) {
+  registry.insert<mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect, mlir::nvgpu::NVGPUDialect,
+                  mlir::ub::UBDialect>();
+  // convert-gpu-to-nvvm lowers the other dialects inside a gpu.module through these.
+  mlir::arith::registerConvertArithToLLVMInterface(registry);
+  mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertFuncToLLVMInterface(registry);
+  mlir::index::registerConvertIndexToLLVMInterface(registry);
+  mlir::registerConvertMathToLLVMInterface(registry);
+  mlir::registerConvertMemRefToLLVMInterface(registry);
+  mlir::registerConvertNVVMToLLVMInterface(registry);
+  mlir::ub::registerConvertUBToLLVMInterface(registry);
+  mlir::vector::registerConvertVectorToLLVMInterface(registry);
+  mlir::gpu::registerConvertGpuToLLVMInterface(registry);
+  mlir::NVVM::registerConvertGpuToNVVMInterface(registry);
+  // gpu-module-to-binary: the #nvvm.target serializer (without it, a crash) and the
+  // translation of the kernels to LLVM IR.
+  mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  mlir::registerNVVMDialectTranslation(registry);
+  mlir::registerGPUDialectTranslation(registry);
 }
 
 void registerQkvDialects(mlir::DialectRegistry &registry) {

@@ -114,6 +114,24 @@ INSTANTIATE_TEST_SUITE_P(Kernels, Gallery, ::testing::ValuesIn(cases(false)),
 INSTANTIATE_TEST_SUITE_P(Variants, Gallery, ::testing::ValuesIn(cases(true)),
                          [](const auto &info) { return info.param.name; });
 
+// The CUDA pipeline's kernels before they are mapped to blocks and threads, run on the
+// CPU (Target::gpu_tiles_on_host()): the GPU kernels' logic, checked without a GPU. The
+// same cases and tolerances as above.
+class GpuTiles : public ::testing::TestWithParam<DiffCase> {};
+
+TEST_P(GpuTiles, MatchesInterpreter) {
+  check_kernel(compile(GetParam().build(), Target::gpu_tiles_on_host()), GetParam());
+}
+
+std::vector<DiffCase> all_cases() {
+  std::vector<DiffCase> out = cases(false), more = cases(true);
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuTiles, ::testing::ValuesIn(all_cases()),
+                         [](const auto &info) { return info.param.name; });
+
 } // namespace
 } // namespace qkv::test
 

@@ -8,6 +8,7 @@
 #include "qkv_test/errors.hpp"
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/interpreter.hpp>
 
 namespace qkv {
@@ -244,6 +245,43 @@ TEST(Compile, CompileAllThrowsTheFirstFailingGraphsError) {
   EXPECT_TRUE(test::ErrorSays([&] { compile_all({small_graph()}, Target::host(), o); },
                               {"compile_threads must be 0", "got -2"}));
   EXPECT_TRUE(compile_all({}, Target::host(), CompileOptions{}).empty());
+}
+
+TEST(Cuda, CompileNeedsAGpu) {
+  Graph g("silu_gpu");
+  g.output("y", silu(g.input("x", DType::F32, {g.dim("L")})));
+  std::string why;
+  if (!cuda::available(&why))
+    EXPECT_TRUE(test::ErrorSays([&] { compile(g, Target::cuda()); }, {"no CUDA device", why}));
+  else // running CUDA kernels is not built yet: said, never a silent CPU fallback
+    EXPECT_TRUE(test::ErrorSays([&] { compile(g, Target::cuda()); }, {"not built yet"}));
+}
+
+TEST(Cuda, LowerToGivesEachStageWithoutAGpu) {
+  Graph g("attn_gpu");
+  Dim B = g.dim("B"), H = g.dim("H", 2), L = g.dim("L"), Dh = g.dim("Dh", 16);
+  Value q = g.input("q", DType::F32, {B, H, L, Dh});
+  Attention a = attention(q, g.input("k", DType::F32, {B, H, L, Dh}),
+                          g.input("v", DType::F32, {B, H, L, Dh}));
+  a.mask([](auto, auto, auto i, auto j) { return i >= j; });
+  g.output("y", a.value());
+  EXPECT_NE(lower_to(g, Target::cuda(), "linalg").find("mapping = [#gpu.block<x>"),
+            std::string::npos);
+  EXPECT_NE(lower_to(g, Target::cuda(), "gpu").find("gpu.launch_func"), std::string::npos);
+  EXPECT_NE(lower_to(g, Target::cuda(), "nvvm").find("nvvm.barrier"), std::string::npos);
+  std::string ptx = lower_to(g, Target::cuda("sm_80"), "ptx");
+  EXPECT_NE(ptx.find(".target sm_80"), std::string::npos) << ptx.substr(0, 400);
+  EXPECT_NE(ptx.find(".entry"), std::string::npos);
+  EXPECT_NE(ptx.find("bar.sync"), std::string::npos);
+  EXPECT_TRUE(test::ErrorSays([&] { lower_to(g, Target::cuda("sm_35"), "ptx"); },
+                              {"unknown chip 'sm_35'", "sm_80"}));
+  EXPECT_TRUE(test::ErrorSays([&] { lower_to(g, Target::cuda(), "llvm-ir"); },
+                              {"unknown CUDA stage 'llvm-ir'", "ptx"}));
+  CompileOptions checked;
+  checked.checked = true;
+  EXPECT_TRUE(test::ErrorSays([&] { lower_to(g, Target::cuda(), "ptx", checked); },
+                              {"checked kernels are compiled for Target::host() only"}));
+  EXPECT_EQ(lower_to(g, Target::cuda(), "graph"), g.str());
 }
 
 TEST(Compile, UnknownDumpStageIsAnError) {

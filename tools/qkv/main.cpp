@@ -45,7 +45,8 @@ commands:
 `qkv <command> --help` describes each command's options.
 )";
 
-const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [shape options]\n\n"
+const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [--target=T [--chip=C]]\n"
+                        "                [shape options]\n\n"
                         "Prints graph NAME's IR at stage S, one of:\n"
                         "  graph    qkv's graph IR (the text Graph::str prints)\n"
                         "  qkv      the qkv dialect, after canonicalisation and attention "
@@ -58,6 +59,19 @@ const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [shape opt
                         "  asm      host machine code\n"
                         "--checked shows the IR of a checked compile (bounds checks on the loads "
                         "in mods,\nas `qkv run --check` compiles).\n"
+                        "--target=cuda prints the CUDA pipeline's stages instead (no GPU needed; "
+                        "docs/gpu.md):\n"
+                        "  graph, qkv  as above\n"
+                        "  linalg   attention -> the tiled GPU kernel (scf.forall blocks and "
+                        "threads), the\n           other ops -> linalg\n"
+                        "  loops    bufferized, linalg lowered to parallel loops\n"
+                        "  gpu      kernels outlined into gpu.modules, launched by the host "
+                        "function\n"
+                        "  nvvm     the kernels in the NVVM dialect for the chip\n"
+                        "  ptx      the kernels' PTX\n"
+                        "--chip=C picks the GPU (sm_70 ... sm_90; default sm_90). "
+                        "--target=gpu-tiles-on-host\nprints the host stages of the CUDA "
+                        "pipeline's tiled IR run on the CPU (what the tests check).\n"
                         "Compiled code works for every extent of the dynamic dims, so only the "
                         "static sizes\n(heads, head dim, window) of the shape options change "
                         "the IR.\n\nshape options:\n" QKV_SHAPE_HELP;
@@ -88,19 +102,28 @@ int cmd_list() {
   return 0;
 }
 
+/// --target and --chip: the host CPU by default.
+Target target_of(const Args &a) {
+  std::string t = a.opts.count("target") ? a.opts.at("target") : "host";
+  if (a.opts.count("chip") && t != "cuda")
+    user_error("--chip is for --target=cuda");
+  if (t == "host")
+    return Target::host();
+  if (t == "cuda")
+    return Target::cuda(a.opts.count("chip") ? a.opts.at("chip") : "sm_90");
+  if (t == "gpu-tiles-on-host")
+    return Target::gpu_tiles_on_host();
+  user_error("--target must be host, cuda or gpu-tiles-on-host, got '" + t + "'");
+}
+
 int cmd_dump(const Args &a) {
-  check_opts(a, {"stage", "checked", QKV_SHAPE_OPTS});
+  check_opts(a, {"stage", "checked", "target", "chip", QKV_SHAPE_OPTS});
   const auto &e = gallery::find(a.name);
   std::string stage = a.opts.count("stage") ? a.opts.at("stage") : "qkv";
   Graph g = e.build(shape_of(e, a));
-  if (stage == "graph") {
-    std::cout << g.str();
-    return 0;
-  }
   CompileOptions o;
   o.checked = a.opts.count("checked") > 0;
-  Kernel k = compile(g, Target::host(), o);
-  std::cout << k.ir(stage);
+  std::cout << lower_to(g, target_of(a), stage, o);
   return 0;
 }
 

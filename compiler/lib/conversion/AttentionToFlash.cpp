@@ -557,6 +557,10 @@ HeadView outputOf(KernelBuilder &kb, AttentionOp op, const AttentionInfo &a) {
   return v;
 }
 
+} // namespace
+
+namespace qkv::ir {
+
 AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   ImplicitLocOpBuilder &b = kb.builder();
   AttentionInfo a;
@@ -617,6 +621,25 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   return a;
 }
 
+void replaceWithOutput(PatternRewriter &rw, ImplicitLocOpBuilder &ib, AttentionOp op,
+                       const AttentionInfo &a) {
+  auto outType = cast<MemRefType>(a.out.mem.getType());
+  Value res = bufferization::ToTensorOp::create(
+      ib, RankedTensorType::get(outType.getShape(), a.ft), a.out.mem,
+      /*restrict=*/true, /*writable=*/true);
+  if (a.out.merged) { // the kernel wrote the merge_heads result itself
+    Operation *merge = *op.getResult().getUsers().begin();
+    rw.replaceOp(merge, res);
+    rw.eraseOp(op);
+  } else {
+    rw.replaceOp(op, res);
+  }
+}
+
+} // namespace qkv::ir
+
+namespace {
+
 struct FlashOptions {
   int64_t vectorBits, qTile, kvTile, decodeRows;
 };
@@ -660,17 +683,7 @@ struct FlashLowering : OpRewritePattern<AttentionOp> {
       emitDecodeAttention(kb, a, s);
     else
       emitTiledAttention(kb, a, s);
-    auto outType = cast<MemRefType>(a.out.mem.getType());
-    Value res = bufferization::ToTensorOp::create(
-        ib, RankedTensorType::get(outType.getShape(), a.ft), a.out.mem,
-        /*restrict=*/true, /*writable=*/true);
-    if (a.out.merged) { // the kernel wrote the merge_heads result itself
-      Operation *merge = *op.getResult().getUsers().begin();
-      rw.replaceOp(merge, res);
-      rw.eraseOp(op);
-    } else {
-      rw.replaceOp(op, res);
-    }
+    replaceWithOutput(rw, ib, op, a);
     return success();
   }
 

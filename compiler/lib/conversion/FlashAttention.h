@@ -6,6 +6,8 @@
 
 #include "KernelBuilder.h"
 
+#include "mlir/IR/PatternMatch.h"
+
 #include "qkv/compiler/ir/QkvDialect.h"
 
 namespace qkv::ir {
@@ -69,6 +71,14 @@ struct AttentionInfo {
   mlir::Value scale;                              // the softmax scale (1/sqrt(Dh) by default)
   mlir::Region *score = nullptr, *mask = nullptr; // the mods, when present
 };
+
+/// The operands of `op` as buffers (bufferization.to_buffer at the builder's insertion
+/// point), its sizes and scale, and a fresh output buffer.
+AttentionInfo describe(KernelBuilder &kb, AttentionOp op);
+/// Replaces `op` (or the merge_heads reading it, when the kernel wrote the merged layout)
+/// by the output buffer as a tensor.
+void replaceWithOutput(mlir::PatternRewriter &rw, mlir::ImplicitLocOpBuilder &ib, AttentionOp op,
+                       const AttentionInfo &a);
 
 /// The segments of sequence b's key axis [0, nS): one for a plain operand; stored rows,
 /// fresh rows and zeros for a cache view.

@@ -9,11 +9,32 @@
 
 namespace qkv {
 
-/// Where a kernel runs. Today: the host CPU, JIT-compiled in process.
+/// Where a kernel runs (docs/gpu.md for the CUDA targets).
 struct Target {
-  enum class Kind { HostCpu } kind = Kind::HostCpu;
+  enum class Kind {
+    /// The host CPU, JIT-compiled in process.
+    HostCpu,
+    /// An NVIDIA GPU: PTX for `chip`, through the CUDA pipeline (stages qkv, linalg,
+    /// loops, gpu, nvvm, ptx; lower_to() prints them without a GPU).
+    Cuda,
+    /// The CUDA pipeline's kernels before they are mapped to blocks and threads (its
+    /// stages qkv, linalg and loops, IR for IR), run on the host CPU: blocks as OpenMP
+    /// tasks, a block's threads one after the other. What the tests check the GPU kernels'
+    /// logic with on machines without a GPU.
+    GpuTilesOnHost,
+  } kind = Kind::HostCpu;
+  /// Cuda: the GPU architecture, "sm_80" (A100), "sm_90" (H100/H200), ...
+  std::string chip;
+
   static Target host() { return Target{}; }
-  std::string str() const { return "host-cpu"; }
+  static Target cuda(std::string chip = "sm_90") { return Target{Kind::Cuda, std::move(chip)}; }
+  static Target gpu_tiles_on_host() { return Target{Kind::GpuTilesOnHost, {}}; }
+  /// "host-cpu", "cuda-sm_90", "gpu-tiles-on-host".
+  std::string str() const {
+    return kind == Kind::HostCpu ? "host-cpu"
+           : kind == Kind::Cuda  ? "cuda-" + chip
+                                 : "gpu-tiles-on-host";
+  }
 };
 
 /// How the compiled code is laid out in time and space: tile sizes, vector width and
@@ -85,9 +106,18 @@ private:
 };
 
 /// Compiles g for target. Verifies the graph (qkv::Error on a bad one); a failure inside
-/// the pipeline is a CompileError naming the stage.
+/// the pipeline is a CompileError naming the stage. Target::cuda() needs a GPU and its
+/// driver: without them a qkv::Error that starts "no CUDA device" and says why. (Running
+/// CUDA kernels is not built yet: lower_to() gives their PTX.)
 Kernel compile(const Graph &g, const Target &target = Target::host(),
                const CompileOptions &options = {});
+
+/// The IR of compiling g for `target` at `stage`, made without running anything (so a
+/// CUDA target needs no GPU): for Target::cuda(chip) the stages graph, qkv, linalg,
+/// loops, gpu, nvvm and ptx (the PTX text of every kernel); for the host targets what
+/// compile(g, target, options).ir(stage) gives.
+std::string lower_to(const Graph &g, const Target &target, const std::string &stage,
+                     const CompileOptions &options = {});
 
 /// Compiles independent graphs at once (a model's embedding, layer and head kernels): up
 /// to options.compile_threads graphs at a time (0: the host's hardware threads, at most

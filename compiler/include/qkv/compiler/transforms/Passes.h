@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -34,7 +35,32 @@ struct CpuPipelineOptions {
   int64_t vectorBits = 512;
   int64_t qTile = 0, kvTile = 0, decodeRows = 4;
   int64_t threads = 0;
+  /// Target::gpu_tiles_on_host(): the CUDA pipeline's linalg and loops stages, then the
+  /// tiles as CPU loops (qkv-tiles-to-cpu-loops) and this pipeline's llvm stage.
+  bool gpuTiles = false;
 };
+
+/// The CUDA pipeline's knobs: the chip and the CUDA toolkit whose libdevice is linked
+/// into the kernels ("" for none: math functions then stay unresolved in the PTX).
+struct CudaPipelineOptions {
+  std::string chip = "sm_90";
+  std::string toolkit;
+};
+/// The CUDA pipeline's stages, in order (docs/gpu.md):
+///   qkv    as on the CPU
+///   linalg qkv ops -> linalg etc., attention -> the tiled GPU kernel (scf.forall blocks
+///          and threads, not yet mapped)
+///   loops  bufferized, linalg -> scf.parallel loops
+///   gpu    tiles -> gpu.launch, host buffers -> device buffers, loops -> kernels,
+///          kernels outlined into gpu.modules
+///   nvvm   the kernels in the NVVM dialect, for the chip
+///   ptx    gpu.binary ops holding each module's PTX
+std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &o = {});
+/// The CUDA stages' names, in order.
+const std::vector<std::string> &cudaStageNames();
+/// Registers what the CUDA pipeline adds to registerQkvDialects: the GPU, NVVM and NVGPU
+/// dialects, their LLVM conversions and translations and the NVVM target.
+void registerCudaDialects(mlir::DialectRegistry &registry);
 /// The textual pass list of one stage ("" for an unknown stage).
 std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o = {});
 /// All stages: the `qkv-cpu` pipeline.

@@ -111,4 +111,66 @@ def LowerChecks : Pass<"qkv-lower-checks", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def LowerAttentionToGpuTiles : Pass<"qkv-lower-attention-to-gpu-tiles", "::mlir::ModuleOp"> {
+  let summary = "Lower qkv.attention to the CUDA pipeline's tiled kernel, before mapping";
+  let description = [{
+    An scf.forall over (query tile, head, batch) mapped to GPU blocks; inside it,
+    scf.foralls of q-tile iterations mapped to the block's threads (one query row each),
+    run one after the other: initialise the running max, sum and accumulator; per tile of
+    kv-tile keys, copy the key and value rows into the block's buffers, then score each
+    row against them (mods inlined, scalar) with an online-softmax step; divide and write.
+    Buffers marked `qkv.workgroup` are the block's (shared memory on a GPU). Nothing here
+    is GPU-only: qkv-tiles-to-cpu-loops runs the same IR on the CPU, where the tests
+    check it against the interpreter. The head dims must be static.
+  }];
+  let options = [
+    Option<"qTile", "q-tile", "int64_t", "64",
+           "Query rows per block (threads per block); halved (down to 16) while the "
+           "block's buffers exceed 48 KiB">,
+    Option<"kvTile", "kv-tile", "int64_t", "32", "Keys per tile">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::gpu::GPUDialect", "::mlir::func::FuncDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def TilesToCpuLoops : Pass<"qkv-tiles-to-cpu-loops", "::mlir::func::FuncOp"> {
+  let summary = "Run the GPU-mapped scf.foralls on the CPU: blocks in parallel, threads in order";
+  let description = [{
+    An scf.forall mapped to GPU blocks becomes an scf.parallel (OpenMP tasks later); one
+    mapped to GPU threads becomes scf.for loops, which runs a block's threads one after
+    the other, as the barriers between the GPU's thread foralls allow.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+def MapTilesToGpu : Pass<"qkv-map-tiles-to-gpu", "::mlir::func::FuncOp"> {
+  let summary = "Map the block and thread scf.foralls to a gpu.launch";
+  let description = [{
+    Each scf.forall mapped to GPU blocks becomes a gpu.launch with its trip counts as the
+    grid and as many threads per block as the longest thread forall inside has
+    iterations (static); the scf.foralls mapped to threads inside it
+    become thread-id code with a barrier after each (upstream's
+    mapNestedForallToThreadsImpl); allocas marked `qkv.workgroup` become the launch's
+    workgroup (shared memory) attributions.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
+}
+
+def HostToDevice : Pass<"qkv-host-to-device", "::mlir::func::FuncOp"> {
+  let summary = "Put the graph's buffers in device memory and its host loops on the device";
+  let description = [{
+    For the CUDA pipeline, after bufferization: buffers the function allocates become
+    gpu.alloc/gpu.dealloc, a memref.copy becomes a parallel loop nest, and every loop
+    nest left outside a gpu.launch and outside an scf.parallel (a reduction with no
+    parallel dim) is wrapped in a one-iteration scf.parallel, so the loop mapping puts
+    all of it on the device. The function's own arguments are device buffers too.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
+}
+
 #endif // QKV_PASSES_TD
