@@ -64,6 +64,25 @@ std::string ptx_of(mlir::ModuleOp m) {
   return out;
 }
 
+/// After the gpu stage the host functions only compute sizes and launch kernels: a load
+/// or store left in them would touch device memory from the CPU.
+void check_host_code(mlir::ModuleOp m, const std::string &diags) {
+  std::string bad;
+  m.walk([&](mlir::func::FuncOp fn) {
+    fn.walk([&](mlir::Operation *op) {
+      if (bad.empty() && mlir::isa<mlir::memref::LoadOp, mlir::memref::StoreOp,
+                                   mlir::vector::LoadOp, mlir::vector::StoreOp>(op)) {
+        llvm::raw_string_ostream os(bad);
+        os << op->getLoc() << ": '" << op->getName() << "'";
+      }
+    });
+  });
+  if (!bad.empty())
+    throw CompileError("gpu", "the host code still reads or writes memory (device memory, on a "
+                              "GPU) at " + bad + "; this graph's ops have no CUDA kernel yet\n" +
+                              diags);
+}
+
 std::string print(mlir::ModuleOp m) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -110,6 +129,8 @@ std::string lower(const Graph &g, const Target &target, const std::string &stage
     // Some conversions report an error without failing their pass: any error fails.
     if (mlir::failed(pm.run(*module)) || !diags.empty())
       throw CompileError(*it, diags.empty() ? "a pass failed without a diagnostic" : diags);
+    if (*it == "gpu")
+      check_host_code(*module, diags);
   }
   if (stage != "ptx")
     return print(*module);

@@ -88,12 +88,16 @@ struct HostToDevicePass : qkv::ir::impl::HostToDeviceBase<HostToDevicePass> {
       else
         copyToLoops(rw, cast<memref::CopyOp>(op));
     }
+    // Only ops whose results nothing uses can move into a loop of their own (a store, a
+    // loop that stores); a host op whose result is used stays, and lower_to then rejects
+    // the host code's memory access after the gpu stage.
     SmallVector<Operation *> host;
-    for (Operation &op : fn.getBody().front())
-      if (!isa<gpu::LaunchOp, scf::ParallelOp>(op) && op.getNumRegions() > 0 && touchesMemory(&op))
+    for (Operation &op : fn.getBody().front()) {
+      if (isa<gpu::LaunchOp, scf::ParallelOp>(op) || !op.use_empty())
+        continue;
+      if ((op.getNumRegions() > 0 && touchesMemory(&op)) || isa<memref::StoreOp>(op))
         host.push_back(&op);
-      else if (isa<memref::LoadOp, memref::StoreOp>(op))
-        host.push_back(&op);
+    }
     for (Operation *op : host)
       wrapInParallel(rw, op);
   }
