@@ -14,8 +14,15 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/Module.h"
 
+#include "CodegenParts.h"
 #include "Import.h"
+#include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
 
 namespace qkv::cuda_target {
@@ -92,63 +99,151 @@ std::string print(mlir::ModuleOp m) {
 
 } // namespace
 
+namespace {
+
+/// A graph in the CUDA pipeline: its context, module and the diagnostics so far.
+struct CudaLowering {
+  mlir::DialectRegistry registry;
+  std::unique_ptr<mlir::MLIRContext> ctx;
+  std::string diags;
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+
+  CudaLowering(const Graph &g, const CompileOptions &options) {
+    if (options.checked)
+      user_error("checked kernels are compiled for Target::host() only");
+    ir::registerUpstreamPassesUsedByQkv();
+    ir::registerQkvPassesAndPipelines();
+    ir::registerQkvDialects(registry);
+    ir::registerCudaDialects(registry);
+    mlir::gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+    ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+    ctx->loadAllAvailableDialects();
+    handler = std::make_unique<mlir::ScopedDiagnosticHandler>(ctx.get(), [this](mlir::Diagnostic &d) {
+      llvm::raw_string_ostream os(diags);
+      os << d.getLocation() << ": " << d << "\n";
+      return mlir::success();
+    });
+    module = ir::import_graph(*ctx, g, false);
+  }
+
+  /// Runs a pass list as stage `name`; any error diagnostic fails it (some conversions
+  /// report one without failing their pass).
+  void run(const std::string &name, const std::string &pipeline) {
+    mlir::PassManager pm(ctx.get());
+    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
+      throw CompileError(name, "bad pass pipeline: " + pipeline + "\n" + diags);
+    if (mlir::failed(pm.run(*module)) || !diags.empty())
+      throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
+  }
+
+  /// The CUDA stages up to and including `last`.
+  void stages(const Target &target, const CompileOptions &options, const std::string &last) {
+    ir::CudaPipelineOptions popts{target.chip, toolkit()};
+    for (const std::string &stage : ir::cudaStageNames()) {
+      std::string pipeline = ir::cudaStagePipeline(stage, popts);
+      if (stage == "qkv" && !options.recognize_attention)
+        pipeline = "canonicalize,cse";
+      run(stage, pipeline);
+      if (stage == "gpu")
+        check_host_code(*module, diags);
+      if (stage == "ptx" && ptx_of(*module).find(".extern .func") != std::string::npos)
+        throw CompileError("ptx", "the PTX calls functions nothing defines (libdevice's math: "
+                                  "no CUDA toolkit with nvvm/libdevice was found in "
+                                  "$CUDA_ROOT, $CUDA_HOME, $CUDA_PATH or /usr/local/cuda)");
+      if (stage == last)
+        return;
+    }
+  }
+};
+
+/// The functions an llvm.global_ctors/dtors array lists, in order; the array is removed
+/// and the functions made external, for the loader to call (the JIT runs no initialisers).
+std::vector<std::string> take_structors(llvm::Module &m, const char *array) {
+  std::vector<std::string> out;
+  llvm::GlobalVariable *gv = m.getNamedGlobal(array);
+  if (!gv)
+    return out;
+  if (auto *list = llvm::dyn_cast<llvm::ConstantArray>(gv->getInitializer()))
+    for (llvm::Value *entry : list->operands())
+      if (auto *fn = llvm::dyn_cast<llvm::Function>(
+              llvm::cast<llvm::ConstantStruct>(entry)->getOperand(1))) {
+        fn->setLinkage(llvm::GlobalValue::ExternalLinkage);
+        out.push_back(fn->getName().str());
+      }
+  gv->eraseFromParent();
+  return out;
+}
+
+} // namespace
+
 std::string lower(const Graph &g, const Target &target, const std::string &stage,
                   const CompileOptions &options) {
   check_chip(target.chip);
-  const auto &names = ir::cudaStageNames();
-  auto last = std::find(names.begin(), names.end(), stage);
   if (stage == "graph")
     return g.str();
-  if (last == names.end())
+  const auto &names = ir::cudaStageNames();
+  if (std::find(names.begin(), names.end(), stage) == names.end())
     user_error("unknown CUDA stage '" + stage +
                "'; stages are graph, qkv, linalg, loops, gpu, nvvm, ptx");
-  if (options.checked)
-    user_error("checked kernels are compiled for Target::host() only");
-  ir::registerUpstreamPassesUsedByQkv();
-  ir::registerQkvPassesAndPipelines();
-  mlir::DialectRegistry registry;
-  ir::registerQkvDialects(registry);
-  ir::registerCudaDialects(registry);
-  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx.loadAllAvailableDialects();
-  std::string diags;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
-    llvm::raw_string_ostream os(diags);
-    os << d.getLocation() << ": " << d << "\n";
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, false);
-  ir::CudaPipelineOptions popts{target.chip, toolkit()};
-  for (auto it = names.begin(); it != std::next(last); ++it) {
-    mlir::PassManager pm(&ctx);
-    std::string pipeline = ir::cudaStagePipeline(*it, popts);
-    if (*it == "qkv" && !options.recognize_attention)
-      pipeline = "canonicalize,cse";
-    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
-      throw CompileError(*it, "bad pass pipeline: " + pipeline + "\n" + diags);
-    // Some conversions report an error without failing their pass: any error fails.
-    if (mlir::failed(pm.run(*module)) || !diags.empty())
-      throw CompileError(*it, diags.empty() ? "a pass failed without a diagnostic" : diags);
-    if (*it == "gpu")
-      check_host_code(*module, diags);
-  }
-  if (stage != "ptx")
-    return print(*module);
-  std::string ptx = ptx_of(*module);
-  if (ptx.find(".extern .func") != std::string::npos)
-    throw CompileError("ptx", "the PTX calls functions nothing defines (libdevice's math: no "
-                              "CUDA toolkit with nvvm/libdevice was found in $CUDA_ROOT, "
-                              "$CUDA_HOME, $CUDA_PATH or /usr/local/cuda)");
-  return ptx;
+  CudaLowering l(g, options);
+  l.stages(target, options, stage);
+  return stage == "ptx" ? ptx_of(*l.module) : print(*l.module);
 }
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
   check_chip(target.chip);
-  (void)options;
   cuda::Device device = cuda::Device::get(0); // "no CUDA device: <why>" without one
-  throw CompileError("cuda", "running compiled CUDA kernels is not built yet (docs/gpu.md); " +
-                                 device.name() + " is here, and lower_to(g, Target::cuda(\"" +
-                                 target.chip + "\"), \"ptx\") gives the kernels' PTX");
+  CudaLowering l(g, options);
+  l.stages(target, options, "ptx");
+  // The host code: sizes, device buffers and launches, in the LLVM dialect; each kernel
+  // module's PTX is a constant that its loader hands to mgpuModuleLoadJIT. MLIR 22's
+  // gpu-to-llvm lowers only the asynchronous gpu.alloc: the synchronous ones become
+  // memref.allocs whose generic allocation functions are the device's
+  // (qkv::cuda::host_functions).
+  l.module->walk([](mlir::gpu::AllocOp a) {
+    mlir::OpBuilder b(a);
+    auto m = mlir::memref::AllocOp::create(b, a.getLoc(), a.getMemref().getType(),
+                                           a.getDynamicSizes(), a.getSymbolOperands());
+    a.getMemref().replaceAllUsesWith(m.getResult());
+    a.erase();
+  });
+  l.module->walk([](mlir::gpu::DeallocOp d) {
+    mlir::OpBuilder b(d);
+    mlir::memref::DeallocOp::create(b, d.getLoc(), d.getMemref());
+    d.erase();
+  });
+  // (Before gpu-to-llvm, whose own memref patterns would call malloc.)
+  l.run("host", "expand-strided-metadata,lower-affine,"
+                "finalize-memref-to-llvm{use-generic-functions=true},gpu-to-llvm,"
+                "convert-scf-to-cf,convert-arith-to-llvm,convert-index-to-llvm,"
+                "convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts");
+  llvm::LLVMContext llvm_ctx;
+  std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(*l.module, llvm_ctx);
+  if (!m)
+    throw CompileError("host", "cannot translate the host code to LLVM IR\n" + l.diags);
+  std::vector<std::string> inits = take_structors(*m, "llvm.global_ctors"),
+                           finis = take_structors(*m, "llvm.global_dtors");
+  auto tm = jit::host_target_machine();
+  jit::prepare_module(*m, *tm);
+  std::vector<std::string> objects;
+  for (jit::CompiledPart &p : jit::compile_in_parts(*m, 1, options.opt_level))
+    objects.push_back(std::move(p.object));
+  std::string symbol = "_mlir_ciface_" + ir::function_name(g);
+  auto loaded = jit::load_object(objects, symbol, cuda::host_functions(), inits, finis);
+  if (!loaded)
+    throw CompileError("host", "cannot link " + symbol + ": " + llvm::toString(loaded.takeError()));
+  if (std::optional<std::string> e = cuda::take_host_error())
+    throw CompileError("cuda", "loading the kernels on " + device.name() + ": " + *e);
+  KernelEntry entry{std::move(loaded->owner), loaded->packed, symbol, false, true};
+  CompileStats stats;
+  stats.codegen_parts = 1;
+  stats.cache_note = "off (CUDA kernels are not cached yet)";
+  return Kernel(g, std::move(entry), {{"graph", g.str()}},
+                [g, target, options](const std::string &stage) {
+                  return lower(g, target, stage, options);
+                },
+                std::move(stats));
 }
 
 } // namespace qkv::cuda_target

@@ -149,8 +149,10 @@ llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm
   return (*obj)->getBuffer().str();
 }
 
-llvm::Expected<LoadedObject> load_object(const std::vector<std::string> &objects,
-                                         const std::string &symbol) {
+llvm::Expected<LoadedObject>
+load_object(const std::vector<std::string> &objects, const std::string &symbol,
+            const std::vector<std::pair<std::string, void *>> &extra,
+            const std::vector<std::string> &inits, const std::vector<std::string> &finis) {
   auto jit = make_jit();
   if (!jit)
     return jit.takeError();
@@ -166,6 +168,9 @@ llvm::Expected<LoadedObject> load_object(const std::vector<std::string> &objects
   llvm::orc::SymbolMap own;
   own[(*jit)->mangleAndIntern("qkv_check_failed")] = {
       llvm::orc::ExecutorAddr::fromPtr(&qkv_check_failed), llvm::JITSymbolFlags::Exported};
+  for (const auto &[name, address] : extra)
+    own[(*jit)->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                          llvm::JITSymbolFlags::Exported};
   if (auto e = main.define(llvm::orc::absoluteSymbols(std::move(own))))
     return e;
   for (const std::string &object : objects)
@@ -174,9 +179,33 @@ llvm::Expected<LoadedObject> load_object(const std::vector<std::string> &objects
   auto addr = (*jit)->lookup("_mlir_" + symbol);
   if (!addr)
     return addr.takeError();
+  auto functions = [&](const std::vector<std::string> &names)
+      -> llvm::Expected<std::vector<void (*)()>> {
+    std::vector<void (*)()> out;
+    for (const std::string &name : names) {
+      auto f = (*jit)->lookup(name);
+      if (!f)
+        return f.takeError();
+      out.push_back(f->toPtr<void (*)()>());
+    }
+    return out;
+  };
+  auto init_fns = functions(inits);
+  if (!init_fns)
+    return init_fns.takeError();
+  auto fini_fns = functions(finis);
+  if (!fini_fns)
+    return fini_fns.takeError();
   LoadedObject out;
   out.packed = addr->toPtr<void (*)(void **)>();
-  out.owner = std::shared_ptr<llvm::orc::LLJIT>(std::move(*jit));
+  out.owner = std::shared_ptr<llvm::orc::LLJIT>(
+      jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {
+        for (void (*f)() : finish)
+          f();
+        delete j;
+      });
+  for (void (*f)() : *init_fns)
+    f();
   return out;
 }
 

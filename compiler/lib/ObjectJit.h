@@ -44,8 +44,13 @@ struct LoadedObject {
 /// Links `objects` (one kernel's parts) into a fresh JIT in this process, resolving their
 /// undefined symbols against one another, the process and the libraries kernels call
 /// (libomp, libmlir_c_runner_utils), and returns the packed entry `_mlir_` + `symbol`.
-/// Runs no optimiser and no code generator.
-llvm::Expected<LoadedObject> load_object(const std::vector<std::string> &objects,
-                                         const std::string &symbol);
+/// Runs no optimiser and no code generator. `extra` adds symbols by name (the CUDA host
+/// functions); `inits` are called once linked, in order, and `finis` when the code is
+/// unloaded (a CUDA kernel's module loaders and unloaders: the JIT runs no initialisers).
+llvm::Expected<LoadedObject>
+load_object(const std::vector<std::string> &objects, const std::string &symbol,
+            const std::vector<std::pair<std::string, void *>> &extra = {},
+            const std::vector<std::string> &inits = {},
+            const std::vector<std::string> &finis = {});
 
 } // namespace qkv::jit

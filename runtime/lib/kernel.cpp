@@ -1,5 +1,7 @@
 // Kernel: argument checking, memref descriptors, the call, and stage IR.
 #include <qkv/runtime/kernel.hpp>
+
+#include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/checks.hpp>
 
 #include <algorithm>
@@ -15,6 +17,12 @@ const std::vector<std::string> &Kernel::stage_names() {
   return names;
 }
 
+const std::vector<std::string> &Kernel::cuda_stage_names() {
+  static const std::vector<std::string> names = {"graph", "qkv", "linalg", "loops",
+                                                 "gpu",   "nvvm", "ptx"};
+  return names;
+}
+
 Kernel::Kernel(Graph graph, KernelEntry entry,
                std::vector<std::pair<std::string, std::string>> stages,
                std::function<std::string(const std::string &)> lazy_stage, CompileStats stats)
@@ -27,7 +35,7 @@ Kernel::Kernel(Graph graph, KernelEntry entry,
 }
 
 std::string Kernel::ir(std::string_view stage) const {
-  const auto &names = stage_names();
+  const auto &names = entry_.on_cuda ? cuda_stage_names() : stage_names();
   if (std::find(names.begin(), names.end(), stage) == names.end()) {
     std::string list;
     for (const auto &n : names)
@@ -162,25 +170,58 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
   }
 
   std::vector<std::vector<std::int64_t>> descs;
+  if (entry_.on_cuda) {
+    run_on_cuda(inputs, out_order);
+    return outputs;
+  }
   for (NodeId id : g.arguments())
     descs.push_back(descriptor(inputs.at(g.node(id).name)));
   for (const Tensor *t : out_order)
     descs.push_back(descriptor(*t));
+  call(descs);
+  if (!entry_.checked)
+    return outputs;
+  checks::Run checked(g);
+  call(descs);
+  if (std::optional<std::string> failure = checked.failure())
+    user_error(*failure);
+  return outputs;
+}
+
+void Kernel::call(std::vector<std::vector<std::int64_t>> &descs) const {
   std::vector<void *> ptrs(descs.size());
   std::vector<void *> packed(descs.size());
   for (std::size_t i = 0; i < descs.size(); ++i) {
     ptrs[i] = descs[i].data();
     packed[i] = &ptrs[i];
   }
-  if (!entry_.checked) {
-    entry_.packed(packed.data());
-    return outputs;
-  }
-  checks::Run checked(g);
   entry_.packed(packed.data());
-  if (std::optional<std::string> failure = checked.failure())
-    user_error(*failure);
-  return outputs;
+}
+
+void Kernel::run_on_cuda(const TensorMap &inputs, const std::vector<const Tensor *> &outs) const {
+  const Graph &g = *graph_;
+  cuda::Device device = cuda::Device::get(0);
+  std::vector<cuda::Buffer> buffers;
+  std::vector<std::vector<std::int64_t>> descs;
+  auto on_device = [&](const Tensor &t, cuda::Buffer b) {
+    std::vector<std::int64_t> d = descriptor(t);
+    d[0] = d[1] = static_cast<std::int64_t>(b.address()); // the same layout, on the device
+    descs.push_back(std::move(d));
+    buffers.push_back(std::move(b));
+  };
+  for (NodeId id : g.arguments()) {
+    const Tensor &t = inputs.at(g.node(id).name);
+    on_device(t, cuda::Buffer(device, t)); // dense and row-major, as every Tensor
+  }
+  for (const Tensor *t : outs)
+    on_device(*t, cuda::Buffer(device, t->nbytes()));
+  cuda::take_host_error(); // nothing left from an earlier failed run
+  call(descs);
+  if (std::optional<std::string> e = cuda::take_host_error())
+    user_error("graph '" + g.name() + "' on " + device.name() + ": " + *e);
+  device.synchronize();
+  for (std::size_t i = 0; i < outs.size(); ++i)
+    buffers[g.arguments().size() + i].download(const_cast<Tensor &>(*outs[i]));
 }
 
 TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,

@@ -2,6 +2,8 @@
 #include "differential.hpp"
 #include "gallery.hpp"
 
+#include <qkv/runtime/cuda.hpp>
+
 #include <map>
 #include <memory>
 #include <utility>
@@ -130,6 +132,27 @@ std::vector<DiffCase> all_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GpuTiles, ::testing::ValuesIn(all_cases()),
+                         [](const auto &info) { return info.param.name; });
+
+// The same cases on a GPU (Target::cuda() for device 0), where there is one: what
+// tests/gpu/run.sh runs on a GPU machine. Skipped, saying why, everywhere else.
+class CudaDevice : public ::testing::TestWithParam<DiffCase> {};
+
+TEST_P(CudaDevice, MatchesInterpreter) {
+  std::string why;
+  if (!cuda::available(&why))
+    GTEST_SKIP() << why;
+  std::string arch = cuda::Device::get(0).arch();
+  // PTX for a newer chip than qkv names runs through the driver's JIT from sm_90's.
+  for (const char *known : {"sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90"})
+    if (arch == known) {
+      check_kernel(compile(GetParam().build(), Target::cuda(arch)), GetParam());
+      return;
+    }
+  check_kernel(compile(GetParam().build(), Target::cuda("sm_90")), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaDevice, ::testing::ValuesIn(all_cases()),
                          [](const auto &info) { return info.param.name; });
 
 } // namespace

@@ -22,6 +22,10 @@
  * and "misuse" (frees of unknown pointers, releases of unretained contexts, unloads of
  * unknown modules: a correct caller makes none).
  *
+ * With QKV_FAKE_CUDA_ANY_PTX=1 it also loads real PTX (any image with an ".entry NAME(" line),
+ * whose kernels it launches as no-ops (counted as launches, with their grid checked): what
+ * the tests of compiled CUDA kernels' host code use, on machines without a GPU.
+ *
  * Built with FAKE_CUDA_WITHOUT_LAUNCH it lacks cuLaunchKernel: a driver missing a symbol. */
 #include <stdlib.h>
 #include <string.h>
@@ -303,11 +307,19 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t bytes) {
 
 static const char magic[] = "// fake PTX";
 
+static int any_ptx(void) {
+  const char *env = getenv("QKV_FAKE_CUDA_ANY_PTX");
+  return env && strcmp(env, "1") == 0;
+}
+
 CUresult cuModuleLoadData(struct CUmod_st **out, const void *image) {
   struct CUmod_st *m;
   if (!bound())
     return INVALID_CONTEXT;
-  if (!image || strncmp(image, magic, sizeof magic - 1) != 0)
+  if (!image)
+    return INVALID_IMAGE;
+  if (strncmp(image, magic, sizeof magic - 1) != 0 &&
+      !(any_ptx() && strstr(image, ".entry ") != NULL))
     return INVALID_IMAGE;
   m = malloc(sizeof *m);
   if (!m)
@@ -332,6 +344,12 @@ CUresult cuModuleUnload(struct CUmod_st *m) {
   return SUCCESS;
 }
 
+/* A kernel of real PTX: launched, it does nothing. */
+static CUresult noop(void **args) {
+  (void)args;
+  return SUCCESS;
+}
+
 /* The one kernel the fake runs. */
 static CUresult add_one(void **args) {
   CUdeviceptr p = *(CUdeviceptr *)args[0];
@@ -349,6 +367,7 @@ struct CUfunc_st {
   CUresult (*run)(void **args);
 };
 static struct CUfunc_st add_one_kernel = {add_one};
+static struct CUfunc_st noop_kernel = {noop};
 
 CUresult cuModuleGetFunction(struct CUfunc_st **fn, struct CUmod_st *m, const char *name) {
   const char *entry;
@@ -357,6 +376,17 @@ CUresult cuModuleGetFunction(struct CUfunc_st **fn, struct CUmod_st *m, const ch
     return INVALID_CONTEXT;
   if (!m || !m->image)
     return INVALID_HANDLE;
+  /* Real PTX (QKV_FAKE_CUDA_ANY_PTX=1): ".entry NAME(" declares a kernel. */
+  if (any_ptx() && strncmp(m->image, magic, sizeof magic - 1) != 0) {
+    for (entry = strstr(m->image, ".entry "); entry; entry = strstr(entry + 1, ".entry ")) {
+      const char *at = entry + 7;
+      if (!strncmp(at, name, len) && at[len] == '(') {
+        *fn = &noop_kernel;
+        return SUCCESS;
+      }
+    }
+    return NOT_FOUND;
+  }
   /* ".entry NAME" ending the line: the module lists the kernel. */
   for (entry = strstr(m->image, ".entry "); entry; entry = strstr(entry + 1, ".entry ")) {
     const char *at = entry + 7;
@@ -405,7 +435,7 @@ CUresult cuLaunchKernel(struct CUfunc_st *fn, unsigned gx, unsigned gy, unsigned
                         void **params, void **extra) {
   if (!bound())
     return INVALID_CONTEXT;
-  if (fn != &add_one_kernel || (s && s->ctx != current))
+  if ((fn != &add_one_kernel && fn != &noop_kernel) || (s && s->ctx != current))
     return INVALID_HANDLE;
   if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long)bx * by * bz > 1024 ||
       shared_bytes > 48 * 1024 || !params || extra)

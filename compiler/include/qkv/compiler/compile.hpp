@@ -107,8 +107,8 @@ private:
 
 /// Compiles g for target. Verifies the graph (qkv::Error on a bad one); a failure inside
 /// the pipeline is a CompileError naming the stage. Target::cuda() needs a GPU and its
-/// driver: without them a qkv::Error that starts "no CUDA device" and says why. (Running
-/// CUDA kernels is not built yet: lower_to() gives their PTX.)
+/// driver: without them a qkv::Error that starts "no CUDA device" and says why; with them
+/// the kernels are loaded on device 0 and run() copies inputs and outputs (docs/gpu.md).
 Kernel compile(const Graph &g, const Target &target = Target::host(),
                const CompileOptions &options = {});
 

@@ -19,6 +19,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include <qkv/runtime/tensor.hpp>
 
@@ -195,5 +198,12 @@ private:
 /// synchronize. The function and the stream must be on the same device.
 void launch(const Function &function, Dim3 grid, Dim3 block, unsigned shared_bytes,
             const Stream &stream, void **args);
+
+/// The functions compiled CUDA kernels' host code calls (MLIR's mgpu* runtime functions:
+/// module loading, launches, device memory), by name, for the JIT to link against. They
+/// run on device 0 and never throw: the first failure is kept until take_host_error().
+const std::vector<std::pair<std::string, void *>> &host_functions();
+/// The first failure of a host function since the last call, if any (and forgets it).
+std::optional<std::string> take_host_error();
 
 } // namespace qkv::cuda

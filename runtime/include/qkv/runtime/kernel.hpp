@@ -49,12 +49,17 @@ struct KernelEntry {
   /// The code checks bounds and reports failures (qkv/runtime/checks.hpp): run() turns
   /// the first into a qkv::Error.
   bool checked = false;
+  /// The entry is CUDA host code (Target::cuda()): it takes device buffers, so run()
+  /// uploads the inputs to device 0 and downloads the outputs after the call.
+  bool on_cuda = false;
 };
 
 class Kernel {
 public:
   /// The stage names, in pipeline order: graph, qkv, linalg, loops, llvm, llvm-ir, asm.
   static const std::vector<std::string> &stage_names();
+  /// A CUDA kernel's stages (Target::cuda()): graph, qkv, linalg, loops, gpu, nvvm, ptx.
+  static const std::vector<std::string> &cuda_stage_names();
 
   Kernel(Graph graph, KernelEntry entry, std::vector<std::pair<std::string, std::string>> stages,
          std::function<std::string(const std::string &)> lazy_stage, CompileStats stats);
@@ -66,7 +71,8 @@ public:
   /// the interpreter's qkv::Error for it after the run.
   TensorMap run(const TensorMap &inputs) const;
 
-  /// The IR at a named stage (see stage_names()); throws qkv::Error for an unknown name.
+  /// The IR at a named stage (see stage_names(), or cuda_stage_names() for a CUDA kernel);
+  /// throws qkv::Error for an unknown name.
   std::string ir(std::string_view stage) const;
 
   const Graph &graph() const { return *graph_; }
@@ -74,6 +80,11 @@ public:
   const std::string &symbol() const { return entry_.symbol; }
 
 private:
+  /// Calls the entry on memref descriptors (MLIR's packed arguments).
+  void call(std::vector<std::vector<std::int64_t>> &descs) const;
+  /// run() for CUDA host code: device copies of the inputs and outputs.
+  void run_on_cuda(const TensorMap &inputs, const std::vector<const Tensor *> &outs) const;
+
   std::shared_ptr<const Graph> graph_;
   KernelEntry entry_;
   std::vector<std::pair<std::string, std::string>> stages_;
