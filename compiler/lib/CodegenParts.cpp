@@ -127,12 +127,14 @@ std::string part_bitcode(llvm::Module &m, const PartOf &part_of, unsigned p) {
   return bitcode;
 }
 
-CompiledPart compile_module(llvm::Module &m, int opt_level) {
+CompiledPart compile_module(llvm::Module &m, int opt_level, bool keep_ir) {
   auto tm = host_target_machine();
   optimize(m, opt_level, *tm);
   CompiledPart out;
-  llvm::raw_string_ostream os(out.ir);
-  m.print(os, nullptr);
+  if (keep_ir) {
+    llvm::raw_string_ostream os(out.ir);
+    m.print(os, nullptr);
+  }
   // An object added to the JIT runs no initialisers; the pipeline makes none.
   if (m.getNamedGlobal("llvm.global_ctors") || m.getNamedGlobal("llvm.global_dtors"))
     throw CompileError("llvm-ir", "the module has global constructors, which qkv cannot run");
@@ -144,22 +146,23 @@ CompiledPart compile_module(llvm::Module &m, int opt_level) {
 }
 
 /// A part in a context of its own (LLVM contexts are not shared between threads).
-CompiledPart compile_bitcode(const std::string &bitcode, int opt_level) {
+CompiledPart compile_bitcode(const std::string &bitcode, int opt_level, bool keep_ir) {
   llvm::LLVMContext ctx;
   auto m = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode, "qkv-part"), ctx);
   if (!m)
     throw CompileError("llvm-ir", "cannot read a module part back: " +
                                       llvm::toString(m.takeError()));
-  return compile_module(**m, opt_level);
+  return compile_module(**m, opt_level, keep_ir);
 }
 
 } // namespace
 
-std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level) {
+std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level,
+                                           bool keep_ir) {
   unsigned used = 1;
   PartOf part_of = assign_parts(m, std::max(parts, 1u), used);
   if (used == 1)
-    return {compile_module(m, opt_level)};
+    return {compile_module(m, opt_level, keep_ir)};
   externalize(m);
   std::vector<std::string> bitcode;
   for (unsigned p = 0; p < used; ++p)
@@ -167,9 +170,9 @@ std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int 
   std::vector<std::future<CompiledPart>> others;
   for (unsigned p = 1; p < used; ++p)
     others.push_back(
-        std::async(std::launch::async, compile_bitcode, std::cref(bitcode[p]), opt_level));
+        std::async(std::launch::async, compile_bitcode, std::cref(bitcode[p]), opt_level, keep_ir));
   std::vector<CompiledPart> out;
-  out.push_back(compile_bitcode(bitcode[0], opt_level));
+  out.push_back(compile_bitcode(bitcode[0], opt_level, keep_ir));
   for (auto &f : others)
     out.push_back(f.get());
   return out;

@@ -29,6 +29,8 @@ struct CompiledPart {
 /// constants are copied into every part that uses them. The result is deterministic:
 /// the same module and part count give the same objects. `m` is left split (its
 /// internal symbols externalised) and should not be used again.
-std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level);
+/// `keep_ir`: print each part's optimised IR into CompiledPart::ir (else it stays empty).
+std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level,
+                                           bool keep_ir = true);
 
 } // namespace qkv::jit

@@ -157,10 +157,13 @@ std::string emit_asm(const std::string &ir_text) {
 }
 
 /// The IR of each stage as compilation passes through it, printed to stderr for the
-/// stages asked for, and the time each took.
+/// stages asked for, and the time each took. A stage's text is made only when it is
+/// printed or `keep_all` asks for every stage (printing the IR of every stage was 5% of
+/// a compile); Kernel::ir makes the others by compiling again with keep_all.
 struct StageLog {
   const Graph &g;
   const std::vector<std::string> &dump;
+  bool keep_all = false;
   std::vector<std::pair<std::string, std::string>> stages;
   CompileStats stats;
 
@@ -171,11 +174,14 @@ struct StageLog {
     std::cerr << "// ===== qkv stage '" << stage << "' of graph '" << g.name() << "' =====\n"
               << text << (text.empty() || text.back() == '\n' ? "" : "\n");
   }
-  void keep(const std::string &stage, std::string text, double ms) {
-    if (wants(stage))
-      print(stage, text);
-    stages.emplace_back(stage, std::move(text));
+  void keep(const std::string &stage, const std::function<std::string()> &text, double ms) {
     stats.stage_ms.emplace_back(stage, ms);
+    if (!keep_all && !wants(stage))
+      return;
+    std::string t = text();
+    if (wants(stage))
+      print(stage, t);
+    stages.emplace_back(stage, std::move(t));
   }
 };
 
@@ -197,7 +203,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
       throw CompileError(stage, "bad pass pipeline: " + pipeline + "\n" + diags);
     if (mlir::failed(pm.run(*module)))
       throw CompileError(stage, diags.empty() ? "a pass failed without a diagnostic" : diags);
-    log.keep(stage, print_module(*module),
+    log.keep(stage, [&] { return print_module(*module); },
              ms_since(t) + (std::string(stage) == "qkv" ? import_ms : 0));
   }
   return module;
@@ -219,7 +225,7 @@ std::string join_parts_ir(const std::vector<std::string> &parts) {
 /// given MLIR's packed wrappers, then optimised at `opt_level` for the host CPU at the
 /// schedule's vector width and compiled, in up to `parts` parts on as many threads.
 std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level,
-                                          int64_t vector_bits, unsigned parts,
+                                          int64_t vector_bits, unsigned parts, bool keep_ir,
                                           const std::string &diags) {
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
@@ -239,7 +245,7 @@ std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level,
     f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
     f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
   }
-  return jit::compile_in_parts(*m, parts, opt_level);
+  return jit::compile_in_parts(*m, parts, opt_level, keep_ir);
 }
 
 /// What the cache does for one compile.
@@ -286,11 +292,12 @@ KernelEntry link(const std::vector<std::string> &objects, const std::string &sym
 }
 
 Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &options,
-                    const std::vector<std::string> &dump, Clock::time_point t_all);
+                    const std::vector<std::string> &dump, bool keep_all,
+                    Clock::time_point t_all);
 
-/// The IR stages of a kernel loaded from the cache, made on demand by compiling it again
-/// (cache off, nothing printed): the pipeline is deterministic, so the text is what the
-/// compile that wrote the entry had.
+/// The IR stages a kernel did not keep (all but the graph for a cache hit), made on
+/// demand by compiling it again (cache off, nothing printed, every stage kept): the
+/// pipeline is deterministic, so the text is what the first compile had.
 std::function<std::string(const std::string &)>
 recompile_on_demand(const Graph &g, const Target &target, const CompileOptions &o) {
   CompileOptions quiet = o;
@@ -299,7 +306,8 @@ recompile_on_demand(const Graph &g, const Target &target, const CompileOptions &
   auto cold = std::make_shared<std::shared_ptr<Kernel>>();
   return [g, target, quiet, cold](const std::string &stage) {
     if (!*cold)
-      *cold = std::make_shared<Kernel>(compile_impl(g, target, quiet, {}, Clock::now()));
+      *cold = std::make_shared<Kernel>(
+          compile_impl(g, target, quiet, {}, /*keep_all=*/true, Clock::now()));
     return (*cold)->ir(stage);
   };
 }
@@ -338,12 +346,13 @@ std::optional<Kernel> load_cached(const Graph &g, const Target &target,
 }
 
 /// The pipeline, LLVM and the linker, storing the object in the cache on the way.
-Kernel compile_cold(const Graph &g, const CompileOptions &options,
+Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &options,
                     const ir::CpuPipelineOptions &popts, const std::vector<std::string> &dump,
-                    CacheUse &cu, Clock::time_point t_all) {
+                    bool keep_all, CacheUse &cu, Clock::time_point t_all) {
   init_passes();
-  StageLog log{g, dump, {}, {}};
-  log.keep("graph", g.str(), 0);
+  StageLog log{g, dump, keep_all, {}, {}};
+  log.stages.emplace_back("graph", g.str());
+  log.stats.stage_ms.emplace_back("graph", 0);
 
   mlir::DialectRegistry registry;
   ir::registerQkvDialects(registry);
@@ -361,9 +370,10 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
   mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
 
   auto t = Clock::now();
+  bool keep_ir = keep_all || log.wants("llvm-ir") || log.wants("asm");
   std::vector<jit::CompiledPart> parts =
       to_objects(*module, options.opt_level, popts.vectorBits,
-                 jit::codegen_parts(options.compile_threads), diags);
+                 jit::codegen_parts(options.compile_threads), keep_ir, diags);
   std::vector<std::string> objects;
   auto part_ir = std::make_shared<std::vector<std::string>>();
   for (jit::CompiledPart &p : parts) {
@@ -373,7 +383,7 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
   KernelEntry entry = link(objects, symbol);
   entry.checked = options.checked;
-  log.keep("llvm-ir", join_parts_ir(*part_ir), ms_since(t));
+  log.keep("llvm-ir", [&] { return join_parts_ir(*part_ir); }, ms_since(t));
   log.stats.codegen_parts = static_cast<int>(objects.size());
   store(cu, symbol, objects); // only objects that linked
   cu.fill(log.stats);
@@ -387,17 +397,21 @@ Kernel compile_cold(const Graph &g, const CompileOptions &options,
   if (log.wants("asm"))
     log.print("asm", assembly());
 
-  auto lazy = [assembly](const std::string &stage) -> std::string {
+  std::function<std::string(const std::string &)> lazy =
+      [assembly](const std::string &stage) -> std::string {
     if (stage == "asm")
       return assembly();
     user_error("IR stage '" + stage + "' is not available");
   };
+  if (!keep_all)
+    lazy = recompile_on_demand(g, target, options);
   return Kernel(g, std::move(entry), std::move(log.stages), lazy, std::move(log.stats));
 }
 
 /// compile() once the graph is verified and the dump list known.
 Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &options,
-                    const std::vector<std::string> &dump, Clock::time_point t_all) {
+                    const std::vector<std::string> &dump, bool keep_all,
+                    Clock::time_point t_all) {
   ir::CpuPipelineOptions popts = pipeline_options(options.schedule);
   popts.gpuTiles = target.kind == Target::Kind::GpuTilesOnHost;
   CacheUse cu;
@@ -413,7 +427,7 @@ Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &
     cu.note = "not read (stages are being dumped)";
   else if (std::optional<Kernel> k = load_cached(g, target, options, cu, t_all))
     return std::move(*k);
-  return compile_cold(g, options, popts, dump, cu, t_all);
+  return compile_cold(g, target, options, popts, dump, keep_all, cu, t_all);
 }
 
 void check_compile_threads(const CompileOptions &options) {
@@ -447,7 +461,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   CompileOptions o = with_env(options);
   if (o.checked && target.kind == Target::Kind::GpuTilesOnHost)
     user_error("checked kernels are compiled for Target::host() only");
-  return compile_impl(g, target, o, dump_list(o), t_all);
+  return compile_impl(g, target, o, dump_list(o), /*keep_all=*/false, t_all);
 }
 
 std::string lower_to(const Graph &g, const Target &target, const std::string &stage,
@@ -457,7 +471,13 @@ std::string lower_to(const Graph &g, const Target &target, const std::string &st
     return cuda_target::lower(g, target, stage, options);
   if (stage == "graph")
     return g.str();
-  return compile(g, target, options).ir(stage);
+  // One compile that keeps every stage's text (compile() keeps none).
+  init_target();
+  check_compile_threads(options);
+  CompileOptions o = with_env(options);
+  if (o.checked && target.kind == Target::Kind::GpuTilesOnHost)
+    user_error("checked kernels are compiled for Target::host() only");
+  return compile_impl(g, target, o, dump_list(o), /*keep_all=*/true, Clock::now()).ir(stage);
 }
 
 std::vector<Kernel> compile_all(const std::vector<Graph> &graphs, const Target &target,

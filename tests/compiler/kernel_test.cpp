@@ -191,6 +191,21 @@ TEST_F(KernelTest, StatsSayWhereTheKernelCameFrom) {
   }
 }
 
+TEST(Compile, StagesNotPrintedAreMadeOnDemand) {
+  // compile() keeps only the stages it printed; kernel.ir() makes the others by compiling
+  // again, and they are what lower_to() (one compile keeping every stage) gives.
+  CompileOptions o;
+  o.cache = CacheOptions::off();
+  o.dump = {"linalg"};
+  testing::internal::CaptureStderr();
+  Kernel k = compile(small_graph(), Target::host(), o);
+  std::string printed = testing::internal::GetCapturedStderr();
+  o.dump.clear();
+  for (const char *stage : {"qkv", "linalg", "loops", "llvm", "llvm-ir"})
+    EXPECT_EQ(k.ir(stage), lower_to(small_graph(), Target::host(), stage, o)) << stage;
+  EXPECT_NE(printed.find(k.ir("linalg")), std::string::npos);
+}
+
 TEST(Compile, DumpOptionPrintsStagesToStderr) {
   CompileOptions o;
   o.dump = {"qkv", "llvm"};
