@@ -1,7 +1,8 @@
 // The CUDA target: Graph -> the CUDA pipeline's stages -> PTX, printed stage by stage
-// (lower_to), and the device check of compile(). The PTX comes out of the gpu.binary ops
-// gpu-module-to-binary makes; libdevice (the CUDA toolkit's math library) is linked into
-// it when a toolkit is found, as the kernels' exp2, tanh, erf, ... need it.
+// (lower_to), and compile(): the PTX embedded in the host code, which is JIT-compiled for
+// the CPU and linked against qkv::cuda's host functions. The PTX comes out of the
+// gpu.binary ops gpu-module-to-binary makes; libdevice (the CUDA toolkit's math library) is
+// linked into it when a toolkit is found, as the kernels' exp2, tanh, erf, ... need it.
 #include "CompileCuda.h"
 
 #include <qkv/runtime/cuda.hpp>

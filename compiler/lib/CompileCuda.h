@@ -13,7 +13,8 @@ namespace qkv::cuda_target {
 std::string lower(const Graph &g, const Target &target, const std::string &stage,
                   const CompileOptions &options);
 
-/// compile(g, Target::cuda(...)): needs a GPU.
+/// compile(g, Target::cuda(...)): needs a GPU (device 0); its kernel modules are loaded
+/// there until the Kernel goes.
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options);
 
 } // namespace qkv::cuda_target

@@ -189,7 +189,8 @@ int probe(std::string *why) {
 std::string num(std::size_t v) { return std::to_string(v); }
 
 std::string dims(Dim3 d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+  // '(' a char, not "(": g++ 12's false -Wrestrict (docs/reliability.md)
+  return '(' + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ')';
 }
 
 } // namespace
