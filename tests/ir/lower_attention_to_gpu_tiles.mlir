@@ -1,6 +1,7 @@
 // qkv-lower-attention-to-gpu-tiles: attention -> one scf.forall over (query tile, head,
 // batch) mapped to GPU blocks; inside, scf.foralls of q-tile threads run one after the
-// other (initialise; per key tile: stage keys and values, score; write); the block's
+// other (initialise; per key tile the mask does not prove empty: stage keys and values,
+// score, without mask code in a full tile; write); the block's
 // buffers are allocas marked qkv.workgroup, the mask is inlined, exp2 for the softmax.
 // The buffers must fit in 48 KiB (fewer rows per block); head dims must be static
 // (lower_attention_to_gpu_tiles_invalid.mlir).
@@ -15,10 +16,18 @@
 // CHECK-DAG: memref.alloca() {alignment = 64 : i64, qkv.workgroup} : memref<32x16xf32>
 // CHECK: scf.forall (%{{.*}}) in (64) {
 // CHECK: } {mapping = [#gpu.thread<x>]}
+// The key tiles: the causal mask's interval evaluation (the tile's last query >= its
+// first key) skips a tile the mask proves empty, for the whole block.
 // CHECK: scf.for
+// CHECK: %[[FULL:.*]] = arith.cmpi sge
+// CHECK-NEXT: %[[NONEMPTY:.*]] = arith.cmpi sge
+// CHECK-NEXT: scf.if %[[NONEMPTY]] {
 // CHECK: scf.forall (%{{.*}}) in (64) {
 // CHECK: } {mapping = [#gpu.thread<x>]}
 // CHECK: scf.forall (%{{.*}}) in (64) {
+// A full tile scores without the mask, the others with it.
+// CHECK: scf.if %[[FULL]] -> (f32) {
+// CHECK: } else {
 // CHECK: arith.cmpi sge
 // CHECK: math.exp2
 // CHECK: } {mapping = [#gpu.thread<x>]}

@@ -107,6 +107,21 @@ Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value
   return arith::SelectOp::create(ib, keep, s, ninf);
 }
 
+/// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h).
+std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
+                                      Value i0, Value rows, Value j0, Value cols) {
+  if (!a.mask)
+    return std::nullopt;
+  Value one = kb.idx(1);
+  SmallVector<Interval> ranges = {{b, b},
+                                  {h, h},
+                                  {i0, kb.sub(kb.add(i0, rows), one)},
+                                  {j0, kb.sub(kb.add(j0, cols), one)},
+                                  {a.nL, a.nL},
+                                  {a.nS, a.nS}};
+  return classifyTile(kb, *a.mask, ranges, a.captures);
+}
+
 } // namespace qkv::ir
 
 namespace {
@@ -269,21 +284,6 @@ void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
 Value notI1(KernelBuilder &kb, Value v) {
   ImplicitLocOpBuilder &b = kb.builder();
   return arith::XOrIOp::create(b, v, arith::ConstantOp::create(b, b.getBoolAttr(true)));
-}
-
-/// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h).
-std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
-                                      Value i0, Value rows, Value j0, Value cols) {
-  if (!a.mask)
-    return std::nullopt;
-  Value one = kb.idx(1);
-  SmallVector<Interval> ranges = {{b, b},
-                                  {h, h},
-                                  {i0, kb.sub(kb.add(i0, rows), one)},
-                                  {j0, kb.sub(kb.add(j0, cols), one)},
-                                  {a.nL, a.nL},
-                                  {a.nS, a.nS}};
-  return classifyTile(kb, *a.mask, ranges, a.captures);
 }
 
 /// The key tile starting at j0 of a segment: skipped when the mask proves it empty,

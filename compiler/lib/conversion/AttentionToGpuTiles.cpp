@@ -4,10 +4,11 @@
 // batch) is a thread block; inside it, scf.foralls of q-tile iterations are its threads,
 // one query row each, and run one after the other (a barrier between them on the GPU):
 //   initialise the row's running max, sum and output accumulator;
-//   for each tile of kv-tile keys: the threads copy the key and value rows into the
-//     block's buffers (shared memory on the GPU), then each thread scores its query
-//     against the tile (the mods inlined, scalar), takes the online-softmax step and
-//     accumulates p . v;
+//   for each tile of kv-tile keys that the mask does not prove empty (the CPU kernel's
+//     tile classification): the threads copy the key and value rows into the block's
+//     buffers (shared memory on the GPU), then each thread scores its query against the
+//     tile (the mods inlined, scalar; no mask code in a tile the mask proves full), takes
+//     the online-softmax step and accumulates p . v;
 //   each thread divides its row by the sum and writes it.
 // Buffers marked `qkv.workgroup` are per block (shared memory); the others per thread.
 // f32 SIMT code: no tensor cores yet.
@@ -81,6 +82,21 @@ Value readIf(KernelBuilder &kb, Value cond, Type t,
   return op.getResult(0);
 }
 
+/// then() where `cond` holds, otherwise() elsewhere: one value of type t.
+Value choose(KernelBuilder &kb, Value cond, Type t,
+             const std::function<Value(KernelBuilder &)> &then,
+             const std::function<Value(KernelBuilder &)> &otherwise) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  auto op = scf::IfOp::create(ib, TypeRange{t}, cond, /*withElse=*/true);
+  OpBuilder::InsertionGuard guard(ib);
+  ib.setInsertionPointToStart(&op.getThenRegion().front());
+  KernelBuilder in(ib);
+  scf::YieldOp::create(ib, then(in));
+  ib.setInsertionPointToStart(&op.getElseRegion().front());
+  scf::YieldOp::create(ib, otherwise(in));
+  return op.getResult(0);
+}
+
 /// Element (b, h, row, col) of keys or values, 0 past the key axis, read from the
 /// segment the row falls in.
 Value readKeyRow(KernelBuilder &kb, const AttentionInfo &a, const RowSource &src,
@@ -125,9 +141,11 @@ struct RowState {
   Value m, l, acc; // per block: running max (log2 units), sum, output accumulator
 };
 
-/// One thread's online-softmax step over the key tile at kv0 for query row qi.
+/// One thread's online-softmax step over the key tile at kv0 for query row qi. `full`
+/// (when known) says the mask keeps the whole tile: the mask is not evaluated then.
 void scoreTile(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, const RowState &st,
-               Value b, Value h, Value tid, Value qi, Value kv0, Value ks, Value vs) {
+               Value b, Value h, Value tid, Value qi, Value kv0, Value ks, Value vs,
+               std::optional<Value> full) {
   ImplicitLocOpBuilder &ib = kb.builder();
   Value ninf = kb.fconst(a.ft, -std::numeric_limits<double>::infinity());
   // Without a score mod the scale folds into log2 units now; with one, the mod sees
@@ -147,7 +165,14 @@ void scoreTile(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, con
         return SmallVector<Value>{arith::AddFOp::create(in3.builder(), sum[0], prod)};
       })[0];
       Value raw = arith::MulFOp::create(in2.builder(), dot, factor);
-      return emitScoreAndMask(in2, a, raw, b, h, qi, kv, /*withMask=*/true, 1);
+      auto score = [&](bool withMask) {
+        return [&, withMask](KernelBuilder &in3) {
+          return emitScoreAndMask(in3, a, raw, b, h, qi, kv, withMask, 1);
+        };
+      };
+      if (!a.mask || !full)
+        return score(a.mask != nullptr)(in2);
+      return choose(in2, *full, a.ft, score(false), score(true));
     }, ninf);
     in.store(s, scores, {j});
     return SmallVector<Value>{maxf(in.builder(), s, acc[0])};
@@ -211,15 +236,29 @@ void emitBlock(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, Val
       in2.store(in2.fconst(a.ft, 0.0), st.acc, {tid, c});
     });
   });
+  Value rows = kb.min(kb.idx(t.rows), kb.sub(a.nL, q0));
   kb.forLoop(kb.idx(0), kb.ceilDiv(a.nS, t.keys), 1, [&](KernelBuilder &in, Value kt) {
     Value kv0 = in.mul(kt, t.keys);
-    stageKeys(in, a, t, segs, b, hk, kv0, ks, vs);
-    threads(in, t, [&](KernelBuilder &in2, Value tid) {
-      Value qi = in2.add(q0, tid);
-      in2.ifThen(in2.cmp(arith::CmpIPredicate::ult, qi, a.nL), [&](KernelBuilder &in3) {
-        scoreTile(in3, a, t, st, b, h, tid, qi, kv0, ks, vs);
+    auto work = [&](KernelBuilder &x, std::optional<Value> full) {
+      stageKeys(x, a, t, segs, b, hk, kv0, ks, vs);
+      threads(x, t, [&](KernelBuilder &in2, Value tid) {
+        Value qi = in2.add(q0, tid);
+        in2.ifThen(in2.cmp(arith::CmpIPredicate::ult, qi, a.nL), [&](KernelBuilder &in3) {
+          scoreTile(in3, a, t, st, b, h, tid, qi, kv0, ks, vs, full);
+        });
       });
-    });
+    };
+    // The CPU kernel's block classification: a tile the mask proves empty is skipped by
+    // the whole block (no loads, no barriers: the condition is the same for every
+    // thread), a full one runs without mask code.
+    Value cols = in.min(in.idx(t.keys), in.sub(a.nS, kv0));
+    std::optional<TileClass> cls = classifyKeys(in, a, b, h, q0, rows, kv0, cols);
+    if (!cls)
+      return work(in, std::nullopt);
+    Value keep = arith::XOrIOp::create(in.builder(), cls->empty,
+                                       arith::ConstantOp::create(in.builder(),
+                                                                 in.builder().getBoolAttr(true)));
+    in.ifThen(keep, [&](KernelBuilder &x) { work(x, cls->full); });
   });
   writeRows(kb, a, t, st, b, h, q0);
 }

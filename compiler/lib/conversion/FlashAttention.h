@@ -5,6 +5,7 @@
 #pragma once
 
 #include "KernelBuilder.h"
+#include "TileClassifier.h"
 
 #include "mlir/IR/PatternMatch.h"
 
@@ -98,6 +99,12 @@ mlir::Value readRowVector(KernelBuilder &kb, mlir::VectorType vt, const RowSourc
 mlir::Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, mlir::Value s,
                              mlir::Value b, mlir::Value h, mlir::Value qi, mlir::Value kv,
                              bool withMask, int64_t lanes);
+
+/// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h)
+/// (TileClassifier.h): nullopt without a mask or when it cannot tell.
+std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b,
+                                      mlir::Value h, mlir::Value i0, mlir::Value rows,
+                                      mlir::Value j0, mlir::Value cols);
 
 /// The tiled kernel: parallel over (b, h, query tile), online softmax over key tiles.
 void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s);
