@@ -183,6 +183,13 @@ TEST_F(KernelCache, PartsCompiledOnThreadsComputeTheSameBitForBit) {
       EXPECT_EQ(ir.find("; ===== part"), std::string::npos);
     else
       EXPECT_TRUE(ir.rfind("; ===== part 1 of", 0) == 0 && ir.find(last) != ir.npos) << threads;
+    // Every part compiles functions of its own: none is an empty module.
+    for (std::size_t at = 0; (at = ir.find("; ===== part", at)) != std::string::npos;) {
+      std::size_t next = ir.find("; ===== part", at + 1);
+      std::string part = ir.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      EXPECT_NE(part.find("\ndefine "), std::string::npos) << part.substr(0, part.find('\n'));
+      at = next;
+    }
     EXPECT_NE(k.ir("asm").find(k.symbol()), std::string::npos) << threads;
     std::string y = bytes_of(k.run(in).at("y"));
     if (threads == 1)
