@@ -1,7 +1,9 @@
 // qkv-tiles-to-cpu-loops: the CUDA pipeline's tiled IR on the CPU. A block forall becomes an
 // scf.parallel (OpenMP tasks), a thread forall sequential scf.for loops: a block's threads
-// run one after the other, which is what the barriers after each thread forall allow.
+// run one after the other, which is what the barriers after each thread forall allow. A
+// thread's own static allocas move to the block's body: the threads reuse them in turn.
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -16,6 +18,25 @@ using namespace mlir;
 
 namespace {
 
+/// A thread's own static allocas, moved from the loop its forall became to the start of
+/// the block's body: the threads then reuse one buffer, one after the other, instead of
+/// the stack growing by a buffer per thread and key tile (an alloca_scope in the loop is
+/// not an option: its lowering splits the scf.for body into blocks). A GPU thread's
+/// buffer starts undefined, so a buffer a thread before left is one it may start with.
+void hoistAllocas(RewriterBase &rw, scf::ForOp loop, Block *blockBody) {
+  SmallVector<memref::AllocaOp> allocas;
+  loop.getBody()->walk([&](memref::AllocaOp a) {
+    if (a->getNumOperands() == 0)
+      allocas.push_back(a);
+  });
+  for (memref::AllocaOp a : allocas) {
+    if (blockBody)
+      rw.moveOpBefore(a, blockBody, blockBody->begin());
+    else
+      rw.moveOpBefore(a, loop);
+  }
+}
+
 template <class MappingAttr> bool mappedTo(scf::ForallOp op) {
   std::optional<ArrayAttr> mapping = op.getMapping();
   return mapping && !mapping->empty() && isa<MappingAttr>((*mapping)[0]);
@@ -28,10 +49,16 @@ struct TilesToCpuLoopsPass : qkv::ir::impl::TilesToCpuLoopsBase<TilesToCpuLoopsP
     getOperation().walk([&](scf::ForallOp op) { loops.push_back(op); }); // inner ones first
     for (scf::ForallOp op : loops) {
       rw.setInsertionPoint(op);
-      LogicalResult done = mappedTo<gpu::GPUThreadMappingAttr>(op) ? scf::forallToForLoop(rw, op)
+      SmallVector<Operation *> loops;
+      LogicalResult done = mappedTo<gpu::GPUThreadMappingAttr>(op)
+                               ? scf::forallToForLoop(rw, op, &loops)
                            : mappedTo<gpu::GPUBlockMappingAttr>(op)
                                ? scf::forallToParallelLoop(rw, op)
                                : success();
+      if (succeeded(done) && !loops.empty()) {
+        auto block = loops.front()->getParentOfType<scf::ForallOp>();
+        hoistAllocas(rw, cast<scf::ForOp>(loops.front()), block ? block.getBody() : nullptr);
+      }
       if (failed(done)) {
         op.emitError("qkv-tiles-to-cpu-loops: cannot lower this scf.forall");
         return signalPassFailure();
