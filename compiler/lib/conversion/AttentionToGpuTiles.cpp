@@ -65,23 +65,6 @@ Value blockBuffer(KernelBuilder &kb, Type elem, ArrayRef<int64_t> shape) {
   return buf;
 }
 
-/// The value `compute` yields when `cond` holds, else `otherwise` (nothing is read when
-/// the condition fails).
-Value readIf(KernelBuilder &kb, Value cond, Type t,
-             const std::function<Value(KernelBuilder &)> &compute, Value otherwise) {
-  ImplicitLocOpBuilder &ib = kb.builder();
-  auto op = scf::IfOp::create(ib, TypeRange{t}, cond, /*withElse=*/true);
-  {
-    OpBuilder::InsertionGuard guard(ib);
-    ib.setInsertionPointToStart(&op.getThenRegion().front());
-    KernelBuilder in(ib);
-    scf::YieldOp::create(ib, compute(in));
-    ib.setInsertionPointToStart(&op.getElseRegion().front());
-    scf::YieldOp::create(ib, otherwise);
-  }
-  return op.getResult(0);
-}
-
 /// then() where `cond` holds, otherwise() elsewhere: one value of type t.
 Value choose(KernelBuilder &kb, Value cond, Type t,
              const std::function<Value(KernelBuilder &)> &then,
@@ -95,6 +78,13 @@ Value choose(KernelBuilder &kb, Value cond, Type t,
   ib.setInsertionPointToStart(&op.getElseRegion().front());
   scf::YieldOp::create(ib, otherwise(in));
   return op.getResult(0);
+}
+
+/// The value `compute` yields when `cond` holds, else `otherwise` (nothing is read when
+/// the condition fails).
+Value readIf(KernelBuilder &kb, Value cond, Type t,
+             const std::function<Value(KernelBuilder &)> &compute, Value otherwise) {
+  return choose(kb, cond, t, compute, [&](KernelBuilder &) { return otherwise; });
 }
 
 /// Element (b, h, row, col) of keys or values, 0 past the key axis, read from the
