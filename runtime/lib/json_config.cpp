@@ -55,7 +55,7 @@ JsonConfig JsonConfig::parse(const std::string &text, const std::string &origin)
   auto root = std::make_shared<json>();
   try {
     *root = json::parse(text);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) { // a syntax error, or a number too large (406)
     user_error(origin + ": not valid JSON (" + e.what() + ")");
   }
   const void *node = root.get();

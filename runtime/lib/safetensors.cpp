@@ -96,7 +96,7 @@ json parse_header(const std::string &path, std::string_view text) {
   json header;
   try {
     header = json::parse(text.begin(), text.end(), cb);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) { // a syntax error, or a number too large (406)
     user_error(path + ": the header is not valid JSON (" + e.what() + ")");
   }
   if (!header.is_object())

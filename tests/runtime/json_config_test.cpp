@@ -76,6 +76,8 @@ TEST(JsonConfig, ErrorsNameTheFileAndTheField) {
 TEST(JsonConfig, RefusesBadJsonAndMissingFiles) {
   EXPECT_TRUE(
       ErrorSays([] { JsonConfig::parse("{\"a\": ", "x.json"); }, {"x.json: not valid JSON"}));
+  EXPECT_TRUE(ErrorSays([] { JsonConfig::parse("{\"a\": 1e999999}", "big.json"); },
+                        {"big.json: not valid JSON", "number overflow"}));
   EXPECT_TRUE(ErrorSays([] { JsonConfig::load("/nonexistent/config.json"); },
                         {"/nonexistent/config.json: cannot open"}));
   EXPECT_TRUE(ErrorSays([] { JsonConfig::parse("[1]", "m.json").integer("a"); },

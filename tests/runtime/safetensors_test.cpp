@@ -155,6 +155,10 @@ testing::AssertionResult refused(const std::string &header, const std::string &d
 TEST(SafeTensors, RefusesBrokenHeaders) {
   std::string d16(16, '\0');
   EXPECT_TRUE(refused("{\"a\": ", d16, {"not valid JSON"}));
+  // A number past double's range: nlohmann's out_of_range, not a parse_error (the
+  // libFuzzer target found it; it used to escape as a non-qkv exception).
+  EXPECT_TRUE(refused(R"({"s": 9e999999991553255926290448382})", d16,
+                      {"not valid JSON", "number overflow"}));
   EXPECT_TRUE(refused("[1, 2]", "", {"must be a JSON object"}));
   EXPECT_TRUE(refused(R"({"a": 3})", d16, {"tensor 'a'", "must be an object"}));
   EXPECT_TRUE(refused(R"({"a": {"shape": [4], "data_offsets": [0, 16]}})", d16,
