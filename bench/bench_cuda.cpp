@@ -47,11 +47,7 @@ int run(int argc, char **argv) {
     return 0;
   }
   qkv::cuda::Device device = qkv::cuda::Device::get(0);
-  // PTX for a chip newer than qkv names runs through the driver's JIT from sm_90's.
-  std::string arch = "sm_90";
-  for (const char *known : {"sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89"})
-    if (device.arch() == known)
-      arch = known;
+  std::string arch = qkv::cuda_chip_for(device.arch());
   qkv::Graph g = attention_graph();
   auto t = Clock::now();
   qkv::Kernel gpu = qkv::compile(g, qkv::Target::cuda(arch));

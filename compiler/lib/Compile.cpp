@@ -107,14 +107,6 @@ void init_passes() {
   });
 }
 
-std::string print_module(mlir::ModuleOp m) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  // Values with a NameLoc print under that name: the fused kernel's loops (b, h, kv, ...).
-  m.print(os, mlir::OpPrintingFlags().printNameLocAsPrefix());
-  return s;
-}
-
 /// The stages QKV_DUMP and options.dump ask for ("all" means every stage).
 std::vector<std::string> dump_list(const CompileOptions &o) {
   std::vector<std::string> out = o.dump;
@@ -203,7 +195,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
       throw CompileError(stage, "bad pass pipeline: " + pipeline + "\n" + diags);
     if (mlir::failed(pm.run(*module)))
       throw CompileError(stage, diags.empty() ? "a pass failed without a diagnostic" : diags);
-    log.keep(stage, [&] { return print_module(*module); },
+    log.keep(stage, [&] { return ir::print_module(*module); },
              ms_since(t) + (std::string(stage) == "qkv" ? import_ms : 0));
   }
   return module;
@@ -358,15 +350,8 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
   ir::registerQkvDialects(registry);
   auto ctx = std::make_shared<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   ctx->loadAllAvailableDialects();
-  // Collect diagnostics so failures carry them instead of going to stderr.
   std::string diags;
-  mlir::ScopedDiagnosticHandler handler(ctx.get(), [&](mlir::Diagnostic &d) {
-    llvm::raw_string_ostream os(diags);
-    os << d.getLocation() << ": " << d << "\n";
-    for (auto &note : d.getNotes())
-      os << "  note: " << note << "\n";
-    return mlir::success();
-  });
+  auto handler = ir::collect_diagnostics(*ctx, diags);
   mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
 
   auto t = Clock::now();
@@ -449,18 +434,26 @@ CompileOptions with_env(const CompileOptions &options) {
   return o;
 }
 
+/// The options of a compile for a host target (the CPU, or the GPU tiles on it): the
+/// native target initialised, QKV_CHECKED applied, checked kernels for the CPU only.
+CompileOptions host_options(const Target &target, const CompileOptions &options) {
+  init_target();
+  CompileOptions o = with_env(options);
+  if (o.checked && target.kind == Target::Kind::GpuTilesOnHost)
+    user_error("checked kernels are compiled for Target::host() only");
+  return o;
+}
+
 } // namespace
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
   auto t_all = Clock::now();
-  init_target();
+  init_target(); // the CUDA target's host code is JIT-compiled for the CPU too
   g.verify();
   check_compile_threads(options);
   if (target.kind == Target::Kind::Cuda)
     return cuda_target::compile(g, target, options);
-  CompileOptions o = with_env(options);
-  if (o.checked && target.kind == Target::Kind::GpuTilesOnHost)
-    user_error("checked kernels are compiled for Target::host() only");
+  CompileOptions o = host_options(target, options);
   return compile_impl(g, target, o, dump_list(o), /*keep_all=*/false, t_all);
 }
 
@@ -472,11 +465,8 @@ std::string lower_to(const Graph &g, const Target &target, const std::string &st
   if (stage == "graph")
     return g.str();
   // One compile that keeps every stage's text (compile() keeps none).
-  init_target();
   check_compile_threads(options);
-  CompileOptions o = with_env(options);
-  if (o.checked && target.kind == Target::Kind::GpuTilesOnHost)
-    user_error("checked kernels are compiled for Target::host() only");
+  CompileOptions o = host_options(target, options);
   return compile_impl(g, target, o, dump_list(o), /*keep_all=*/true, Clock::now()).ir(stage);
 }
 

@@ -7,6 +7,7 @@
 
 #include <qkv/runtime/cuda.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -26,19 +27,32 @@
 #include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
 
+namespace qkv {
+
+const std::vector<std::string> &cuda_chips() {
+  static const std::vector<std::string> chips = {"sm_70", "sm_75", "sm_80", "sm_86",
+                                                 "sm_87", "sm_89", "sm_90"};
+  return chips;
+}
+
+std::string cuda_chip_for(const std::string &arch) {
+  const std::vector<std::string> &chips = cuda_chips();
+  return std::find(chips.begin(), chips.end(), arch) != chips.end() ? arch : "sm_90";
+}
+
+} // namespace qkv
+
 namespace qkv::cuda_target {
 
 namespace {
 
-const char *const kChips[] = {"sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90"};
-
 void check_chip(const std::string &chip) {
+  const std::vector<std::string> &chips = cuda_chips();
+  if (std::find(chips.begin(), chips.end(), chip) != chips.end())
+    return;
   std::string list;
-  for (const char *c : kChips) {
-    if (chip == c)
-      return;
-    list += std::string(list.empty() ? "" : ", ") + c;
-  }
+  for (const std::string &c : chips)
+    list += (list.empty() ? "" : ", ") + c;
   user_error("Target::cuda: unknown chip '" + chip + "'; qkv compiles for " + list);
 }
 
@@ -91,12 +105,6 @@ void check_host_code(mlir::ModuleOp m, const std::string &diags) {
                               diags);
 }
 
-std::string print(mlir::ModuleOp m) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  m.print(os, mlir::OpPrintingFlags().printNameLocAsPrefix());
-  return s;
-}
 
 } // namespace
 
@@ -120,11 +128,7 @@ struct CudaLowering {
     mlir::gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
     ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
     ctx->loadAllAvailableDialects();
-    handler = std::make_unique<mlir::ScopedDiagnosticHandler>(ctx.get(), [this](mlir::Diagnostic &d) {
-      llvm::raw_string_ostream os(diags);
-      os << d.getLocation() << ": " << d << "\n";
-      return mlir::success();
-    });
+    handler = ir::collect_diagnostics(*ctx, diags);
     module = ir::import_graph(*ctx, g, false);
   }
 
@@ -189,7 +193,7 @@ std::string lower(const Graph &g, const Target &target, const std::string &stage
                "'; stages are graph, qkv, linalg, loops, gpu, nvvm, ptx");
   CudaLowering l(g, options);
   l.stages(target, options, stage);
-  return stage == "ptx" ? ptx_of(*l.module) : print(*l.module);
+  return stage == "ptx" ? ptx_of(*l.module) : ir::print_module(*l.module);
 }
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {

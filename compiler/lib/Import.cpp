@@ -490,4 +490,22 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
   return module;
 }
 
+std::string print_module(mlir::ModuleOp m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, mlir::OpPrintingFlags().printNameLocAsPrefix());
+  return s;
+}
+
+std::unique_ptr<mlir::ScopedDiagnosticHandler> collect_diagnostics(mlir::MLIRContext &ctx,
+                                                                   std::string &diags) {
+  return std::make_unique<mlir::ScopedDiagnosticHandler>(&ctx, [&diags](mlir::Diagnostic &d) {
+    llvm::raw_string_ostream os(diags);
+    os << d.getLocation() << ": " << d << "\n";
+    for (auto &note : d.getNotes())
+      os << "  note: " << note << "\n";
+    return mlir::success();
+  });
+}
+
 } // namespace qkv::ir

@@ -1,9 +1,11 @@
 // Graph -> qkv dialect (internal to the compiler library).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -22,5 +24,14 @@ std::string function_name(const Graph &g);
 /// the sites).
 mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g,
                                                bool checked = false);
+
+/// A stage's text: values with a NameLoc print under that name (the fused kernels' loops:
+/// b, h, kv, ...).
+std::string print_module(mlir::ModuleOp m);
+
+/// Collects the context's diagnostics (location, message, notes) into `diags` while it
+/// lives, so that failures carry them instead of printing to stderr.
+std::unique_ptr<mlir::ScopedDiagnosticHandler> collect_diagnostics(mlir::MLIRContext &ctx,
+                                                                   std::string &diags);
 
 } // namespace qkv::ir

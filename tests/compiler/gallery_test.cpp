@@ -142,14 +142,8 @@ TEST_P(CudaDevice, MatchesInterpreter) {
   std::string why;
   if (!cuda::available(&why))
     GTEST_SKIP() << why;
-  std::string arch = cuda::Device::get(0).arch();
-  // PTX for a newer chip than qkv names runs through the driver's JIT from sm_90's.
-  for (const char *known : {"sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90"})
-    if (arch == known) {
-      check_kernel(compile(GetParam().build(), Target::cuda(arch)), GetParam());
-      return;
-    }
-  check_kernel(compile(GetParam().build(), Target::cuda("sm_90")), GetParam());
+  std::string chip = cuda_chip_for(cuda::Device::get(0).arch());
+  check_kernel(compile(GetParam().build(), Target::cuda(chip)), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CudaDevice, ::testing::ValuesIn(all_cases()),

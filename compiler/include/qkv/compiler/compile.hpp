@@ -119,6 +119,14 @@ Kernel compile(const Graph &g, const Target &target = Target::host(),
 std::string lower_to(const Graph &g, const Target &target, const std::string &stage,
                      const CompileOptions &options = {});
 
+/// The GPU architectures Target::cuda() takes: sm_70, sm_75, sm_80, sm_86, sm_87, sm_89,
+/// sm_90.
+const std::vector<std::string> &cuda_chips();
+/// The chip to compile for a device of architecture `arch` (cuda::Device::arch()): `arch`
+/// when it is one of cuda_chips(), else sm_90, whose PTX the driver compiles for a newer
+/// GPU.
+std::string cuda_chip_for(const std::string &arch);
+
 /// Compiles independent graphs at once (a model's embedding, layer and head kernels): up
 /// to options.compile_threads graphs at a time (0: the host's hardware threads, at most
 /// 4), each as compile() would. The kernels come back in the order of `graphs`; when
