@@ -1,5 +1,5 @@
-// qkv-lower-attention-to-flash: the fused kernel. Query tiles are transposed so vectors
-// run along queries; scores and P.V are register-tiled vector micro-kernels; the mods are
+// qkv-lower-attention-to-flash: the fused kernel. Query tiles are gathered transposed so
+// vectors run along queries; scores and P.V are register-tiled vector micro-kernels; the mods are
 // inlined and vectorized; exp2 is a polynomial; no L x S tensor exists.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 q-tile=64 kv-tile=64},canonicalize,cse)" | FileCheck %s
 // The default tiles: 4 vectors of queries (64 f32) without a mask, 2 (32) with one, and
@@ -25,29 +25,33 @@
 // CHECK: scf.parallel (%[[H:.*]]) = (%c0) to (%c2) step (%c1)
 // query head h reads kv head h / (Hq / Hkv)
 // CHECK: %[[HK:.*]] = arith.divui %[[H]], %c2 : index
-// transposed tiles with Dh and Dv rounded up to whole 16 x 16 blocks
-// CHECK: %[[QT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
+// transposed tiles: Dh (4) and Dv (3) rows of 64 queries
+// CHECK: %[[QT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<4x64xf32>
 // CHECK: %[[ST:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64x64xf32>
-// CHECK: %[[OT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x64xf32>
+// CHECK: %[[OT:.*]] = memref.alloca() {alignment = 64 : i64} : memref<3x64xf32>
 // CHECK: %[[M:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
 // CHECK: %[[L:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
 // CHECK: %[[CORR:.*]] = memref.alloca() {alignment = 64 : i64} : memref<64xf32>
-// queries scaled by 1/sqrt(4) (log2 e joins only without a score mod): 16 rows read as
-// vectors along Dh (4 of 16 lanes), rows past the 33 queries zeroed, then transposed in
-// registers by 4 stages of shuffles
+// queries scaled by 1/sqrt(4) (log2 e joins only without a score mod): each row d of qT
+// is column d of q gathered 16 rows at a time (lane i reads i rows down: i times q's row
+// stride), in a loop over d; rows past the 33 queries are off in the mask (read as 0)
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}:3, %[[QSTRIDES:.*]]:3 = memref.extract_strided_metadata %[[QM]]
+// CHECK: %[[LANE:.*]] = vector.step : vector<16xindex>
+// CHECK: %[[QRS:.*]] = vector.broadcast %[[QSTRIDES]]#1 : index to vector<16xindex>
+// CHECK: %[[QOFF:.*]] = arith.muli %[[LANE]], %[[QRS]] : vector<16xindex>
 // CHECK: scf.for %[[IB:.*]] = %c0 to %c64 step %c16
 // CHECK: %[[QROW:.*]] = arith.minsi %[[IB]], %c32 : index
-// CHECK: %[[QX:.*]] = vector.maskedload %[[QM]][%[[H]], %[[QROW]], %c0]
+// CHECK: %[[NQ:.*]] = arith.subi %c33, %[[IB]] : index
+// CHECK: %[[QIN:.*]] = vector.create_mask %[[NQ]] : vector<16xi1>
+// CHECK: scf.for %[[D:.*]] = %c0 to %c4 step %c1
+// CHECK: %[[QX:.*]] = vector.gather %[[QM]][%[[H]], %[[QROW]], %[[D]]] [%[[QOFF]]], %[[QIN]], %{{.*}} : memref<2x33x4xf32, strided<[?, ?, 1], offset: ?>>
 // CHECK: %[[QS:.*]] = arith.mulf %[[QX]], %[[SCALE]] : vector<16xf32>
-// CHECK: %[[QIN:.*]] = arith.cmpi slt, %[[IB]], %c33 : index
-// CHECK: arith.select %[[QIN]], %[[QS]], %{{.*}} : vector<16xf32>
-// CHECK-COUNT-64: vector.shuffle
-// CHECK: vector.store %{{.*}}, %[[QT]][%c0, %[[IB]]] : memref<16x64xf32>, vector<16xf32>
+// CHECK: vector.store %[[QS]], %[[QT]][%[[D]], %[[IB]]] : memref<4x64xf32>, vector<16xf32>
 // the running max starts at -inf
 // CHECK: vector.store %[[NINF]], %[[M]]
 // scores: a 6 (keys) x 4 (vectors of queries) register tile over the head dim
 // CHECK: scf.for %[[KD:.*]] = %c0 to %c4 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>,
-// CHECK: %[[QV:.*]] = vector.load %[[QT]][%[[KD]], %c0] : memref<16x64xf32>, vector<16xf32>
+// CHECK: %[[QV:.*]] = vector.load %[[QT]][%[[KD]], %c0] : memref<4x64xf32>, vector<16xf32>
 // CHECK: %[[KX:.*]] = tensor.extract %[[K]][%[[HK]], %[[J:.*]], %[[KD]]] : tensor<1x40x4xf32>
 // CHECK: %[[KB:.*]] = vector.broadcast %[[KX]] : f32 to vector<16xf32>
 // CHECK: vector.fma %[[KB]], %[[QV]], %{{.*}} : vector<16xf32>
@@ -55,8 +59,7 @@
 // online softmax, 16 queries at a time: their positions as a vector
 // CHECK: scf.for %[[C:.*]] = %c0 to %c64 step %c16
 // CHECK: %[[MOLD:.*]] = vector.load %[[M]][%[[C]]]
-// CHECK: %[[STEP:.*]] = vector.step : vector<16xindex>
-// CHECK: %[[QI:.*]] = arith.addi %[[STEP]], %{{.*}} : vector<16xindex>
+// CHECK: %[[QI:.*]] = arith.addi %[[LANE]], %{{.*}} : vector<16xindex>
 // CHECK: %[[QC:.*]] = arith.minsi %[[QI]], %{{.*}} : vector<16xindex>
 // CHECK: %[[MX:.*]] = scf.for %[[JJ:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[MOLD]]) -> (vector<16xf32>)
 // CHECK: %[[S:.*]] = vector.load %[[ST]][%[[JJ]], %[[C]]]
@@ -102,17 +105,21 @@
 // CHECK: %[[VX:.*]] = tensor.extract %[[V]][%[[HK]], %[[PJ]], %c0] : tensor<1x40x3xf32>
 // CHECK: %[[VB:.*]] = vector.broadcast %[[VX]]
 // CHECK: vector.fma %[[VB]], %[[PV]]
-// one division at the end; a row that kept nothing writes 0; 16 x 16 blocks of Oᵀ are
-// transposed back and each query's row written along Dv (3 of 16 lanes, rows past the
-// 33 queries masked off)
+// one division at the end; a row that kept nothing writes 0; each row d of Oᵀ is
+// scattered into column d of the output, 16 rows at a time (lane i: i rows of 3 down),
+// rows past the 33 queries masked off
+// CHECK: %[[OOFF:.*]] = arith.muli %[[LANE]], %{{.*}} : vector<16xindex>
 // CHECK: %[[LF:.*]] = vector.load %[[L]]
 // CHECK: %[[ANY:.*]] = arith.cmpf ugt, %[[LF]], %{{.*}}
 // CHECK: %[[INV:.*]] = arith.divf %{{.*}}, %[[LF]]
 // CHECK: %[[INVS:.*]] = arith.select %[[ANY]], %[[INV]], %{{.*}}
-// CHECK: %[[OV:.*]] = vector.load %[[OT]][%c0, %[[OB:.*]]] : memref<16x64xf32>, vector<16xf32>
-// CHECK: arith.mulf %[[OV]], %[[INVS]]
-// CHECK-COUNT-64: vector.shuffle
-// CHECK: vector.maskedstore %[[OUT]][%[[H]], %{{.*}}, %c0], %{{.*}}, %{{.*}} : memref<2x33x3xf32>
+// CHECK: %[[OROW:.*]] = arith.minsi %[[OB:.*]], %c32 : index
+// CHECK: %[[NO:.*]] = arith.subi %c33, %[[OB]] : index
+// CHECK: %[[OIN:.*]] = vector.create_mask %[[NO]] : vector<16xi1>
+// CHECK: scf.for %[[OD:.*]] = %c0 to %c3 step %c1
+// CHECK: %[[OV:.*]] = vector.load %[[OT]][%[[OD]], %[[OB]]] : memref<3x64xf32>, vector<16xf32>
+// CHECK: %[[OS2:.*]] = arith.mulf %[[OV]], %[[INVS]]
+// CHECK: vector.scatter %[[OUT]][%[[H]], %[[OROW]], %[[OD]]] [%[[OOFF]]], %[[OIN]], %[[OS2]] : memref<2x33x3xf32>
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable
 func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40x3xf32>, %slopes: tensor<2xf32>) -> tensor<2x33x3xf32> {
   %a = qkv.attention %q, %k, %v captures(%slopes : tensor<2xf32>) : tensor<2x33x4xf32>, tensor<1x40x4xf32>, tensor<1x40x3xf32> -> tensor<2x33x3xf32>
@@ -203,11 +210,13 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // CHECK: %[[L:.*]] = tensor.dim %[[X]], %c1 : tensor<1x?x32xf32>
 // CHECK: %[[XM:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<1x?x32xf32> to memref<1x?x32xf32, strided<[?, ?, 1], offset: ?>>
 // CHECK: %[[OUT:.*]] = memref.alloc(%[[L]]) : memref<1x?x32xf32>
-// the query tile's rows are vector loads at h*16 (+ d, 0 here: one vector per row)
+// the query tile's columns are gathered at (0, i, h*16 + d), lanes a row of 32 apart
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}:3, %[[XSTRIDES:.*]]:3 = memref.extract_strided_metadata %[[XM]]
 // CHECK: %[[HOFF:.*]] = arith.muli %{{.*}}, %c16 : index
-// CHECK: vector.load %[[XM]][%c0, %{{.*}}, %[[HOFF]]]
-// the merged output, written at (0, i, h*16 + d)
-// CHECK: vector.maskedstore %[[OUT]][%c0, %{{.*}}, %{{.*}}], %{{.*}}, %{{.*}} : memref<1x?x32xf32>
+// CHECK: %[[COL:.*]] = arith.addi %[[HOFF]], %{{.*}} : index
+// CHECK: vector.gather %[[XM]][%c0, %{{.*}}, %[[COL]]]
+// the merged output, scattered at (0, i, h*16 + d)
+// CHECK: vector.scatter %[[OUT]][%c0, %{{.*}}, %{{.*}}] [%{{.*}}], %{{.*}}, %{{.*}} : memref<1x?x32xf32>
 // CHECK-NOT: qkv.merge_heads
 // CHECK: %[[RES:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<1x?x32xf32> to tensor<1x?x32xf32>
 // CHECK: return %[[RES]]

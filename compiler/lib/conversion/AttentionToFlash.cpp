@@ -135,44 +135,33 @@ struct TileBuffers {
   Value corr; // qTile: this tile's rescale factor, at the end 1 / l
 };
 
-/// n rounded up to whole vectors: qT and oT have that many rows, so every transpose block
-/// is whole (rows past n hold zeros or values no one reads).
-Value paddedRows(KernelBuilder &kb, Value n, int64_t lanes) {
-  return kb.mul(kb.ceilDiv(n, lanes), lanes);
+/// Offsets, in elements, from a row of `v`'s buffer to the next `lanes` rows (lane i: i
+/// rows down), for gathering a column of a tile or scattering one.
+Value rowOffsets(KernelBuilder &kb, const HeadView &v, int64_t lanes) {
+  auto md = memref::ExtractStridedMetadataOp::create(kb.builder(), v.mem);
+  // (..., row, col) or, merged, (b, row, h * D + col): the row dim is the second last.
+  Value stride = md.getStrides()[md.getStrides().size() - 2];
+  auto vt = VectorType::get({lanes}, kb.builder().getIndexType());
+  Value step = vector::StepOp::create(kb.builder(), vt);
+  return arith::MulIOp::create(kb.builder(), step, kb.splat(stride, vt));
 }
 
-/// The mask for the vector of a head dim (Dh or Dv, `n`) starting at d0: null when the
-/// dim is a static multiple of the lanes.
-Value headDimMask(KernelBuilder &kb, Value n, std::optional<int64_t> staticN, Value d0,
-                  int64_t lanes) {
-  if (staticN && *staticN % lanes == 0)
-    return Value();
-  return kb.firstLanes(kb.sub(n, d0), lanes);
-}
-
-/// qT[d][i] = q[b, h, i0 + i, d] * scale for the tile's rows, 0 in the padding, by
-/// blocks of lanes x lanes: rows read as vectors along d, transposed in registers.
+/// qT[d][i] = q[b, h, i0 + i, d] * scale for the tile's rows, 0 past them: each qT row is
+/// a column of q gathered lanes rows at a time, in a loop over d (a rolled loop keeps the
+/// kernel small, so it compiles fast; it runs once per query tile).
 void packQueries(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                  const TileBuffers &t, Value b, Value h, Value i0, Value rows, Value qScale) {
   VectorType vt = kb.vec(a.ft, s.lanes);
   Value lastQ = kb.sub(a.nL, kb.idx(1));
   Value scaleV = kb.splat(qScale, vt);
-  kb.forLoop(kb.idx(0), paddedRows(kb, a.nDh, s.lanes), s.lanes, [&](KernelBuilder &in, Value d0) {
-    Value mask = headDimMask(in, a.nDh, a.staticDh, d0, s.lanes);
-    in.forLoop(in.idx(0), in.idx(s.qTile), s.lanes, [&](KernelBuilder &x, Value ib) {
-      ImplicitLocOpBuilder &xb = x.builder();
-      SmallVector<Value> block;
-      for (int64_t i = 0; i < s.lanes; ++i) {
-        Value r = x.add(ib, i);
-        Value row = x.min(x.add(i0, r), lastQ); // in bounds; zeroed below when past rows
-        Value v = x.vload(vt, a.q.mem, a.q.at(x, b, h, row, d0), mask);
-        v = arith::MulFOp::create(xb, v, scaleV);
-        Value valid = x.cmp(arith::CmpIPredicate::slt, r, rows);
-        block.push_back(arith::SelectOp::create(xb, valid, v, x.fconst(vt, 0.0)));
-      }
-      SmallVector<Value> cols = emitTranspose(x, block);
-      for (int64_t j = 0; j < s.lanes; ++j)
-        x.vstore(cols[j], t.qT, {x.add(d0, j), ib});
+  Value offsets = rowOffsets(kb, a.q, s.lanes);
+  kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value ib) {
+    // The block's first row, in bounds; when it is past the tile, every lane is off.
+    Value row = in.min(in.add(i0, ib), lastQ);
+    Value valid = in.firstLanes(in.sub(rows, ib), s.lanes);
+    in.forLoop(in.idx(0), a.nDh, 1, [&](KernelBuilder &x, Value d) {
+      Value v = x.gather(vt, a.q.mem, a.q.at(x, b, h, row, d), offsets, valid);
+      x.vstore(arith::MulFOp::create(x.builder(), v, scaleV), t.qT, {d, ib});
     });
   });
 }
@@ -352,12 +341,13 @@ void keyTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
     segmentTiles(kb, a, s, t, seg, b, h, hk, i0, rows);
 }
 
-/// out[b, h, i0 + i, d] = oT[d][i] / l[i] (0 for a row that kept nothing), by blocks of
-/// lanes x lanes transposed in registers, each output row written as vectors along d.
+/// out[b, h, i0 + i, d] = oT[d][i] / l[i] (0 for a row that kept nothing): each oT row
+/// scattered into a column of the output, lanes rows at a time.
 void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                const TileBuffers &t, Value b, Value h, Value i0, Value rows) {
   VectorType vt = kb.vec(a.ft, s.lanes);
   Value lastQ = kb.sub(a.nL, kb.idx(1));
+  Value offsets = rowOffsets(kb, a.out, s.lanes);
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value ib) {
     ImplicitLocOpBuilder &ib2 = in.builder();
     Value l = in.vload(vt, t.l, {ib});
@@ -365,38 +355,23 @@ void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     Value any = arith::CmpFOp::create(ib2, arith::CmpFPredicate::UGT, l, in.fconst(vt, 0.0));
     Value inv = arith::SelectOp::create(ib2, any, arith::DivFOp::create(ib2, in.fconst(vt, 1.0), l),
                                         in.fconst(vt, 0.0));
-    in.forLoop(in.idx(0), paddedRows(in, a.nDv, s.lanes), s.lanes, [&](KernelBuilder &x, Value d0) {
-      ImplicitLocOpBuilder &xb = x.builder();
-      SmallVector<Value> block;
-      for (int64_t j = 0; j < s.lanes; ++j)
-        block.push_back(arith::MulFOp::create(xb, x.vload(vt, t.oT, {x.add(d0, j), ib}), inv));
-      SmallVector<Value> outRows = emitTranspose(x, block);
-      Value dMask = headDimMask(x, a.nDv, a.staticDv, d0, s.lanes);
-      if (!dMask)
-        dMask = x.firstLanes(x.idx(s.lanes), s.lanes);
-      Value none = x.firstLanes(x.idx(0), s.lanes);
-      for (int64_t i = 0; i < s.lanes; ++i) {
-        Value r = x.add(ib, i);
-        Value written = x.cmp(arith::CmpIPredicate::slt, r, rows);
-        Value row = x.min(x.add(i0, r), lastQ);
-        Value mask = arith::SelectOp::create(xb, written, dMask, none);
-        x.vstore(outRows[i], a.out.mem, a.out.at(x, b, h, row, d0), mask);
-      }
+    Value row = in.min(in.add(i0, ib), lastQ);
+    Value written = in.firstLanes(in.sub(rows, ib), s.lanes);
+    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &x, Value d) {
+      Value o = arith::MulFOp::create(x.builder(), x.vload(vt, t.oT, {d, ib}), inv);
+      x.scatter(o, a.out.mem, a.out.at(x, b, h, row, d), offsets, written);
     });
   });
 }
 
 TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
-  auto dimOf = [&](Value v, int64_t stat) -> std::pair<int64_t, SmallVector<Value>> {
-    if (stat != ShapedType::kDynamic)
-      return {stat, {}};
+  auto dimOf = [&](Value v, std::optional<int64_t> stat) -> std::pair<int64_t, SmallVector<Value>> {
+    if (stat)
+      return {*stat, {}};
     return {ShapedType::kDynamic, {v}};
   };
-  auto padded = [&](std::optional<int64_t> n) {
-    return n ? (*n + s.lanes - 1) / s.lanes * s.lanes : ShapedType::kDynamic;
-  };
-  auto [dh, dhDyn] = dimOf(paddedRows(kb, a.nDh, s.lanes), padded(a.staticDh));
-  auto [dv, dvDyn] = dimOf(paddedRows(kb, a.nDv, s.lanes), padded(a.staticDv));
+  auto [dh, dhDyn] = dimOf(a.nDh, a.staticDh);
+  auto [dv, dvDyn] = dimOf(a.nDv, a.staticDv);
   TileBuffers t;
   t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
   t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
@@ -416,7 +391,7 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
     in.vstore(ninf, t.m, {c});
     in.vstore(zero, t.l, {c});
-    in.forLoop(in.idx(0), paddedRows(in, a.nDv, s.lanes), 1, [&](KernelBuilder &in2, Value d) {
+    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &in2, Value d) {
       in2.vstore(zero, t.oT, {d, c});
     });
   });

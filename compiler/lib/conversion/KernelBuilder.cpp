@@ -36,6 +36,14 @@ void KernelBuilder::vstore(Value v, Value mem, ValueRange at, Value mask) {
   vector::MaskedStoreOp::create(b_, mem, at, mask, v);
 }
 
+Value KernelBuilder::gather(VectorType t, Value mem, ValueRange at, Value offsets, Value mask) {
+  return vector::GatherOp::create(b_, t, mem, at, offsets, mask, fconst(t, 0.0));
+}
+
+void KernelBuilder::scatter(Value v, Value mem, ValueRange at, Value offsets, Value mask) {
+  vector::ScatterOp::create(b_, Type(), mem, at, offsets, mask, v);
+}
+
 Value KernelBuilder::firstLanes(Value n, int64_t lanes) {
   auto mt = VectorType::get({lanes}, b_.getI1Type());
   return vector::CreateMaskOp::create(b_, mt, ValueRange{n});

@@ -58,7 +58,14 @@ public:
   /// a null mask means every lane.
   mlir::Value vload(mlir::VectorType t, mlir::Value mem, mlir::ValueRange at, mlir::Value mask);
   void vstore(mlir::Value v, mlir::Value mem, mlir::ValueRange at, mlir::Value mask);
-  /// The mask of the first `n` lanes (n may exceed the vector: all lanes).
+  /// Strided forms: lane i reads or writes the element `offsets[i]` elements past `at`
+  /// (the buffer's last dim must have unit stride); lanes off in `mask` are not touched
+  /// (they read 0).
+  mlir::Value gather(mlir::VectorType t, mlir::Value mem, mlir::ValueRange at, mlir::Value offsets,
+                     mlir::Value mask);
+  void scatter(mlir::Value v, mlir::Value mem, mlir::ValueRange at, mlir::Value offsets,
+               mlir::Value mask);
+  /// The mask of the first `n` lanes (n may exceed the vector: all lanes; n <= 0: none).
   mlir::Value firstLanes(mlir::Value n, int64_t lanes);
   mlir::Value load(mlir::Value mem, mlir::ValueRange at) {
     return mlir::memref::LoadOp::create(b_, mem, at);
