@@ -52,30 +52,4 @@ Value emitExp2(KernelBuilder &kb, Value x) {
   return arith::MulFOp::create(b, p, pow2);
 }
 
-SmallVector<Value> emitTranspose(KernelBuilder &kb, ArrayRef<Value> rows) {
-  int64_t n = rows.size();
-  assert(n > 0 && (n & (n - 1)) == 0 && "a power-of-two block");
-  SmallVector<Value> r(rows.begin(), rows.end());
-  // Stage with block size b: rows i and j = i + b swap their off-diagonal b-blocks:
-  // row i keeps its even blocks and takes j's even blocks into its odd ones, row j
-  // takes i's odd blocks into its even ones and keeps its odd blocks.
-  for (int64_t b = n / 2; b >= 1; b /= 2) {
-    SmallVector<int64_t> lo, hi;
-    for (int64_t k = 0; k < n; ++k) {
-      bool even = (k / b) % 2 == 0;
-      lo.push_back(even ? k : n + k - b);
-      hi.push_back(even ? k + b : n + k);
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      if ((i / b) % 2 != 0)
-        continue;
-      int64_t j = i + b;
-      Value ri = r[i], rj = r[j];
-      r[i] = vector::ShuffleOp::create(kb.builder(), ri, rj, lo);
-      r[j] = vector::ShuffleOp::create(kb.builder(), ri, rj, hi);
-    }
-  }
-  return r;
-}
-
 } // namespace qkv::ir

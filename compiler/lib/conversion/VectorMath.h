@@ -15,9 +15,4 @@ namespace qkv::ir {
 /// Measured error against double-precision exp2 on [-126, 0]: see docs/compiler.md.
 mlir::Value emitExp2(KernelBuilder &kb, mlir::Value x);
 
-/// The transpose of a square block held as `rows` (n vectors of n elements, n a power
-/// of two): the block's columns, as vectors. Recursive block swaps, log2(n) stages of n
-/// two-source shuffles each (vpermt2ps on AVX-512): no trip through memory, no scatter.
-llvm::SmallVector<mlir::Value> emitTranspose(KernelBuilder &kb, llvm::ArrayRef<mlir::Value> rows);
-
 } // namespace qkv::ir
