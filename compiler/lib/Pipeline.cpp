@@ -126,9 +126,8 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
     return flash + ",func.func(qkv-lower-to-linalg),canonicalize,cse";
   if (stage == "loops")
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
-           ",func.func(qkv-lower-matmul-to-microkernels{vector-bits=" +
-           std::to_string(o.vectorBits) +
-           "},convert-linalg-to-parallel-loops),"
+           ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +
+           "},func.func(convert-linalg-to-parallel-loops),"
            "buffer-deallocation-pipeline,canonicalize,cse";
   if (stage == "llvm")
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the

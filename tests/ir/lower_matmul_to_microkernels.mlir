@@ -1,7 +1,8 @@
 // qkv-lower-matmul-to-microkernels: linalg.matmul / batch_matmul on buffers become tasks
-// (row blocks x panels of 4 vectors of columns) running the register-tiled micro-kernel;
-// columns past the last whole panel go one masked vector at a time.
-// RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-lower-matmul-to-microkernels{vector-bits=512}),canonicalize,cse)" | FileCheck %s
+// (row blocks x panels of 4 vectors of columns) calling the register-tiled micro-kernel,
+// a private function of the module that every matmul shares; columns past the last whole
+// panel go one masked vector at a time, through the masked form of the function.
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512},canonicalize,cse)" | FileCheck %s
 
 // N = 70: one panel of 64 columns, then 6 columns under a mask.
 // CHECK-LABEL: func.func @matmul
@@ -13,45 +14,83 @@
 // CHECK: %[[BLOCKS:.*]] = arith.divui %[[M47]], %c48
 // CHECK: scf.parallel (%[[BLK:.*]]) = (%c0) to (%[[BLOCKS]]) step (%c1)
 // CHECK: %[[I0:.*]] = arith.muli %[[BLK]], %c48
-// the C tile starts from C (linalg.matmul accumulates)
-// CHECK: %[[ROW:.*]] = arith.addi %[[I0]], %{{.*}} : index
-// CHECK: %[[C0:.*]] = vector.load %[[C]][%[[ROW]], %c0] : memref<?x70xf32>, vector<16xf32>
-// a 6 x 4 register tile over K
-// CHECK: %[[T:.*]]:24 = scf.for %[[K:.*]] = %c0 to %c8 step %c1 iter_args(%{{.*}} = %[[C0]],
-// CHECK: %[[BV:.*]] = vector.load %[[B]][%[[K]], %c0] : memref<8x70xf32>, vector<16xf32>
-// CHECK: %[[AX:.*]] = memref.load %[[A]][%[[ROW]], %[[K]]] : memref<?x8xf32>
-// CHECK: %[[AB:.*]] = vector.broadcast %[[AX]] : f32 to vector<16xf32>
-// CHECK: vector.fma %[[AB]], %[[BV]], %{{.*}} : vector<16xf32>
-// CHECK: vector.store %[[T]]#0, %[[C]][%[[ROW]], %c0]
-// the column tail: 6 of 16 lanes, 8 rows per register tile
+// CHECK: %[[ROWS:.*]] = arith.minsi %{{.*}}, %c48
+// the operands as the function's 2-D views (unit-stride rows)
+// CHECK: %[[AV:.*]] = memref.cast %[[A]] : memref<?x8xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
+// CHECK: %[[BV:.*]] = memref.cast %[[B]] : memref<8x70xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
+// CHECK: %[[CV:.*]] = memref.cast %[[C]] : memref<?x70xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
+// rows [i0, i0 + rows), columns from 0, K = 8
+// CHECK: func.call @qkv_matmul_panel_f32_64(%[[AV]], %[[BV]], %[[CV]], %[[I0]], %[[ROWS]], %c0, %c8)
+// the column tail from 64, below N = 70
 // CHECK: scf.parallel
-// CHECK: %[[MASK:.*]] = vector.constant_mask [6] : vector<16xi1>
-// CHECK: vector.maskedload %[[C]][%{{.*}}, %c64], %[[MASK]]
-// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// CHECK: vector.maskedload %[[B]][%{{.*}}, %c64], %[[MASK]]
-// CHECK: vector.maskedstore %[[C]][%{{.*}}, %c64], %[[MASK]]
+// CHECK: func.call @qkv_matmul_panel_f32_16_masked(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c64, %c8, %c70)
 func.func @matmul(%a: memref<?x8xf32>, %b: memref<8x70xf32>, %c: memref<?x70xf32>) {
   linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x70xf32>) outs(%c : memref<?x70xf32>)
   return
 }
 
 // batch_matmul whose B serves every batch (a projection of (B, L, K) activations): tasks
-// over (batch, row block); B is read without the batch index.
+// over (batch, row block); A and C are the batch's 2-D subviews, B is passed whole. The
+// same panel function serves it: one copy of the micro-kernel per module.
 // CHECK-LABEL: func.func @shared_b
 // CHECK-SAME: %[[A:[a-z0-9]+]]: memref<?x?x8xf32>, %[[B:[a-z0-9]+]]: memref<8x64xf32>, %[[C:[a-z0-9]+]]: memref<?x?x64xf32>
 // CHECK: scf.parallel (%[[BATCH:.*]], %{{.*}}) = (%c0, %c0) to
-// CHECK: vector.load %[[C]][%[[BATCH]], %{{.*}}, %c0] : memref<?x?x64xf32>
-// CHECK: vector.load %[[B]][%{{.*}}, %c0] : memref<8x64xf32>
-// CHECK: memref.load %[[A]][%[[BATCH]], %{{.*}}, %{{.*}}] : memref<?x?x8xf32>
+// CHECK: %[[AS:.*]] = memref.subview %[[A]][%[[BATCH]], 0, 0] [1, %{{.*}}, 8] [1, 1, 1] : memref<?x?x8xf32> to memref<?x8xf32, strided<[8, 1], offset: ?>>
+// CHECK: %[[AV:.*]] = memref.cast %[[AS]]
+// CHECK: %[[BV:.*]] = memref.cast %[[B]] : memref<8x64xf32>
+// CHECK: %[[CS:.*]] = memref.subview %[[C]][%[[BATCH]], 0, 0]
+// CHECK: %[[CV:.*]] = memref.cast %[[CS]]
+// CHECK: func.call @qkv_matmul_panel_f32_64(%[[AV]], %[[BV]], %[[CV]],
+// N = 64: no column tail
+// CHECK-NOT: scf.parallel
+// CHECK: return
 func.func @shared_b(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x?x64xf32>) {
   linalg.batch_matmul indexing_maps = [affine_map<(d0,d1,d2,d3)->(d0,d1,d3)>, affine_map<(d0,d1,d2,d3)->(d3,d2)>, affine_map<(d0,d1,d2,d3)->(d0,d1,d2)>] ins(%a, %b : memref<?x?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x?x64xf32>)
   return
 }
 
-// B's rows are not contiguous: left for convert-linalg-to-parallel-loops.
+// A's rows are not contiguous (A read transposed): left for
+// convert-linalg-to-parallel-loops too.
+// CHECK-LABEL: func.func @strided_a
+// CHECK: linalg.matmul
+func.func @strided_a(%a: memref<?x8xf32, strided<[1, ?]>>, %b: memref<8x64xf32>, %c: memref<?x64xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x8xf32, strided<[1, ?]>>, memref<8x64xf32>) outs(%c : memref<?x64xf32>)
+  return
+}
+
+// Nor B's.
 // CHECK-LABEL: func.func @strided
 // CHECK: linalg.matmul
 func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %c: memref<?x64xf32>) {
   linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x64xf32, strided<[1, 8]>>) outs(%c : memref<?x64xf32>)
   return
 }
+
+// The panel function, made once: C[i0 + i][n0 ..] starts from C (matmul accumulates) and
+// a 6 x 4 register tile runs over K in blocks of 128 keys, A broadcast, rows of B as
+// vectors; kept out of line in LLVM too.
+// CHECK-LABEL: func.func private @qkv_matmul_panel_f32_64
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[B:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[C:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[I0:[a-z0-9]+]]: index, %[[M:[a-z0-9]+]]: index, %[[N0:[a-z0-9]+]]: index, %[[K:[a-z0-9]+]]: index)
+// CHECK-SAME: passthrough = ["noinline"]
+// CHECK: scf.for %[[K0:.*]] = %c0 to %[[K]] step %c128
+// CHECK: %[[ROW:.*]] = arith.addi %[[I0]], %{{.*}} : index
+// CHECK: %[[C0:.*]] = vector.load %[[C]][%[[ROW]], %[[N0]]]
+// CHECK: %[[T:.*]]:24 = scf.for %[[KK:.*]] = %c0 to %{{.*}} step %c1 iter_args(%{{.*}} = %[[C0]],
+// CHECK: %[[KI:.*]] = arith.addi %[[K0]], %[[KK]]
+// CHECK: %[[BR:.*]] = vector.load %[[B]][%[[KI]], %[[N0]]]
+// CHECK: %[[AX:.*]] = memref.load %[[A]][%[[ROW]], %[[KI]]]
+// CHECK: %[[AB:.*]] = vector.broadcast %[[AX]] : f32 to vector<16xf32>
+// CHECK: vector.fma %[[AB]], %[[BR]], %{{.*}} : vector<16xf32>
+// CHECK: vector.store %[[T]]#0, %[[C]][%[[ROW]], %[[N0]]]
+// CHECK: return
+
+// The masked form: one vector of columns, the lanes below n; 8 rows per register tile.
+// CHECK-LABEL: func.func private @qkv_matmul_panel_f32_16_masked
+// CHECK-SAME: %[[N0:arg5]]: index, %{{.*}}: index, %[[N:arg7]]: index)
+// CHECK: %[[LEFT:.*]] = arith.subi %[[N]], %[[N0]]
+// CHECK: %[[MASK:.*]] = vector.create_mask %[[LEFT]] : vector<16xi1>
+// CHECK: vector.maskedload %{{.*}}, %[[MASK]]
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK: vector.maskedload %{{.*}}, %[[MASK]]
+// CHECK: vector.maskedstore %{{.*}}, %[[MASK]]
+

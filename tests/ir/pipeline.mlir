@@ -10,12 +10,12 @@
 // freed.
 // LOOPS-LABEL: func.func @block(
 // LOOPS-SAME: %[[X:arg[0-9]+]]: memref<?x8xf32>, %[[W:arg[0-9]+]]: memref<8x8xf32>, %[[OUT:arg[0-9]+]]: memref<?x8xf32>) attributes {llvm.emit_c_interface}
-// the projection: parallel row blocks of the micro-kernel, x broadcast, rows of w as
-// (8 of 16 lanes) vectors
+// the projection: parallel row blocks calling the micro-kernel's function on x and w (N =
+// 8: only its masked one-vector form)
 // LOOPS: scf.parallel
-// LOOPS: memref.load %[[X]]
-// LOOPS: vector.maskedload %[[W]]
-// LOOPS: vector.fma
+// LOOPS: memref.cast %[[X]]
+// LOOPS: memref.cast %[[W]]
+// LOOPS: func.call @qkv_matmul_panel_f32_16_masked(
 // the attention kernel, then rms_norm
 // LOOPS: scf.parallel
 // LOOPS: math.sqrt
@@ -23,6 +23,12 @@
 // LOOPS: memref.dealloc
 // LOOPS: return
 // LOOPS-NEXT: }
+// the micro-kernel: x broadcast, rows of w as (8 of 16 lanes) vectors
+// LOOPS-NOT: @qkv_matmul_panel_f32_64
+// LOOPS-LABEL: func.func private @qkv_matmul_panel_f32_16_masked(
+// LOOPS: vector.maskedload
+// LOOPS: memref.load
+// LOOPS: vector.fma
 
 // Nothing but loops and buffers from the label to the end of the module.
 // LOOPSONLY-LABEL: func.func @block(

@@ -5,12 +5,15 @@
 // (batch, panel, row block) runs the micro-kernel over the whole K, so the panel of B it
 // reads (K x nc vectors) stays in cache across the block's register tiles, and A's rows
 // are read as broadcasts. Columns past the last whole panel are done one masked vector
-// at a time. B and C need unit stride along their last dim (they always have it in the
-// CPU pipeline: operands are fresh buffers or identity-layout arguments); a matmul that
-// does not is left to convert-linalg-to-parallel-loops.
+// at a time. The micro-kernel is a private function of the module, one per element type
+// and kind (whole panel, masked vector), called by every matmul's tasks on 2-D views of
+// their operands: a block's or a model's projections compile one copy of it, not one
+// each. A, B and C need unit stride along their last dim (they always have it in the CPU
+// pipeline: operands are fresh buffers or identity-layout arguments); a matmul that does
+// not is left to convert-linalg-to-parallel-loops.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include "Microkernel.h"
 #include "qkv/compiler/transforms/Passes.h"
@@ -108,64 +111,141 @@ void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value batch, Value i0
   });
 }
 
-struct MatmulToMicrokernel : RewritePattern {
-  MatmulToMicrokernel(MLIRContext *ctx, int64_t vectorBits)
-      : RewritePattern(MatchAnyOpTypeTag(), 1, ctx), vectorBits(vectorBits) {}
+/// What a matmul lowers to: tasks calling the panel functions (panelFunction) on 2-D
+/// views of its operands, so every matmul of a module with the same element type shares
+/// one copy of the micro-kernel (MLIR and LLVM compile it once).
+class MatmulLowering {
+public:
+  MatmulLowering(ModuleOp module, int64_t vectorBits) : module(module), vectorBits(vectorBits) {}
 
-  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rw) const override {
-    auto mm = dyn_cast<linalg::MatmulOp>(op);
-    auto bmm = dyn_cast<linalg::BatchMatmulOp>(op);
-    if (!mm && !bmm)
-      return failure();
-    auto lop = cast<linalg::LinalgOp>(op);
+  /// Replaces `op` (a matmul or batch_matmul on buffers) when it qualifies.
+  void lower(linalg::LinalgOp op) {
+    auto bmm = dyn_cast<linalg::BatchMatmulOp>(op.getOperation());
     std::optional<bool> shared = bmm ? sharedBMaps(bmm) : std::optional<bool>(false);
-    if (!lop.hasPureBufferSemantics() || (mm && mm.hasUserDefinedMaps()) || !shared)
-      return rw.notifyMatchFailure(op, "not a plain matmul on buffers");
-    MatmulOperands o{lop.getDpsInputs()[0],
-                     lop.getDpsInputs()[1],
-                     lop.getDpsInits()[0],
-                     bmm != nullptr,
-                     *shared,
-                     getElementTypeOrSelf(lop.getDpsInits()[0].getType())};
-    if ((!o.elem.isF32() && !o.elem.isF64()) || !unitInnerStride(o.b) || !unitInnerStride(o.c))
-      return rw.notifyMatchFailure(op, "needs f32/f64 and unit-stride rows of B and C");
-    ImplicitLocOpBuilder ib(op->getLoc(), rw);
+    if (!op.hasPureBufferSemantics() || !shared)
+      return;
+    if (auto mm = dyn_cast<linalg::MatmulOp>(op.getOperation()); mm && mm.hasUserDefinedMaps())
+      return;
+    MatmulOperands o{op.getDpsInputs()[0], op.getDpsInputs()[1], op.getDpsInits()[0],
+                     bmm != nullptr, *shared, getElementTypeOrSelf(op.getDpsInits()[0].getType())};
+    if ((!o.elem.isF32() && !o.elem.isF64()) || !unitInnerStride(o.a) || !unitInnerStride(o.b) ||
+        !unitInnerStride(o.c))
+      return;
+    ImplicitLocOpBuilder ib(op->getLoc(), op);
     KernelBuilder kb(ib);
-    emitTiled(kb, o);
-    rw.eraseOp(op);
-    return success();
+    emitTasks(kb, o);
+    op->erase();
   }
 
-  void emitTiled(KernelBuilder &kb, const MatmulOperands &o) const {
+private:
+  int64_t lanesOf(Type elem) const {
+    return std::max<int64_t>(1, vectorBits / elem.getIntOrFloatBitWidth());
+  }
+  int64_t registers() const { return vectorBits >= 512 ? 32 : 16; }
+
+  /// The 2-D view type the panel functions take: any offset and row stride, unit stride
+  /// along the rows.
+  static MemRefType viewType(Type elem) {
+    int64_t d = ShapedType::kDynamic;
+    return MemRefType::get({d, d}, elem, StridedLayoutAttr::get(elem.getContext(), d, {d, 1}));
+  }
+
+  /// `mem` as the 2-D view of batch `batch` (or as it is when it has no batch dim).
+  Value view2d(KernelBuilder &kb, Value mem, Value batch) {
+    ImplicitLocOpBuilder &b = kb.builder();
+    auto mt = cast<MemRefType>(mem.getType());
+    MemRefType want = viewType(mt.getElementType());
+    if (mt.getRank() == 3) {
+      SmallVector<OpFoldResult> offsets = {batch, b.getIndexAttr(0), b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1),
+                                         memref::getMixedSize(b, b.getLoc(), mem, 1),
+                                         memref::getMixedSize(b, b.getLoc(), mem, 2)};
+      SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+      // The subview's own type, less its unit batch dim.
+      MemRefType full = memref::SubViewOp::inferResultType(mt, offsets, sizes, strides);
+      auto [fs, fo] = full.getStridesAndOffset();
+      auto t = MemRefType::get(full.getShape().drop_front(), mt.getElementType(),
+                               StridedLayoutAttr::get(b.getContext(), fo, ArrayRef(fs).drop_front()));
+      mem = memref::SubViewOp::create(b, t, mem, offsets, sizes, strides);
+    }
+    if (mem.getType() == want)
+      return mem;
+    return memref::CastOp::create(b, want, mem);
+  }
+
+  /// func.func private @qkv_matmul_panel_<T>_<cols>[_masked](A, B, C, i0, m, n0, k[, n]):
+  /// C[i0 .. i0 + m)[n0 .. n0 + cols) += A . B over the whole K; the masked form does
+  /// one vector of columns, those below n. Made once per module and kind.
+  func::FuncOp panelFunction(Type elem, int64_t nc, bool masked) {
+    int64_t lanes = lanesOf(elem);
+    std::string name = "qkv_matmul_panel_" + std::string(elem.isF32() ? "f32_" : "f64_") +
+                       std::to_string(nc * lanes) + (masked ? "_masked" : "");
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      return f;
+    OpBuilder ob = OpBuilder::atBlockEnd(module.getBody());
+    Type index = ob.getIndexType();
+    SmallVector<Type> args = {viewType(elem), viewType(elem), viewType(elem),
+                              index, index, index, index};
+    if (masked)
+      args.push_back(index);
+    auto f = func::FuncOp::create(ob, module.getLoc(), name, ob.getFunctionType(args, {}));
+    f.setPrivate();
+    // Kept a function in LLVM too: inlined into each task it would be compiled once per
+    // matmul again.
+    f->setAttr("passthrough", ob.getArrayAttr({ob.getStringAttr("noinline")}));
+    ImplicitLocOpBuilder ib(module.getLoc(), ob);
+    ib.setInsertionPointToStart(f.addEntryBlock());
+    KernelBuilder kb(ib);
+    auto a = f.getArguments();
+    MatmulOperands o{a[0], a[1], a[2], false, false, elem};
+    Value mask;
+    if (masked) {
+      auto mt = VectorType::get({lanes}, ib.getI1Type());
+      mask = vector::CreateMaskOp::create(ib, mt, ValueRange{kb.sub(a[7], a[5])});
+    }
+    emitPanel(kb, o, Value(), a[3], a[4], a[5], a[6], lanes, nc, registers(), mask);
+    func::ReturnOp::create(ib);
+    return f;
+  }
+
+  void emitTasks(KernelBuilder &kb, const MatmulOperands &o) {
     ImplicitLocOpBuilder &ib = kb.builder();
     int64_t r = o.batched ? 1 : 0;
     Value nBatch = o.batched ? Value(memref::DimOp::create(ib, o.c, 0)) : kb.idx(1);
     Value m = memref::DimOp::create(ib, o.c, r), n = memref::DimOp::create(ib, o.c, r + 1);
     Value k = memref::DimOp::create(ib, o.a, r + 1);
-    int64_t lanes = std::max<int64_t>(1, vectorBits / o.elem.getIntOrFloatBitWidth());
-    int64_t regs = vectorBits >= 512 ? 32 : 16;
-    int64_t nc = 4, panel = nc * lanes;
-    int64_t rowBlock = 8 * gemmRowsFor(nc, regs);
+    int64_t lanes = lanesOf(o.elem), nc = 4, panel = nc * lanes;
+    int64_t rowBlock = 8 * gemmRowsFor(nc, registers());
     Value panels = kb.divu(n, kb.idx(panel));
     Value blocks = kb.ceilDiv(m, rowBlock);
-    kb.parallel({nBatch, panels, blocks}, [&](KernelBuilder &in, ValueRange iv) {
-      Value i0 = in.mul(iv[2], rowBlock);
-      Value rows = in.min(in.idx(rowBlock), in.sub(m, i0));
-      emitPanel(in, o, iv[0], i0, rows, in.mul(iv[1], panel), k, lanes, nc, regs, Value());
-    });
+    // One task per (batch, columns, row block), calling `fn` on the batch's 2-D views.
+    auto tasks = [&](Value columns, func::FuncOp fn, int64_t width, bool masked) {
+      kb.parallel({nBatch, columns, blocks}, [&](KernelBuilder &in, ValueRange iv) {
+        Value i0 = in.mul(iv[2], rowBlock);
+        Value rows = in.min(in.idx(rowBlock), in.sub(m, i0));
+        Value n0 = in.add(masked ? in.mul(panels, panel) : in.idx(0), in.mul(iv[1], width));
+        SmallVector<Value> args = {view2d(in, o.a, iv[0]), view2d(in, o.b, iv[0]),
+                                   view2d(in, o.c, iv[0]), i0, rows, n0, k};
+        if (masked)
+          args.push_back(n);
+        func::CallOp::create(in.builder(), fn, args);
+      });
+    };
+    // A static N says which of the two kinds of task there are: a function no task calls
+    // would still be compiled.
+    auto nType = cast<MemRefType>(o.c.getType());
+    std::optional<int64_t> staticN;
+    if (!nType.isDynamicDim(r + 1))
+      staticN = nType.getDimSize(r + 1);
+    if (!staticN || *staticN >= panel)
+      tasks(panels, panelFunction(o.elem, nc, false), panel, false);
     // Columns past the whole panels: one vector at a time, the last one masked.
-    Value nDone = kb.mul(panels, panel);
-    Value vecs = kb.ceilDiv(kb.sub(n, nDone), lanes);
-    kb.parallel({nBatch, vecs, blocks}, [&](KernelBuilder &in, ValueRange iv) {
-      Value i0 = in.mul(iv[2], rowBlock);
-      Value rows = in.min(in.idx(rowBlock), in.sub(m, i0));
-      Value n0 = in.add(nDone, in.mul(iv[1], lanes));
-      auto mt = VectorType::get({lanes}, in.builder().getI1Type());
-      Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(n, n0)});
-      emitPanel(in, o, iv[0], i0, rows, n0, k, lanes, 1, regs, mask);
-    });
+    Value vecs = kb.ceilDiv(kb.sub(n, kb.mul(panels, panel)), lanes);
+    if (!staticN || *staticN % panel != 0)
+      tasks(vecs, panelFunction(o.elem, 1, true), lanes, true);
   }
 
+  ModuleOp module;
   int64_t vectorBits;
 };
 
@@ -173,12 +253,14 @@ struct LowerMatmulToMicrokernelsPass
     : qkv::ir::impl::LowerMatmulToMicrokernelsBase<LowerMatmulToMicrokernelsPass> {
   using LowerMatmulToMicrokernelsBase::LowerMatmulToMicrokernelsBase;
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<MatmulToMicrokernel>(&getContext(), vectorBits);
-    GreedyRewriteConfig config;
-    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
-      signalPassFailure();
+    SmallVector<linalg::LinalgOp> matmuls;
+    getOperation().walk([&](Operation *op) {
+      if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
+        matmuls.push_back(cast<linalg::LinalgOp>(op));
+    });
+    MatmulLowering lowering(getOperation(), vectorBits);
+    for (linalg::LinalgOp op : matmuls)
+      lowering.lower(op);
   }
 };
 

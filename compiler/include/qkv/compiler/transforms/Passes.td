@@ -81,22 +81,27 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
 }
 
 def LowerMatmulToMicrokernels
-    : Pass<"qkv-lower-matmul-to-microkernels", "::mlir::func::FuncOp"> {
+    : Pass<"qkv-lower-matmul-to-microkernels", "::mlir::ModuleOp"> {
   let summary = "Lower linalg.matmul/batch_matmul on buffers to register-tiled vector code";
   let description = [{
     The projections and other contractions, after bufferization: C is cut into panels
     of four vectors of columns and blocks of rows, one parallel task each, and every
     block runs the same register-tiled micro-kernel as the attention kernel (a tile of
     C in vector registers across the whole K loop, broadcasts of A, vector rows of B).
-    Columns past the last whole panel go one masked vector at a time. Matmuls whose B
-    or C rows are not contiguous are left for convert-linalg-to-parallel-loops.
+    Columns past the last whole panel go one masked vector at a time. The panel kernels
+    are private functions of the module (`qkv_matmul_panel_f32_64` and its masked
+    one-vector form), made once and called by every matmul's tasks on 2-D views of its
+    operands: a model's many projections compile one micro-kernel, not one each.
+    Matmuls whose A, B or C rows are not contiguous are left for
+    convert-linalg-to-parallel-loops.
   }];
   let options = [
     Option<"vectorBits", "vector-bits", "int64_t", "512",
            "Vector register width in bits (512 for AVX-512, 256 for AVX2)">,
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
-                           "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect"];
+                           "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
 }
 
 def LowerChecks : Pass<"qkv-lower-checks", "::mlir::ModuleOp"> {
