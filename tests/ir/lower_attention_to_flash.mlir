@@ -2,7 +2,8 @@
 // vectors run along queries; scores and P.V are register-tiled vector micro-kernels; the mods are
 // inlined and vectorized; exp2 is a polynomial; no L x S tensor exists.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 q-tile=64 kv-tile=64},canonicalize,cse)" | FileCheck %s
-// The default tiles: 4 vectors of queries (64 f32) without a mask, 2 (32) with one, and
+// The default tiles: 4 vectors of queries (64 f32) without a mask and 66 keys (64 rounded
+// up to whole 6-row register tiles of the score kernel); 2 vectors (32) with a mask, and
 // as many keys as queries.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512},canonicalize,cse)" | FileCheck %s --check-prefix=DEFAULT
 
@@ -204,7 +205,7 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // result, so neither reshape makes a copy (both ops are gone).
 // CHECK-LABEL: func.func @heads_in_place
 // DEFAULT-LABEL: func.func @heads_in_place
-// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<64x64xf32>
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<66x64xf32>
 // CHECK-SAME: (%[[X:.*]]: tensor<1x?x32xf32>)
 // CHECK-NOT: qkv.split_heads
 // CHECK: %[[L:.*]] = tensor.dim %[[X]], %c1 : tensor<1x?x32xf32>

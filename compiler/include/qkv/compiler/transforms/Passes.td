@@ -69,7 +69,7 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
     Option<"qTile", "q-tile", "int64_t", "0",
            "Query rows per tile, a multiple of the vector lanes (0: 4 vectors)">,
     Option<"kvTile", "kv-tile", "int64_t", "0",
-           "Keys per tile (0: as many as the query tile)">,
+           "Keys per tile (0: as many as the query tile with a mask; without one, the query tile rounded up to whole register tiles of the score kernel)">,
     Option<"decodeRows", "decode-rows", "int64_t", "4",
            "Attention with at most this many queries takes the split-KV decode kernel">,
   ];
