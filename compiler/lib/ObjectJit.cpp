@@ -108,9 +108,11 @@ const std::string &host_identity() {
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple());
+  // Only the C-interface entry points are called from outside (Kernel::run): a wrapper
+  // of any other function would be compiled for nothing.
   std::vector<llvm::Function *> fns;
   for (llvm::Function &f : m)
-    if (!f.isDeclaration() && !f.hasLocalLinkage())
+    if (!f.isDeclaration() && !f.hasLocalLinkage() && f.getName().starts_with("_mlir_ciface_"))
       fns.push_back(&f);
   for (llvm::Function *f : fns)
     add_packed_wrapper(m, *f);

@@ -21,9 +21,10 @@ std::unique_ptr<llvm::TargetMachine> host_target_machine();
 /// per process).
 const std::string &host_identity();
 
-/// Gives the module the target machine's triple and data layout, and every function `f`
-/// with a body a wrapper `_mlir_f(void **args)` that loads each argument through
-/// args[i] and calls f: MLIR's packed calling convention (ExecutionEngine::lookupPacked).
+/// Gives the module the target machine's triple and data layout, and each C-interface
+/// entry point `f` (`_mlir_ciface_*`, what llvm.emit_c_interface makes) a wrapper
+/// `_mlir_f(void **args)` that loads each argument through args[i] and calls f: MLIR's
+/// packed calling convention (ExecutionEngine::lookupPacked).
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm);
 
 /// LLVM's default module pipeline at `opt_level` (0-3) with the loop unroller and the SLP

@@ -478,6 +478,17 @@ std::vector<DiffCase> zero_length_cases() {
            {{"M", 0}, {"K", 4}, {"N", 2}},
            {{"M", 2}, {"K", 3}, {"N", 0}}})
           .may_be_zero());
+  // The product is an intermediate buffer (malloc'd; MALLOC_PERTURB_ in this test's
+  // environment fills fresh allocations with junk), so a kernel that skipped writing the
+  // sums over nothing would add junk, not 0.
+  c.push_back(one_output("matmul_empty_contraction_into_an_op",
+                         [](Graph &g) {
+                           Dim M = g.dim("M"), K = g.dim("K"), N = g.dim("N", 3);
+                           Value p = matmul(g.input("a", DType::F32, {M, K}),
+                                            g.input("b", DType::F32, {K, N}));
+                           return add(p, g.input("c", DType::F32, {M, N}));
+                         },
+                         {{{"M", 5}, {"K", 0}}, {{"M", 70}, {"K", 0}}}));
   c.push_back(one_output("softmax_empty_axis_and_rows",
                          [](Graph &g) {
                            Dim L = g.dim("L"), S = g.dim("S");

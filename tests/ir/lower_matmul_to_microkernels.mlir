@@ -19,11 +19,12 @@
 // CHECK: %[[AV:.*]] = memref.cast %[[A]] : memref<?x8xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
 // CHECK: %[[BV:.*]] = memref.cast %[[B]] : memref<8x70xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
 // CHECK: %[[CV:.*]] = memref.cast %[[C]] : memref<?x70xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
-// rows [i0, i0 + rows), columns from 0, K = 8
-// CHECK: func.call @qkv_matmul_panel_f32_64(%[[AV]], %[[BV]], %[[CV]], %[[I0]], %[[ROWS]], %c0, %c8)
+// rows [i0, i0 + rows), columns from 0, K = 8; the tiles start from C (true: no fill
+// before the matmul, which accumulates into C)
+// CHECK: func.call @qkv_matmul_panel_f32_64(%[[AV]], %[[BV]], %[[CV]], %[[I0]], %[[ROWS]], %c0, %c8, %{{.*}}, %true)
 // the column tail from 64, below N = 70
 // CHECK: scf.parallel
-// CHECK: func.call @qkv_matmul_panel_f32_16_masked(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c64, %c8, %c70)
+// CHECK: func.call @qkv_matmul_panel_f32_16_masked(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c64, %c8, %{{.*}}, %true, %c70)
 func.func @matmul(%a: memref<?x8xf32>, %b: memref<8x70xf32>, %c: memref<?x70xf32>) {
   linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x70xf32>) outs(%c : memref<?x70xf32>)
   return
@@ -49,6 +50,29 @@ func.func @shared_b(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x?x
   return
 }
 
+// C filled just before the matmul (what tensor.empty + linalg.fill bufferize to): the
+// fill is folded into the micro-kernel, whose tiles start from its value (false: not
+// from C), so C is written once.
+// CHECK-LABEL: func.func @filled
+// CHECK-SAME: %[[V:[a-z0-9]+]]: f32
+// CHECK-NOT: linalg.fill
+// CHECK: func.call @qkv_matmul_panel_f32_64(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0, %c8, %[[V]], %false)
+func.func @filled(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %v: f32) {
+  linalg.fill ins(%v : f32) outs(%c : memref<?x64xf32>)
+  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x64xf32>)
+  return
+}
+
+// A fill of another buffer stays.
+// CHECK-LABEL: func.func @filled_elsewhere
+// CHECK: linalg.fill
+// CHECK: func.call @qkv_matmul_panel_f32_64({{.*}}, %true)
+func.func @filled_elsewhere(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %d: memref<?x64xf32>, %v: f32) {
+  linalg.fill ins(%v : f32) outs(%d : memref<?x64xf32>)
+  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x64xf32>)
+  return
+}
+
 // A's rows are not contiguous (A read transposed): left for
 // convert-linalg-to-parallel-loops too.
 // CHECK-LABEL: func.func @strided_a
@@ -66,15 +90,23 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
   return
 }
 
-// The panel function, made once: C[i0 + i][n0 ..] starts from C (matmul accumulates) and
-// a 6 x 4 register tile runs over K in blocks of 128 keys, A broadcast, rows of B as
-// vectors; kept out of line in LLVM too.
+// The panel function, made once: a 6 x 4 register tile of C[i0 + i][n0 ..] runs over K
+// in blocks of 128 keys, A broadcast, rows of B as vectors. The first block's tiles start
+// from the fill value unless fromC, later ones from C; at least one block runs, so with
+// K = 0 the fill is still written. Internal and kept out of line in LLVM.
 // CHECK-LABEL: func.func private @qkv_matmul_panel_f32_64
-// CHECK-SAME: (%[[A:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[B:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[C:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[I0:[a-z0-9]+]]: index, %[[M:[a-z0-9]+]]: index, %[[N0:[a-z0-9]+]]: index, %[[K:[a-z0-9]+]]: index)
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[B:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[C:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[I0:[a-z0-9]+]]: index, %[[M:[a-z0-9]+]]: index, %[[N0:[a-z0-9]+]]: index, %[[K:[a-z0-9]+]]: index, %[[FILL:[a-z0-9]+]]: f32, %[[FROMC:[a-z0-9]+]]: i1)
+// CHECK-SAME: llvm.linkage = #llvm.linkage<internal>
 // CHECK-SAME: passthrough = ["noinline"]
-// CHECK: scf.for %[[K0:.*]] = %c0 to %[[K]] step %c128
+// CHECK: %[[FILLV:.*]] = vector.broadcast %[[FILL]] : f32 to vector<16xf32>
+// CHECK: %[[NOTC:.*]] = arith.xori %[[FROMC]], %true
+// CHECK: %[[KB:.*]] = arith.maxsi %[[K]], %c1
+// CHECK: scf.for %[[K0:.*]] = %c0 to %[[KB]] step %c128
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[K0]], %c0
+// CHECK: %[[FILLED:.*]] = arith.andi %[[NOTC]], %[[FIRST]]
 // CHECK: %[[ROW:.*]] = arith.addi %[[I0]], %{{.*}} : index
-// CHECK: %[[C0:.*]] = vector.load %[[C]][%[[ROW]], %[[N0]]]
+// CHECK: %[[CL:.*]] = vector.load %[[C]][%[[ROW]], %[[N0]]]
+// CHECK: %[[C0:.*]] = arith.select %[[FILLED]], %[[FILLV]], %[[CL]]
 // CHECK: %[[T:.*]]:24 = scf.for %[[KK:.*]] = %c0 to %{{.*}} step %c1 iter_args(%{{.*}} = %[[C0]],
 // CHECK: %[[KI:.*]] = arith.addi %[[K0]], %[[KK]]
 // CHECK: %[[BR:.*]] = vector.load %[[B]][%[[KI]], %[[N0]]]
@@ -86,7 +118,7 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 
 // The masked form: one vector of columns, the lanes below n; 8 rows per register tile.
 // CHECK-LABEL: func.func private @qkv_matmul_panel_f32_16_masked
-// CHECK-SAME: %[[N0:arg5]]: index, %{{.*}}: index, %[[N:arg7]]: index)
+// CHECK-SAME: %[[N0:arg5]]: index, %{{.*}}: index, %{{.*}}: f32, %{{.*}}: i1, %[[N:arg9]]: index)
 // CHECK: %[[LEFT:.*]] = arith.subi %[[N]], %[[N0]]
 // CHECK: %[[MASK:.*]] = vector.create_mask %[[LEFT]] : vector<16xi1>
 // CHECK: vector.maskedload %{{.*}}, %[[MASK]]

@@ -12,6 +12,7 @@
 // pipeline: operands are fresh buffers or identity-layout arguments); a matmul that does
 // not is left to convert-linalg-to-parallel-loops.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -74,17 +75,25 @@ std::optional<bool> sharedBMaps(linalg::BatchMatmulOp op) {
 /// the L1 cache while every register tile of the row block passes over it.
 constexpr int64_t kBlock = 128;
 
-/// C[batch][rows [i0, i0 + m)][cols [n0, n0 + nc * lanes)] += A . B, in place, K in
-/// blocks of kBlock.
-void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value batch, Value i0, Value m, Value n0,
-               Value k, int64_t lanes, int64_t nc, int64_t regs, Value mask) {
+/// C[rows [i0, i0 + m)][cols [n0, n0 + nc * lanes)] = start + A . B, in place, K in
+/// blocks of kBlock, where start is C itself when `fromC` (an i1) is set, else `fill`
+/// (the value of a linalg.fill of C folded into the matmul).
+void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value i0, Value m, Value n0, Value k,
+               Value fill, Value fromC, int64_t lanes, int64_t nc, int64_t regs, Value mask) {
+  ImplicitLocOpBuilder &ib = kb.builder();
   VectorType vt = kb.vec(o.elem, lanes);
+  Value batch;
   auto load = [&](KernelBuilder &in, Value mem, SmallVector<Value> idx) -> Value {
     if (!mask)
       return in.vload(vt, mem, idx);
     return vector::MaskedLoadOp::create(in.builder(), vt, mem, idx, mask, in.fconst(vt, 0.0));
   };
-  kb.forLoop(kb.idx(0), k, kBlock, [&](KernelBuilder &blk, Value k0) {
+  Value fillV = kb.splat(fill, vt);
+  Value fillFirst = arith::XOrIOp::create(ib, fromC, arith::ConstantOp::create(ib, ib.getBoolAttr(true)));
+  // At least one block, so that with K = 0 the fill is still written.
+  kb.forLoop(kb.idx(0), kb.max(k, kb.idx(1)), kBlock, [&](KernelBuilder &blk, Value k0) {
+    Value filled = arith::AndIOp::create(
+        blk.builder(), fillFirst, blk.cmp(arith::CmpIPredicate::eq, k0, blk.idx(0)));
     GemmSpec g;
     g.elem = o.elem;
     g.lanes = lanes;
@@ -98,8 +107,9 @@ void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value batch, Value i0
     g.b = [&](KernelBuilder &in, Value kk, int64_t c) {
       return load(in, o.b, o.at(batch, in.add(k0, kk), in.add(n0, c * lanes), /*isB=*/true));
     };
-    g.init = [&](KernelBuilder &in, Value i, int64_t c) {
-      return load(in, o.c, o.at(batch, in.add(i0, i), in.add(n0, c * lanes)));
+    g.init = [&](KernelBuilder &in, Value i, int64_t c) -> Value {
+      Value v = load(in, o.c, o.at(batch, in.add(i0, i), in.add(n0, c * lanes)));
+      return arith::SelectOp::create(in.builder(), filled, fillV, v);
     };
     g.store = [&](KernelBuilder &in, Value i, int64_t c, Value v) {
       SmallVector<Value> idx = o.at(batch, in.add(i0, i), in.add(n0, c * lanes));
@@ -133,8 +143,18 @@ public:
       return;
     ImplicitLocOpBuilder ib(op->getLoc(), op);
     KernelBuilder kb(ib);
-    emitTasks(kb, o);
+    // A linalg.fill of C just before (what a matmul's tensor.empty + fill bufferizes to):
+    // the micro-kernel starts its tiles from the fill value instead, saving a pass over C
+    // and a loop nest to compile.
+    auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+    if (fill && (!fill.hasPureBufferSemantics() || fill.getDpsInits()[0] != o.c))
+      fill = nullptr;
+    Value fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(!fill));
+    Value start = fill ? fill.getDpsInputs()[0] : kb.fconst(o.elem, 0.0);
+    emitTasks(kb, o, start, fromC);
     op->erase();
+    if (fill)
+      fill->erase();
   }
 
 private:
@@ -173,9 +193,10 @@ private:
     return memref::CastOp::create(b, want, mem);
   }
 
-  /// func.func private @qkv_matmul_panel_<T>_<cols>[_masked](A, B, C, i0, m, n0, k[, n]):
-  /// C[i0 .. i0 + m)[n0 .. n0 + cols) += A . B over the whole K; the masked form does
-  /// one vector of columns, those below n. Made once per module and kind.
+  /// func.func private @qkv_matmul_panel_<T>_<cols>[_masked](A, B, C, i0, m, n0, k, fill,
+  /// fromC[, n]): C[i0 .. i0 + m)[n0 .. n0 + cols) = (fromC ? C : fill) + A . B over the
+  /// whole K; the masked form does one vector of columns, those below n. Made once per
+  /// module and kind.
   func::FuncOp panelFunction(Type elem, int64_t nc, bool masked) {
     int64_t lanes = lanesOf(elem);
     std::string name = "qkv_matmul_panel_" + std::string(elem.isF32() ? "f32_" : "f64_") +
@@ -184,14 +205,16 @@ private:
       return f;
     OpBuilder ob = OpBuilder::atBlockEnd(module.getBody());
     Type index = ob.getIndexType();
-    SmallVector<Type> args = {viewType(elem), viewType(elem), viewType(elem),
-                              index, index, index, index};
+    SmallVector<Type> args = {viewType(elem), viewType(elem), viewType(elem), index,   index,
+                              index,          index,          elem,           ob.getI1Type()};
     if (masked)
       args.push_back(index);
     auto f = func::FuncOp::create(ob, module.getLoc(), name, ob.getFunctionType(args, {}));
     f.setPrivate();
-    // Kept a function in LLVM too: inlined into each task it would be compiled once per
-    // matmul again.
+    // Internal in LLVM (only this module calls it), and kept a function there: inlined
+    // into each task it would be compiled once per matmul again.
+    f->setAttr("llvm.linkage",
+               LLVM::LinkageAttr::get(ob.getContext(), LLVM::linkage::Linkage::Internal));
     f->setAttr("passthrough", ob.getArrayAttr({ob.getStringAttr("noinline")}));
     ImplicitLocOpBuilder ib(module.getLoc(), ob);
     ib.setInsertionPointToStart(f.addEntryBlock());
@@ -201,14 +224,14 @@ private:
     Value mask;
     if (masked) {
       auto mt = VectorType::get({lanes}, ib.getI1Type());
-      mask = vector::CreateMaskOp::create(ib, mt, ValueRange{kb.sub(a[7], a[5])});
+      mask = vector::CreateMaskOp::create(ib, mt, ValueRange{kb.sub(a[9], a[5])});
     }
-    emitPanel(kb, o, Value(), a[3], a[4], a[5], a[6], lanes, nc, registers(), mask);
+    emitPanel(kb, o, a[3], a[4], a[5], a[6], a[7], a[8], lanes, nc, registers(), mask);
     func::ReturnOp::create(ib);
     return f;
   }
 
-  void emitTasks(KernelBuilder &kb, const MatmulOperands &o) {
+  void emitTasks(KernelBuilder &kb, const MatmulOperands &o, Value fill, Value fromC) {
     ImplicitLocOpBuilder &ib = kb.builder();
     int64_t r = o.batched ? 1 : 0;
     Value nBatch = o.batched ? Value(memref::DimOp::create(ib, o.c, 0)) : kb.idx(1);
@@ -225,7 +248,7 @@ private:
         Value rows = in.min(in.idx(rowBlock), in.sub(m, i0));
         Value n0 = in.add(masked ? in.mul(panels, panel) : in.idx(0), in.mul(iv[1], width));
         SmallVector<Value> args = {view2d(in, o.a, iv[0]), view2d(in, o.b, iv[0]),
-                                   view2d(in, o.c, iv[0]), i0, rows, n0, k};
+                                   view2d(in, o.c, iv[0]), i0, rows, n0, k, fill, fromC};
         if (masked)
           args.push_back(n);
         func::CallOp::create(in.builder(), fn, args);

@@ -101,7 +101,7 @@ def LowerMatmulToMicrokernels
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::func::FuncDialect"];
+                           "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
 def LowerChecks : Pass<"qkv-lower-checks", "::mlir::ModuleOp"> {
