@@ -84,7 +84,7 @@ std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &
     return "qkv-lower-attention-to-gpu-tiles,func.func(qkv-lower-to-linalg),canonicalize,cse";
   if (stage == "loops")
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
-           ",func.func(convert-linalg-to-parallel-loops),buffer-deallocation-pipeline,"
+           ",func.func(convert-linalg-to-parallel-loops),qkv-deallocate-buffers,"
            "canonicalize,cse";
   if (stage == "gpu")
     // Tiling before mapping: the outer loop's dims go to blocks, the tile's to threads
@@ -128,7 +128,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +
            "},func.func(convert-linalg-to-parallel-loops),"
-           "buffer-deallocation-pipeline,canonicalize,cse";
+           "qkv-deallocate-buffers,canonicalize,cse";
   if (stage == "llvm")
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
     // alloca scopes OpenMP wraps around each task must still be single blocks then.

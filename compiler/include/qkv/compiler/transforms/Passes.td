@@ -50,6 +50,21 @@ def UnshareFills : Pass<"qkv-unshare-fills", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def DeallocateBuffers : Pass<"qkv-deallocate-buffers", "::mlir::ModuleOp"> {
+  let summary = "Free bufferization's heap buffers at the end of their function";
+  let description = [{
+    After bufferization. When every `memref.alloc` is in its function's entry block (of a
+    single-block function) and nothing made from it (a view, a cast) leaves the function
+    (as a terminator's operand: returned or yielded; or as an operand of a call that
+    returns something), a `memref.dealloc` before the function's return frees each one:
+    where `buffer-deallocation-pipeline` puts them for such functions, at a tenth of its
+    compile time (it runs canonicalize three times over the whole module). A module with
+    any other allocation, or with a dealloc or realloc already, gets the upstream
+    `buffer-deallocation-pipeline` instead.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::ModuleOp"> {
   let summary = "Lower qkv.attention to a fused, tiled, vectorized, parallel kernel";
   let description = [{
