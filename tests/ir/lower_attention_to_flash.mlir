@@ -216,6 +216,10 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // CHECK: %[[HOFF:.*]] = arith.muli %{{.*}}, %c16 : index
 // CHECK: %[[COL:.*]] = arith.addi %[[HOFF]], %{{.*}} : index
 // CHECK: vector.gather %[[XM]][%c0, %{{.*}}, %[[COL]]]
+// P.V over Dv = 16 in whole register tiles of 4 rows x 4 vectors: 16 is no multiple of
+// the 6 rows scores use, and a shorter last tile would be more code to compile
+// CHECK: scf.for %{{.*}} = %c0 to %c16 step %c4 {
+// CHECK: %{{.*}}:16 = scf.for
 // the merged output, scattered at (0, i, h*16 + d)
 // CHECK: vector.scatter %[[OUT]][%c0, %{{.*}}, %{{.*}}] [%{{.*}}], %{{.*}}, %{{.*}} : memref<1x?x32xf32>
 // CHECK-NOT: qkv.merge_heads

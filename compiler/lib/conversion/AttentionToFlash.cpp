@@ -247,6 +247,14 @@ void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   g.lanes = s.lanes;
   g.nc = s.qTile / s.lanes;
   g.mr = gemmRowsFor(g.nc, s.registers);
+  // A static Dv in whole register tiles: the largest row count down to 4 that divides it
+  // saves compiling a last, shorter tile (Dv = 64 with 6-row tiles ended in a 4-row one).
+  if (a.staticDv)
+    for (int64_t r = g.mr; r >= 4; --r)
+      if (*a.staticDv % r == 0) {
+        g.mr = r;
+        break;
+      }
   g.M = a.nDv;
   g.staticM = a.staticDv;
   g.K = cols;
