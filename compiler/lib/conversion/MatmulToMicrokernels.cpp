@@ -41,17 +41,9 @@ bool unitInnerStride(Value v) {
 }
 
 struct MatmulOperands {
-  Value a, b, c;
+  Value a, b, c; // B is (K, N) for a batch_matmul whose B serves every batch
   bool batched;
-  bool sharedB; // batch_matmul whose B (K x N) serves every batch
   Type elem;
-  SmallVector<Value> at(Value batch, Value row, Value col, bool isB = false) const {
-    SmallVector<Value> idx;
-    if (batched && !(isB && sharedB))
-      idx.push_back(batch);
-    idx.append({row, col});
-    return idx;
-  }
 };
 
 /// batch_matmul's indexing maps: the default ones, or B (k, n) shared by all batches.
@@ -78,11 +70,11 @@ constexpr int64_t kBlock = 128;
 /// C[rows [i0, i0 + m)][cols [n0, n0 + nc * lanes)] = start + A . B, in place, K in
 /// blocks of kBlock, where start is C itself when `fromC` (an i1) is set, else `fill`
 /// (the value of a linalg.fill of C folded into the matmul).
-void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value i0, Value m, Value n0, Value k,
+void emitPanel(KernelBuilder &kb, Value a, Value b, Value c, Value i0, Value m, Value n0, Value k,
                Value fill, Value fromC, int64_t lanes, int64_t nc, int64_t regs, Value mask) {
   ImplicitLocOpBuilder &ib = kb.builder();
-  VectorType vt = kb.vec(o.elem, lanes);
-  Value batch;
+  Type elem = fill.getType();
+  VectorType vt = kb.vec(elem, lanes);
   auto load = [&](KernelBuilder &in, Value mem, SmallVector<Value> idx) -> Value {
     if (!mask)
       return in.vload(vt, mem, idx);
@@ -95,27 +87,27 @@ void emitPanel(KernelBuilder &kb, const MatmulOperands &o, Value i0, Value m, Va
     Value filled = arith::AndIOp::create(
         blk.builder(), fillFirst, blk.cmp(arith::CmpIPredicate::eq, k0, blk.idx(0)));
     GemmSpec g;
-    g.elem = o.elem;
+    g.elem = elem;
     g.lanes = lanes;
     g.nc = nc;
     g.mr = gemmRowsFor(nc, regs);
     g.M = m;
     g.K = blk.min(blk.idx(kBlock), blk.sub(k, k0));
     g.a = [&](KernelBuilder &in, Value i, Value kk) {
-      return in.load(o.a, o.at(batch, in.add(i0, i), in.add(k0, kk)));
+      return in.load(a, {in.add(i0, i), in.add(k0, kk)});
     };
     g.b = [&](KernelBuilder &in, Value kk, int64_t c) {
-      return load(in, o.b, o.at(batch, in.add(k0, kk), in.add(n0, c * lanes), /*isB=*/true));
+      return load(in, b, {in.add(k0, kk), in.add(n0, c * lanes)});
     };
-    g.init = [&](KernelBuilder &in, Value i, int64_t c) -> Value {
-      Value v = load(in, o.c, o.at(batch, in.add(i0, i), in.add(n0, c * lanes)));
+    g.init = [&](KernelBuilder &in, Value i, int64_t col) -> Value {
+      Value v = load(in, c, {in.add(i0, i), in.add(n0, col * lanes)});
       return arith::SelectOp::create(in.builder(), filled, fillV, v);
     };
-    g.store = [&](KernelBuilder &in, Value i, int64_t c, Value v) {
-      SmallVector<Value> idx = o.at(batch, in.add(i0, i), in.add(n0, c * lanes));
+    g.store = [&](KernelBuilder &in, Value i, int64_t col, Value v) {
+      SmallVector<Value> idx = {in.add(i0, i), in.add(n0, col * lanes)};
       if (!mask)
-        return in.vstore(v, o.c, idx);
-      vector::MaskedStoreOp::create(in.builder(), o.c, idx, mask, v);
+        return in.vstore(v, c, idx);
+      vector::MaskedStoreOp::create(in.builder(), c, idx, mask, v);
     };
     emitGemm(blk, g);
   });
@@ -137,7 +129,7 @@ public:
     if (auto mm = dyn_cast<linalg::MatmulOp>(op.getOperation()); mm && mm.hasUserDefinedMaps())
       return;
     MatmulOperands o{op.getDpsInputs()[0], op.getDpsInputs()[1], op.getDpsInits()[0],
-                     bmm != nullptr, *shared, getElementTypeOrSelf(op.getDpsInits()[0].getType())};
+                     bmm != nullptr, getElementTypeOrSelf(op.getDpsInits()[0].getType())};
     if ((!o.elem.isF32() && !o.elem.isF64()) || !unitInnerStride(o.a) || !unitInnerStride(o.b) ||
         !unitInnerStride(o.c))
       return;
@@ -220,13 +212,13 @@ private:
     ib.setInsertionPointToStart(f.addEntryBlock());
     KernelBuilder kb(ib);
     auto a = f.getArguments();
-    MatmulOperands o{a[0], a[1], a[2], false, false, elem};
     Value mask;
     if (masked) {
       auto mt = VectorType::get({lanes}, ib.getI1Type());
       mask = vector::CreateMaskOp::create(ib, mt, ValueRange{kb.sub(a[9], a[5])});
     }
-    emitPanel(kb, o, a[3], a[4], a[5], a[6], a[7], a[8], lanes, nc, registers(), mask);
+    emitPanel(kb, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], lanes, nc, registers(),
+              mask);
     func::ReturnOp::create(ib);
     return f;
   }
