@@ -145,6 +145,7 @@ Place place(const CompileOptions &o, const Key &key) {
     return p;
   p.read = o.cache.read;
   p.write = o.cache.write;
+  p.max_bytes = kernel_cache::max_bytes(o.cache.max_bytes);
   p.path = (fs::path(p.dir) / (key.hex + kernel_cache::kEntrySuffix)).string();
   return p;
 }
@@ -296,7 +297,11 @@ std::optional<Entry> read_entry(const Place &place, const Key &key, std::string 
       invalid = std::string("unreadable: ") + std::strerror(errno);
     return std::nullopt;
   }
-  return decode(*bytes, key, invalid);
+  std::optional<Entry> e = decode(*bytes, key, invalid);
+  if (e)
+    ::utimensat(AT_FDCWD, place.path.c_str(), nullptr, 0); // used now; a read-only folder keeps
+                                                           // the old time
+  return e;
 }
 
 std::string write_entry(const Place &place, const Key &key, const Entry &entry) {
@@ -310,8 +315,11 @@ std::string write_entry(const Place &place, const Key &key, const Entry &entry) 
   std::string err = write_new_file(tmp, encode(key, entry));
   if (err.empty() && std::rename(tmp.c_str(), place.path.c_str()) != 0)
     err = "cannot rename " + tmp + " to " + place.path + ": " + std::strerror(errno);
-  if (!err.empty())
+  if (!err.empty()) {
     ::unlink(tmp.c_str());
+    return err;
+  }
+  kernel_cache::trim(place.dir, place.max_bytes);
   return err;
 }
 
@@ -336,6 +344,21 @@ bool enabled_by_env() {
   std::string s(v);
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return !(s == "0" || s == "off" || s == "false" || s == "no");
+}
+
+std::uint64_t max_bytes(std::uint64_t requested) {
+  if (requested)
+    return requested;
+  const char *v = std::getenv("QKV_CACHE_MAX_MB");
+  if (!v || !*v)
+    return kDefaultMaxBytes;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long mb = std::strtoull(v, &end, 10);
+  if (*end || errno || mb == 0 || v[0] == '-' || mb > (std::uint64_t{1} << 43))
+    user_error("QKV_CACHE_MAX_MB='" + std::string(v) +
+               "': the kernel cache's size cap must be a positive whole number of mebibytes");
+  return mb << 20;
 }
 
 std::string version() { return QKV_VERSION " format " + std::to_string(cache::kFormat); }
@@ -378,6 +401,43 @@ Info info(const std::string &dir) {
   if (ec)
     user_error("kernel cache: cannot list " + out.dir + ": " + ec.message());
   return out;
+}
+
+std::uint64_t trim(const std::string &dir, std::uint64_t max_bytes) {
+  struct File {
+    fs::path path;
+    fs::file_time_type time;
+    std::uint64_t bytes;
+  };
+  std::vector<File> files;
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    if (kind_of(e) != FileKind::Entry)
+      continue;
+    std::error_code fe;
+    File f{e.path(), e.last_write_time(fe), e.file_size(fe)};
+    if (fe)
+      continue; // removed since the listing
+    total += f.bytes;
+    files.push_back(std::move(f));
+  }
+  if (total <= max_bytes)
+    return 0;
+  std::sort(files.begin(), files.end(), [](const File &a, const File &b) {
+    return a.time != b.time ? a.time < b.time : a.path < b.path;
+  });
+  std::uint64_t removed = 0;
+  for (const File &f : files) {
+    if (total <= max_bytes)
+      break;
+    std::error_code re;
+    if (fs::remove(f.path, re))
+      ++removed;
+    if (!re)
+      total -= f.bytes; // removed here or by another process
+  }
+  return removed;
 }
 
 std::uint64_t clear(const std::string &dir) {

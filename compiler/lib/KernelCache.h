@@ -34,6 +34,7 @@ Key make_key(const Graph &g, const CompileOptions &options, int vector_bits,
 struct Place {
   bool read = false, write = false;
   std::string dir, path;
+  std::uint64_t max_bytes = 0; ///< the folder's cap (kernel_cache::max_bytes)
   std::string off; ///< why neither happens, when so
 };
 Place place(const CompileOptions &options, const Key &key);
@@ -45,14 +46,15 @@ struct Entry {
   std::vector<std::string> objects;
 };
 
-/// The entry at place.path, if there is a valid one for the key. `invalid` receives why
+/// The entry at place.path, if there is a valid one for the key (its file's time is then
+/// renewed, so the cap removes least recently used entries first). `invalid` receives why
 /// an existing file was not used (truncated, checksum mismatch, other version or key, ...);
 /// it stays empty when there is no file.
 std::optional<Entry> read_entry(const Place &place, const Key &key, std::string &invalid);
 
 /// Writes the entry to a temporary file in place.dir and renames it to place.path (so a
-/// reader sees the old file or the new one, never a part). Returns "" on success, else
-/// what failed; never throws.
+/// reader sees the old file or the new one, never a part), then trims the folder to
+/// place.max_bytes. Returns "" on success, else what failed; never throws.
 std::string write_entry(const Place &place, const Key &key, const Entry &entry);
 
 /// One line on stderr per cache folder and process: "qkv: warning: kernel cache: ...".

@@ -1,9 +1,11 @@
 // The on-disk kernel cache: a hit gives the cold kernel's outputs bit for bit and its IR
 // stages on demand; anything that changes the code misses; a truncated, corrupt, foreign
 // or other-version entry is rebuilt, never loaded; an unwritable folder compiles in
-// memory with one warning; two processes compiling the same graph at once both succeed.
-// Every test uses a cache folder of its own (CompileOptions::cache.dir).
+// memory with one warning; two processes compiling the same graph at once both succeed;
+// the size cap removes the least recently used entries. Every test uses a cache folder of
+// its own (CompileOptions::cache.dir).
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -64,6 +66,7 @@ class KernelCache : public ::testing::Test {
 protected:
   void SetUp() override {
     ::setenv("QKV_CACHE", "1", 1); // whatever the caller's environment says
+    ::unsetenv("QKV_CACHE_MAX_MB");
     std::string tmpl = (fs::temp_directory_path() / "qkv-kernel-cache-test-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
@@ -501,6 +504,75 @@ TEST_F(KernelCache, InfoCountsAndClearRemovesOnlyCacheFiles) {
   EXPECT_EQ(kernel_cache::info(dir_.string()).entries, 0u);
   EXPECT_FALSE(kernel_cache::info((dir_ / "nowhere").string()).exists);
   EXPECT_EQ(kernel_cache::clear((dir_ / "nowhere").string()), 0u);
+}
+
+/// The entry files of a folder, by name (the key's hex).
+std::set<std::string> entry_names(const fs::path &dir) {
+  std::set<std::string> names;
+  for (const auto &e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".qkvk")
+      names.insert(e.path().stem().string());
+  return names;
+}
+
+TEST_F(KernelCache, CapRemovesLeastRecentlyUsedEntriesAfterAStore) {
+  Kernel a = compile_here(attention_graph("lru_a"));
+  Kernel b = compile_here(attention_graph("lru_b"));
+  std::string ka = a.stats().cache_key, kb = b.stats().cache_key;
+  ASSERT_EQ(entry_names(dir_), (std::set<std::string>{ka, kb}));
+  std::uint64_t size_a = fs::file_size(dir_ / (ka + ".qkvk"));
+  std::uint64_t size_b = fs::file_size(dir_ / (kb + ".qkvk"));
+  // a older than b; then a hit on a renews it, so b is the least recently used.
+  auto now = fs::file_time_type::clock::now();
+  fs::last_write_time(dir_ / (ka + ".qkvk"), now - std::chrono::hours(2));
+  fs::last_write_time(dir_ / (kb + ".qkvk"), now - std::chrono::hours(1));
+  ASSERT_TRUE(compile_here(attention_graph("lru_a")).stats().from_cache);
+  EXPECT_GT(fs::last_write_time(dir_ / (ka + ".qkvk")), now - std::chrono::minutes(1));
+  // Room for two entries of about this size, not three: storing c removes b.
+  CompileOptions o;
+  o.cache.max_bytes = size_a + size_b + std::max(size_a, size_b) / 2;
+  Kernel c = compile_here(attention_graph("lru_c"), o);
+  EXPECT_EQ(c.stats().cache_note, "miss, stored");
+  EXPECT_EQ(entry_names(dir_), (std::set<std::string>{ka, c.stats().cache_key}));
+  // The survivors still load, and what was removed compiles again.
+  EXPECT_TRUE(compile_here(attention_graph("lru_a"), o).stats().from_cache);
+  EXPECT_FALSE(compile_here(attention_graph("lru_b"), o).stats().from_cache);
+  // A cap below one entry keeps nothing, not even the entry just stored.
+  o.cache.max_bytes = 1;
+  compile_here(attention_graph("lru_d"), o);
+  EXPECT_EQ(entries(), 0u);
+}
+
+TEST_F(KernelCache, TrimLeavesOtherFilesAndStopsAtTheCap) {
+  compile_here(attention_graph("trim_a"));
+  compile_here(attention_graph("trim_b"));
+  write_all(dir_ / "notes.txt", std::string(1 << 20, 'x')); // not the cache's: never counted
+  write_all(dir_ / "0123456789abcdef.qkvk.tmp.1.0", "half written");
+  kernel_cache::Info before = kernel_cache::info(dir_.string());
+  EXPECT_EQ(kernel_cache::trim(dir_.string(), before.bytes), 0u);
+  EXPECT_EQ(kernel_cache::trim(dir_.string(), before.bytes - 1), 1u);
+  EXPECT_EQ(entries(), 1u);
+  EXPECT_EQ(kernel_cache::trim(dir_.string(), 0), 1u);
+  EXPECT_TRUE(fs::exists(dir_ / "notes.txt"));
+  EXPECT_TRUE(fs::exists(dir_ / "0123456789abcdef.qkvk.tmp.1.0"));
+  EXPECT_EQ(kernel_cache::trim((dir_ / "nowhere").string(), 0), 0u);
+}
+
+TEST_F(KernelCache, CapComesFromOptionsThenEnvironment) {
+  ::unsetenv("QKV_CACHE_MAX_MB");
+  EXPECT_EQ(kernel_cache::max_bytes(), kernel_cache::kDefaultMaxBytes);
+  EXPECT_EQ(kernel_cache::max_bytes(123), 123u);
+  ::setenv("QKV_CACHE_MAX_MB", "3", 1);
+  EXPECT_EQ(kernel_cache::max_bytes(), 3u << 20);
+  EXPECT_EQ(kernel_cache::max_bytes(123), 123u);
+  for (const char *bad : {"0", "-1", "1.5", "lots", "99999999999999999999"}) {
+    ::setenv("QKV_CACHE_MAX_MB", bad, 1);
+    std::string named = "QKV_CACHE_MAX_MB='" + std::string(bad) + "'";
+    EXPECT_TRUE(test::ErrorSays([] { kernel_cache::max_bytes(); }, {named, "positive whole number"}));
+    // compile() says so too.
+    EXPECT_TRUE(test::ErrorSays([&] { compile_here(attention_graph("bad_cap")); }, {named}));
+  }
+  ::unsetenv("QKV_CACHE_MAX_MB");
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 // qkv::compile: Graph -> Kernel through the qkv MLIR dialect. MLIR-free header.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,8 +63,12 @@ struct CacheOptions {
   bool write = true;
   /// The cache folder; empty: $QKV_CACHE_DIR, else ~/.cache/qkv/kernels.
   std::string dir;
+  /// The most bytes of entries the folder keeps: after a store, the least recently used
+  /// entries (by their files' times; a hit renews its entry's) are removed down to this.
+  /// 0: $QKV_CACHE_MAX_MB mebibytes, else kernel_cache::kDefaultMaxBytes (1 GiB).
+  std::uint64_t max_bytes = 0;
   /// Neither read nor write.
-  static CacheOptions off() { return {false, false, {}}; }
+  static CacheOptions off() { return {false, false, {}, 0}; }
 };
 
 /// How to compile (never what: that is the graph).

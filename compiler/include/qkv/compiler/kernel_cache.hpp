@@ -15,6 +15,14 @@ std::string default_dir();
 /// Whether the environment allows the cache: false when QKV_CACHE is 0, off, false or no.
 bool enabled_by_env();
 
+/// The cap on a folder's entries when neither CacheOptions::max_bytes nor
+/// $QKV_CACHE_MAX_MB says otherwise.
+inline constexpr std::uint64_t kDefaultMaxBytes = std::uint64_t{1} << 30;
+
+/// `requested` when not 0, else $QKV_CACHE_MAX_MB mebibytes (a positive whole number;
+/// anything else is a qkv::Error naming the variable), else kDefaultMaxBytes.
+std::uint64_t max_bytes(std::uint64_t requested = 0);
+
 /// qkv's version and the entry format, as entries record them, e.g. "0.1.0 format 1".
 std::string version();
 
@@ -32,6 +40,12 @@ struct Info {
 
 /// What the folder `dir` (default_dir() when empty) holds.
 Info info(const std::string &dir = {});
+
+/// Removes the least recently used entries of `dir` (by their files' modification times,
+/// oldest first; a hit renews its entry's) until the rest take at most `max_bytes`.
+/// Returns how many were removed. Never throws: an entry another process removed first,
+/// or one that cannot be removed, is passed over.
+std::uint64_t trim(const std::string &dir, std::uint64_t max_bytes);
 
 /// Removes the files the cache wrote in `dir` (default_dir() when empty): its entries and
 /// temporary files, nothing else. Returns how many were removed; throws qkv::Error when
