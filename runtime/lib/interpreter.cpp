@@ -972,6 +972,11 @@ std::vector<Tensor> evaluate(const Graph &g, const TensorMap &inputs,
     if (t.dtype() != DType::F64 || t.shape() != c.out_shape())
       internal_error("interpreter: " + c.who() + " produced " + t.type_str() + ", expected f64" +
                      shape_str(c.out_shape()));
+    // An f16 or bf16 node's values are what a GPU kernel stores for it: computed in higher
+    // precision, rounded to the node's dtype (to nearest, ties to even, through f32). The
+    // next node reads the rounded values.
+    if (n.dtype == DType::F16 || n.dtype == DType::BF16)
+      t = t.to(n.dtype).to(DType::F64);
     vals[n.id] = std::move(t);
   }
   return vals;

@@ -1,4 +1,7 @@
 // The interpreter as a whole: outputs, run_all, input dtypes, binding errors, mod errors.
+#include <cmath>
+#include <tuple>
+
 #include <qkv/runtime/kernel.hpp>
 
 #include "test_util.hpp"
@@ -67,6 +70,34 @@ TEST(Interpreter, ReadsInputsOfEveryDtype) {
     Tensor in = Tensor::from_values(t, {2}, {1.0 / 3, -2});
     expect_values(run1(g, {{"x", in}}), {2}, {in.get(0), -2}, 0);
   }
+}
+
+// An f16 or bf16 node's result is rounded to its dtype, and the next node reads the
+// rounded value: (1 + 3 * 2^-9) - 1 in bf16 (7 fraction bits) is 2^-7, since the sum rounds
+// up to 1 + 2^-7 first; f16 (10 fraction bits) and f32 hold the sum exactly.
+TEST(Interpreter, HalfPrecisionNodesAreRoundedToTheirDtype) {
+  const double y = 3.0 / 512;
+  for (auto [t, sum, diff] : {std::tuple{DType::BF16, 1.0078125, 0.0078125},
+                              std::tuple{DType::F16, 1 + y, y}, std::tuple{DType::F32, 1 + y, y}}) {
+    Graph g("rounding");
+    Dim N = g.dim("N");
+    Value x = g.input("x", t, {N}), yv = g.input("y", t, {N});
+    Value s = add(x, yv);
+    g.output("sum", s);
+    g.output("diff", sub(s, x));
+    TensorMap in{{"x", Tensor::from_values(t, {1}, {1.0})}, {"y", Tensor::from_values(t, {1}, {y})}};
+    TensorMap out = reference::run(g, in);
+    EXPECT_EQ(out.at("sum").get(0), sum) << dtype_name(t);
+    EXPECT_EQ(out.at("diff").get(0), diff) << dtype_name(t);
+    // run_all shows the rounded values too.
+    EXPECT_EQ(reference::run_all(g, in)[s.id()].get(0), sum) << dtype_name(t);
+  }
+  // Past f16's range: inf, as a GPU stores it.
+  Graph g("overflow");
+  Value x = g.input("x", DType::F16, {g.dim("N")});
+  g.output("y", scale(x, 1000.0));
+  EXPECT_TRUE(std::isinf(
+      reference::run(g, {{"x", Tensor::from_values(DType::F16, {1}, {100.0})}}).at("y").get(0)));
 }
 
 TEST(Interpreter, OnlyWhatOutputsNeedIsComputedByRun) {

@@ -7,8 +7,11 @@
 // and with every operand evaluated (&&, || and select do not short-circuit, as in a
 // vectorised kernel); a mod that loads out of bounds or divides an integer by zero is a
 // qkv::Error naming the op, the mod, the tensor and the position (b, h, q, kv), not
-// undefined behaviour. Each eval_<op> in runtime/lib/interpreter.cpp states its op's
-// semantics in full.
+// undefined behaviour. An op computes in double precision whatever its dtype; an f16 or
+// bf16 node's result is then rounded to that dtype (to nearest, ties to even), as a GPU
+// kernel stores it, and that is what the ops reading it see (f32 and f64 results are not
+// rounded). Each eval_<op> in runtime/lib/interpreter.cpp states its op's semantics in
+// full.
 #pragma once
 
 #include <cstdint>
