@@ -52,6 +52,16 @@ mlir::RankedTensorType tensor_type(mlir::MLIRContext &ctx, const Node &n) {
   return mlir::RankedTensorType::get(shape, element_type(ctx, n.dtype));
 }
 
+bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+/// The type an op computes in: f16 and bf16 tensors widened to f32.
+mlir::RankedTensorType compute_type(mlir::Type t) {
+  auto tt = mlir::cast<mlir::RankedTensorType>(t);
+  if (!tt.getElementType().isF16() && !tt.getElementType().isBF16())
+    return tt;
+  return tt.clone(mlir::Float32Type::get(tt.getContext()));
+}
+
 mlir::ArrayAttr dims_attr(OpBuilder &b, const std::vector<Dim> &dims) {
   llvm::SmallVector<mlir::Attribute> names;
   for (const Dim &d : dims)
@@ -325,10 +335,6 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
   SiteIds sites = site_ids(g, checked);
   ctx.loadDialect<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::tensor::TensorDialect>();
-  for (const Node &n : g.nodes())
-    if (n.dtype == DType::F16 || n.dtype == DType::BF16)
-      user_error("compile: '" + n.name + "' is " + std::string(dtype_name(n.dtype)) +
-                 "; the CPU pipeline computes in f32/f64 only so far (convert the inputs)");
 
   OpBuilder b(&ctx);
   mlir::Location loc = node_loc(b, g.name());
@@ -364,13 +370,25 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
   for (std::size_t i = 0; i < args.size(); ++i)
     vals[args[i]] = entry->getArgument(i);
 
+  // f16 and bf16 values are computed in f32 and rounded at the node (the interpreter's
+  // semantics): an op reads its half-precision operands widened to f32, and its result is
+  // truncated back to the node's dtype.
+  std::vector<mlir::Value> wide(g.nodes().size());
+  auto widened = [&](NodeId id) {
+    mlir::Value v = vals[id];
+    if (!is_half(g.node(id).dtype))
+      return v;
+    if (!wide[id])
+      wide[id] = mlir::arith::ExtFOp::create(b, v.getLoc(), compute_type(v.getType()), v);
+    return wide[id];
+  };
   for (const Node &n : g.nodes()) {
     if (n.op == OpKind::Input || n.op == OpKind::Param)
       continue;
     mlir::Location nloc = node_loc(b, n.name);
-    mlir::RankedTensorType ty = tensor_type(ctx, n);
+    mlir::RankedTensorType ty = compute_type(tensor_type(ctx, n));
     mlir::Type ft = ty.getElementType();
-    auto in = [&](int i) { return vals[n.inputs[i]]; };
+    auto in = [&](int i) { return widened(n.inputs[i]); };
     const Attrs &a = n.attrs;
     int r = n.rank();
     mlir::Value out;
@@ -418,7 +436,7 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
       llvm::SmallVector<mlir::Value> caps;
       for (NodeId id : cap_ids)
-        caps.push_back(vals[id]);
+        caps.push_back(widened(id));
       bool is_mask = n.op == OpKind::Mask;
       mlir::Operation *op;
       if (is_mask)
@@ -465,7 +483,7 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       std::vector<NodeId> cap_ids(n.inputs.begin() + 3, n.inputs.end());
       llvm::SmallVector<mlir::Value> caps;
       for (NodeId id : cap_ids)
-        caps.push_back(vals[id]);
+        caps.push_back(widened(id));
       mlir::FloatAttr scale;
       if (a.scale)
         scale = b.getF64FloatAttr(*a.scale);
@@ -478,6 +496,8 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       break;
     }
     }
+    if (is_half(n.dtype))
+      out = mlir::arith::TruncFOp::create(b, nloc, tensor_type(ctx, n), out);
     vals[n.id] = out;
   }
   llvm::SmallVector<mlir::Value> results;

@@ -81,7 +81,8 @@ std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &
   if (stage == "qkv")
     return cpuStagePipeline("qkv");
   if (stage == "linalg")
-    return "qkv-lower-attention-to-gpu-tiles,func.func(qkv-lower-to-linalg),canonicalize,cse";
+    return "qkv-lower-attention-to-gpu-tiles,func.func(qkv-lower-to-linalg,"
+           "convert-elementwise-to-linalg),canonicalize,cse";
   if (stage == "loops")
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",func.func(convert-linalg-to-parallel-loops),qkv-deallocate-buffers,"
@@ -123,7 +124,9 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "qkv")
     return "canonicalize,func.func(qkv-recognize-attention),cse";
   if (stage == "linalg")
-    return flash + ",func.func(qkv-lower-to-linalg),canonicalize,cse";
+    // convert-elementwise-to-linalg: the f32 <-> f16/bf16 conversions of half-precision
+    // graphs (arith.extf/truncf on tensors, from the import).
+    return flash + ",func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse";
   if (stage == "loops")
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +

@@ -479,9 +479,9 @@ TEST_F(KernelCache, DumpingStagesCompilesForReal) {
 }
 
 TEST_F(KernelCache, FailedCompilesStoreNothing) {
-  Graph g("half");
-  g.output("y", silu(g.input("x", DType::F16, {g.dim("L")})));
-  EXPECT_TRUE(test::ErrorSays([&] { compile_here(g); }, {"'x' is f16"}));
+  Graph g("outputless");
+  g.input("x", DType::F32, {g.dim("L")});
+  EXPECT_TRUE(test::ErrorSays([&] { compile_here(g); }, {"graph 'outputless' has no outputs"}));
   EXPECT_EQ(entries(), 0u);
 }
 

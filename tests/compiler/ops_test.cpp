@@ -534,13 +534,80 @@ std::vector<DiffCase> zero_length_cases() {
   return c;
 }
 
+// f16 and bf16 graphs: each op computes in f32 and its result is rounded to the node's
+// dtype, as the interpreter rounds it (docs/compiler.md, "Half precision"); the
+// tolerance is that dtype's.
+std::vector<DiffCase> half_cases() {
+  std::vector<DiffCase> c;
+  for (DType t : {DType::BF16, DType::F16}) {
+    std::string d(dtype_name(t));
+    c.push_back(one_output(d + "_projection_block",
+                           [t](Graph &g) {
+                             Dim B = g.dim("B"), L = g.dim("L"), D = g.dim("D", 24);
+                             Dim F = g.dim("F", 40);
+                             Value x = g.input("x", t, {B, L, D});
+                             Value h = gelu(linear(x, g.param("w1", t, {D, F}),
+                                                   g.param("b1", t, {F})));
+                             Value y = linear(h, g.param("w2", t, {F, D}));
+                             return layer_norm(add(x, y), g.param("gamma", t, {D}),
+                                               g.param("beta", t, {D}));
+                           },
+                           {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}, {{"B", 3}, {"L", 70}}})
+                    .sums({"D", "F"}));
+    c.push_back(one_output(d + "_causal_attention",
+                           [t](Graph &g) {
+                             Dim B = g.dim("B"), H = g.dim("H", 2), L = g.dim("L");
+                             Dim Dh = g.dim("Dh", 16);
+                             auto in = [&](const char *name) {
+                               return g.input(name, t, {B, H, L, Dh});
+                             };
+                             return attention(in("q"), in("k"), in("v")).mask(causal_mask()).value();
+                           },
+                           {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 33}}, {{"B", 1}, {"L", 130}}})
+                    .sums({"Dh", "L"}));
+    c.push_back(one_output(d + "_constant_and_mixed_ops",
+                           [t](Graph &g) {
+                             Dim L = g.dim("L"), D = g.dim("D", 3);
+                             Value x = g.input("x", t, {L, D});
+                             Value c3 = g.constant("c", {D}, {0.5, -1.25, 3.0}, t);
+                             return softmax(mul(add(x, c3), scale(x, 0.75)), -1);
+                           },
+                           {{{"L", 1}}, {{"L", 9}}})
+                    .sums({"D"}, 4));
+  }
+  return c;
+}
+
 class Ops : public ::testing::TestWithParam<DiffCase> {};
 
 TEST_P(Ops, MatchesInterpreter) { run_differential(GetParam()); }
 
+// Rounding happens at every half-precision node, not only at the outputs: (1 + 3 * 2^-9)
+// - 1 is 2^-7 in bf16, whose sum rounds up first (computed in f32 throughout it would be
+// 3 * 2^-9), and exact in f16. Compiled and interpreted agree bit for bit.
+TEST(HalfPrecision, CompiledKernelsRoundAtEveryNode) {
+  for (auto [t, want] : {std::pair{DType::BF16, 0x1p-7}, std::pair{DType::F16, 3.0 / 512}}) {
+    Graph g(std::string(dtype_name(t)) + "_rounding");
+    Dim N = g.dim("N");
+    Value x = g.input("x", t, {N}), y = g.input("y", t, {N});
+    g.output("d", sub(add(x, y), x));
+    TensorMap in{{"x", Tensor::from_values(t, {2}, {1.0, -1.0})},
+                 {"y", Tensor::from_values(t, {2}, {3.0 / 512, -3.0 / 512})}};
+    Tensor got = compile(g).run(in).at("d");
+    Tensor ref = reference::run(g, in).at("d");
+    ASSERT_EQ(got.dtype(), t);
+    for (std::int64_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(got.get(i), (i == 0 ? 1 : -1) * want) << dtype_name(t) << " element " << i;
+      EXPECT_EQ(got.get(i), ref.get(i)) << dtype_name(t) << " element " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Compiled, Ops, ::testing::ValuesIn(cases()),
                          [](const auto &info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(ZeroLength, Ops, ::testing::ValuesIn(zero_length_cases()),
+                         [](const auto &info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Half, Ops, ::testing::ValuesIn(half_cases()),
                          [](const auto &info) { return info.param.name; });
 
 } // namespace
