@@ -1,6 +1,7 @@
 // Every gallery graph, every listed shape: compiled vs interpreter.
 #include "differential.hpp"
 #include "gallery.hpp"
+#include "half_cases.hpp"
 
 #include <qkv/runtime/cuda.hpp>
 
@@ -125,9 +126,11 @@ TEST_P(GpuTiles, MatchesInterpreter) {
   check_kernel(compile(GetParam().build(), Target::gpu_tiles_on_host()), GetParam());
 }
 
+/// Every gallery graph (f32), then the f16 and bf16 cases of compiler_ops_test.
 std::vector<DiffCase> all_cases() {
-  std::vector<DiffCase> out = cases(false), more = cases(true);
+  std::vector<DiffCase> out = cases(false), more = cases(true), half = half_cases();
   out.insert(out.end(), more.begin(), more.end());
+  out.insert(out.end(), half.begin(), half.end());
   return out;
 }
 
