@@ -63,6 +63,32 @@ func.func @filled(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32
   return
 }
 
+// Ops free of memory effects between the fill and the matmul (a view of A, index math)
+// do not stop the fold.
+// CHECK-LABEL: func.func @filled_then_views
+// CHECK-NOT: linalg.fill
+// CHECK: func.call @qkv_matmul_panel_f32_64({{.*}}, %false)
+func.func @filled_then_views(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %v: f32) {
+  linalg.fill ins(%v : f32) outs(%c : memref<?x64xf32>)
+  %a2 = memref.collapse_shape %a [[0, 1], [2]] : memref<?x?x8xf32> into memref<?x8xf32>
+  %c1 = arith.constant 1 : index
+  linalg.matmul ins(%a2, %b : memref<?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x64xf32>)
+  return
+}
+
+// A write to memory between them does: the fill stays, the tiles start from C.
+// CHECK-LABEL: func.func @filled_then_written
+// CHECK: linalg.fill
+// CHECK: memref.store
+// CHECK: func.call @qkv_matmul_panel_f32_64({{.*}}, %true)
+func.func @filled_then_written(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %v: f32) {
+  linalg.fill ins(%v : f32) outs(%c : memref<?x64xf32>)
+  %c0 = arith.constant 0 : index
+  memref.store %v, %c[%c0, %c0] : memref<?x64xf32>
+  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x64xf32>)
+  return
+}
+
 // A fill of another buffer stays.
 // CHECK-LABEL: func.func @filled_elsewhere
 // CHECK: linalg.fill

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "Microkernel.h"
 #include "qkv/compiler/transforms/Passes.h"
@@ -113,6 +114,18 @@ void emitPanel(KernelBuilder &kb, Value a, Value b, Value c, Value i0, Value m, 
   });
 }
 
+/// The linalg.fill of buffer `c` before `op` with nothing but ops free of memory effects
+/// (views such as the collapse of an operand, index math) between them, or null.
+linalg::FillOp fillJustBefore(Operation *op, Value c) {
+  for (Operation *p = op->getPrevNode(); p; p = p->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(p))
+      return fill.hasPureBufferSemantics() && fill.getDpsInits()[0] == c ? fill : nullptr;
+    if (!isMemoryEffectFree(p))
+      return nullptr;
+  }
+  return nullptr;
+}
+
 /// What a matmul lowers to: tasks calling the panel functions (panelFunction) on 2-D
 /// views of its operands, so every matmul of a module with the same element type shares
 /// one copy of the micro-kernel (MLIR and LLVM compile it once).
@@ -138,9 +151,7 @@ public:
     // A linalg.fill of C just before (what a matmul's tensor.empty + fill bufferizes to):
     // the micro-kernel starts its tiles from the fill value instead, saving a pass over C
     // and a loop nest to compile.
-    auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
-    if (fill && (!fill.hasPureBufferSemantics() || fill.getDpsInits()[0] != o.c))
-      fill = nullptr;
+    linalg::FillOp fill = fillJustBefore(op, o.c);
     Value fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(!fill));
     Value start = fill ? fill.getDpsInputs()[0] : kb.fconst(o.elem, 0.0);
     emitTasks(kb, o, start, fromC);

@@ -178,9 +178,12 @@ Value batchedMatmul(OpBuilder &b, Location loc, Value a, Value bb, Value init,
   SmallVector<OpFoldResult> lead;
   for (unsigned i = 0; i < nb; ++i)
     lead.push_back(sizeOf(b, loc, a, i));
-  Value res = namedMatmul(b, loc, collapseLeading(b, loc, a, nb),
-                          sharedB ? bb : collapseLeading(b, loc, bb, nb),
-                          collapseLeading(b, loc, init, nb));
+  // One statement each: as call arguments their order would be the C++ compiler's (g++
+  // and clang differ), and so would the IR.
+  Value a2 = collapseLeading(b, loc, a, nb);
+  Value b2 = sharedB ? bb : collapseLeading(b, loc, bb, nb);
+  Value init2 = collapseLeading(b, loc, init, nb);
+  Value res = namedMatmul(b, loc, a2, b2, init2);
   return expandLeading(b, loc, res, lead, resT);
 }
 
