@@ -52,8 +52,6 @@ mlir::RankedTensorType tensor_type(mlir::MLIRContext &ctx, const Node &n) {
   return mlir::RankedTensorType::get(shape, element_type(ctx, n.dtype));
 }
 
-bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
-
 /// The type an op computes in: f16 and bf16 tensors widened to f32.
 mlir::RankedTensorType compute_type(mlir::Type t) {
   auto tt = mlir::cast<mlir::RankedTensorType>(t);

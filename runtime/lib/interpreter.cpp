@@ -975,7 +975,7 @@ std::vector<Tensor> evaluate(const Graph &g, const TensorMap &inputs,
     // An f16 or bf16 node's values are what a GPU kernel stores for it: computed in higher
     // precision, rounded to the node's dtype (to nearest, ties to even, through f32). The
     // next node reads the rounded values.
-    if (n.dtype == DType::F16 || n.dtype == DType::BF16)
+    if (is_half(n.dtype))
       t = t.to(n.dtype).to(DType::F64);
     vals[n.id] = std::move(t);
   }

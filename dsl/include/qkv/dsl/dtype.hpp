@@ -37,6 +37,8 @@ constexpr bool is_float(DType t) {
   return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
 }
 constexpr bool is_int(DType t) { return t == DType::I32 || t == DType::I64; }
+/// f16 or bf16: computed in f32 and rounded at every node (the interpreter and kernels).
+constexpr bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 /// Parses "f32", "i64", ...; throws qkv::Error on anything else.
 DType parse_dtype(std::string_view s);

@@ -101,7 +101,7 @@ private:
     else if constexpr (std::is_same_v<T, std::int64_t>)
       return d == DType::I64;
     else if constexpr (std::is_same_v<T, std::uint16_t>)
-      return d == DType::F16 || d == DType::BF16;
+      return is_half(d);
     else
       return false;
   }
