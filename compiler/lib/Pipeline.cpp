@@ -77,12 +77,24 @@ const char *const kBufferize =
 
 } // namespace
 
+namespace {
+
+/// 90 for "sm_90" (0 when it is not of that form).
+int chipNumber(llvm::StringRef chip) {
+  int n = 0;
+  return chip.consume_front("sm_") && !chip.getAsInteger(10, n) ? n : 0;
+}
+
+} // namespace
+
 std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &o) {
   if (stage == "qkv")
     return cpuStagePipeline("qkv");
   if (stage == "linalg")
-    return "qkv-lower-attention-to-gpu-tiles,func.func(qkv-lower-to-linalg,"
-           "convert-elementwise-to-linalg),canonicalize,cse";
+    // Tensor cores (mma.sync m16n8k16) from sm_80 on.
+    return std::string("qkv-lower-attention-to-gpu-tiles{mma=") +
+           (chipNumber(o.chip) >= 80 ? "true" : "false") +
+           "},func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse";
   if (stage == "loops")
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",func.func(convert-linalg-to-parallel-loops),qkv-deallocate-buffers,"
@@ -95,7 +107,11 @@ std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &
            "gpu-map-parallel-loops,convert-parallel-loops-to-gpu),canonicalize,"
            "func.func(gpu-launch-sink-index-computations),gpu-kernel-outlining,canonicalize,cse";
   if (stage == "nvvm")
-    return "nvvm-attach-target{chip=" + o.chip + " O=3},gpu.module(fold-memref-alias-ops,"
+    // The attention kernel's warp-level vector.contract ops become mma.sync (bf16 ones
+    // through the f16 path, Bf16Mma.cpp) before the rest goes to NVVM.
+    return "nvvm-attach-target{chip=" + o.chip + " O=3},gpu.module(gpu.func(qkv-warp-mma-to-nvgpu),"
+           "convert-nvgpu-to-nvvm,"
+           "gpu.func(qkv-restore-bf16-mma),fold-memref-alias-ops,"
            "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm,"
            "canonicalize,cse,reconcile-unrealized-casts)";
   if (stage == "ptx")
@@ -115,7 +131,11 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (o.gpuTiles && stage == "llvm") {
     CpuPipelineOptions cpu = o;
     cpu.gpuTiles = false;
-    return "func.func(qkv-tiles-to-cpu-loops)," + cpuStagePipeline(stage, cpu);
+    // The warps' tile contractions (mma.sync on the GPU) as vector code: 2-D transfers
+    // unrolled, contractions to outer products.
+    cpu.warpTiles = true;
+    return "func.func(qkv-tiles-to-cpu-loops,convert-vector-to-scf{full-unroll=true})," +
+           cpuStagePipeline(stage, cpu);
   }
   std::string flash = "qkv-lower-attention-to-flash{vector-bits=" + std::to_string(o.vectorBits) +
                       " q-tile=" + std::to_string(o.qTile) +
@@ -136,11 +156,14 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
     // alloca scopes OpenMP wraps around each task must still be single blocks then.
     return "qkv-lower-checks,convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
-           "},convert-vector-to-llvm{reassociate-fp-reductions},expand-strided-metadata,"
+           "},convert-vector-to-llvm{reassociate-fp-reductions" +
+           (o.warpTiles ? " vector-contract-lowering=outerproduct" : "") +
+           "},expand-strided-metadata,"
            "lower-affine,finalize-memref-to-llvm,func.func(convert-scf-to-cf),"
            "convert-openmp-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
            "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,"
-           "convert-cf-to-llvm,reconcile-unrealized-casts";
+           "convert-cf-to-llvm," + (o.warpTiles ? "convert-ub-to-llvm," : "") +
+           "reconcile-unrealized-casts";
   return "";
 }
 

@@ -119,6 +119,14 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
       user_error("--paged: graph '" + e.name + "' reads no KV cache (decode does)");
     s.paged = true;
   }
+  if (a.opts.count("dtype")) {
+    s.dtype = parse_dtype(a.opts.at("dtype"));
+    if (!(s.dtype == DType::F32 || is_half(s.dtype)))
+      user_error("--dtype must be f32, f16 or bf16, got '" + a.opts.at("dtype") + "'");
+    if (e.variant && s.dtype != DType::F32)
+      user_error("--dtype: graph '" + e.name + "' is written in the typed DSL with f32 in its "
+                 "types (examples/gallery/" + e.name + ".cpp)");
+  }
   if (e.variant)
     for (const char *key : {"heads", "kv-heads", "head-dim"}) {
       std::int64_t fixed = std::string(key) == "heads"      ? base.heads

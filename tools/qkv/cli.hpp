@@ -32,7 +32,7 @@ std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t
 /// The options that set a graph's shape: batch, heads, kv-heads, seq, kv-len, head-dim,
 /// window, paged, dims.
 #define QKV_SHAPE_OPTS                                                                             \
-  "batch", "heads", "kv-heads", "seq", "kv-len", "head-dim", "window", "paged", "dims"
+  "batch", "heads", "kv-heads", "seq", "kv-len", "head-dim", "window", "paged", "dtype", "dims"
 
 // The shape options, as dump, run and bench describe them.
 #define QKV_SHAPE_HELP                                                                             \
@@ -51,6 +51,8 @@ std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t
   "  --paged         decode: the KV cache in pages of 16 rows through a block table\n"             \
   "                  (paged_cache_view), each sequence's pages scattered over the pool,\n"         \
   "                  instead of one contiguous buffer of C = S rows (cache_view)\n"                \
+  "  --dtype T      element type of the float inputs and weights: f32 (default), f16\n"       \
+  "                  or bf16 (computed in f32, each node rounded to T); not the variants\n"       \
   "  --dims D=N,...  set dynamic dims by name (B, L, S; C for decode), after the options\n"        \
   "                  above\n"
 

@@ -27,10 +27,10 @@ Graph seed(const GraphShape &s) {
              "single head without a batch dim: batch and heads must be 1");
   Graph g("seed");
   Dim L = g.dim("L"), D = g.dim("D", s.head_dim);
-  Value x = g.input("x", DType::F32, {L, D});
-  Value wq = g.param("wq", DType::F32, {D, D});
-  Value wk = g.param("wk", DType::F32, {D, D});
-  Value wv = g.param("wv", DType::F32, {D, D});
+  Value x = g.input("x", s.dtype, {L, D});
+  Value wq = g.param("wq", s.dtype, {D, D});
+  Value wk = g.param("wk", s.dtype, {D, D});
+  Value wv = g.param("wv", s.dtype, {D, D});
   Value q = matmul(x, wq).named("Q"), k = matmul(x, wk).named("K"), v = matmul(x, wv).named("V");
   double scale_by = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   Value scores = scale(matmul(q, transpose(k)), scale_by).named("scaled");
@@ -50,17 +50,17 @@ Graph mha_like(const char *name, const GraphShape &s, bool causal, bool cross) {
   Dim H = g.dim("H", s.heads), Dh = g.dim("Dh", s.head_dim);
   bool gqa = s.kv_heads != s.heads;
   Dim Hkv = gqa ? g.dim("Hkv", s.kv_heads) : H;
-  Value x = g.input("x", DType::F32, {B, L, D});
+  Value x = g.input("x", s.dtype, {B, L, D});
   Value src = x;
   if (cross) {
     Dim S = g.dim("S");
-    src = g.input("memory", DType::F32, {B, S, D});
+    src = g.input("memory", s.dtype, {B, S, D});
   }
   Dim KvD = gqa ? product(Hkv, Dh) : D;
-  Value wq = g.param("wq", DType::F32, {D, D});
-  Value wk = g.param("wk", DType::F32, {D, KvD});
-  Value wv = g.param("wv", DType::F32, {D, KvD});
-  Value wo = g.param("wo", DType::F32, {D, D});
+  Value wq = g.param("wq", s.dtype, {D, D});
+  Value wk = g.param("wk", s.dtype, {D, KvD});
+  Value wv = g.param("wv", s.dtype, {D, KvD});
+  Value wo = g.param("wo", s.dtype, {D, D});
   Value q = split_heads(linear(x, wq), H, Dh).named("q");
   Value k = split_heads(linear(src, wk), Hkv, Dh).named("k");
   Value v = split_heads(linear(src, wv), Hkv, Dh).named("v");
@@ -82,9 +82,9 @@ Graph attention_only(const char *name, const GraphShape &s, Mask mask, bool deco
   Dim B = g.dim("B"), L = decode ? g.dim("L", s.seq) : g.dim("L"), S = g.dim("S");
   Dim H = g.dim("H", s.heads), Dh = g.dim("Dh", s.head_dim);
   Dim Hkv = s.kv_heads != s.heads ? g.dim("Hkv", s.kv_heads) : H;
-  Value q = g.input("q", DType::F32, {B, H, L, Dh});
-  Value k = g.input("k", DType::F32, {B, Hkv, S, Dh});
-  Value v = g.input("v", DType::F32, {B, Hkv, S, Dh});
+  Value q = g.input("q", s.dtype, {B, H, L, Dh});
+  Value k = g.input("k", s.dtype, {B, Hkv, S, Dh});
+  Value v = g.input("v", s.dtype, {B, Hkv, S, Dh});
   Attention att = attention(q, k, v);
   if (mask == Mask::Causal)
     att.mask([](Expr, Expr, Expr qi, Expr kv) { return qi >= kv; });
@@ -111,20 +111,20 @@ Graph decode(const GraphShape &s) {
   Dim B = g.dim("B"), L = g.dim("L", 1);
   Dim H = g.dim("H", s.heads), Dh = g.dim("Dh", s.head_dim);
   Dim Hkv = s.kv_heads != s.heads ? g.dim("Hkv", s.kv_heads) : H;
-  Value q = g.input("q", DType::F32, {B, H, L, Dh});
-  Value k_new = g.input("k_new", DType::F32, {B, Hkv, L, Dh});
-  Value v_new = g.input("v_new", DType::F32, {B, Hkv, L, Dh});
+  Value q = g.input("q", s.dtype, {B, H, L, Dh});
+  Value k_new = g.input("k_new", s.dtype, {B, Hkv, L, Dh});
+  Value v_new = g.input("v_new", s.dtype, {B, Hkv, L, Dh});
   Value lengths = g.input("lengths", DType::I64, {B});
   Value k, v;
   if (s.paged) {
     Dim P = g.dim("P"), Page = g.dim("page", GraphShape::kPageRows), M = g.dim("M");
     Value table = g.input("block_table", DType::I32, {B, M});
-    k = paged_cache_view(g.input("k_pool", DType::F32, {P, Hkv, Page, Dh}), table, lengths, k_new);
-    v = paged_cache_view(g.input("v_pool", DType::F32, {P, Hkv, Page, Dh}), table, lengths, v_new);
+    k = paged_cache_view(g.input("k_pool", s.dtype, {P, Hkv, Page, Dh}), table, lengths, k_new);
+    v = paged_cache_view(g.input("v_pool", s.dtype, {P, Hkv, Page, Dh}), table, lengths, v_new);
   } else {
     Dim C = g.dim("C");
-    k = cache_view(g.input("k_past", DType::F32, {B, Hkv, C, Dh}), lengths, k_new);
-    v = cache_view(g.input("v_past", DType::F32, {B, Hkv, C, Dh}), lengths, v_new);
+    k = cache_view(g.input("k_past", s.dtype, {B, Hkv, C, Dh}), lengths, k_new);
+    v = cache_view(g.input("v_past", s.dtype, {B, Hkv, C, Dh}), lengths, v_new);
   }
   g.output("out", attention(q, k, v).mask(cache_mask(lengths)).value());
   return g;
@@ -281,6 +281,10 @@ void add_attention(std::vector<Entry> &e) {
 
 /// The static sizes of a variant are in its types; a shape must agree with them.
 void check_static(const Variant &v, const GraphShape &s) {
+  check_fits(s.dtype == DType::F32, v.name,
+             "written in the typed DSL (examples/gallery/" + std::string(v.name) +
+                 ".cpp) with f32 in its types; the shape asks for " +
+                 std::string(dtype_name(s.dtype)));
   check_fits(s.heads == H.extent && s.kv_heads == v.kv_heads && s.head_dim == Dh.extent, v.name,
              "written in the typed DSL (examples/gallery/" + std::string(v.name) +
                  ".cpp) with H=" + std::to_string(H.extent) + " Hkv=" + std::to_string(v.kv_heads) +
@@ -434,6 +438,8 @@ std::string Entry::sizes(const GraphShape &s) const {
     put("W", s.window);
   if (s.paged)
     put("page", GraphShape::kPageRows);
+  if (s.dtype != DType::F32)
+    out += " " + std::string(dtype_name(s.dtype));
   return out;
 }
 

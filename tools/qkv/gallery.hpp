@@ -32,6 +32,9 @@ struct GraphShape {
   /// A KV-cache graph (Workload::cache) reads its cache through a block table of pages
   /// of kPageRows rows (paged_cache_view) instead of one contiguous buffer (cache_view).
   bool paged = false;
+  /// The element type of the graph's float inputs and weights (f32, f16 or bf16); the
+  /// variants of examples/gallery/ have theirs in their types (f32).
+  DType dtype = DType::F32;
 
   static constexpr std::int64_t kPageRows = 16;
 

@@ -1,6 +1,7 @@
 // qkv-tiles-to-cpu-loops: the CUDA pipeline's tiled IR on the CPU. A block forall becomes an
-// scf.parallel (OpenMP tasks), a thread forall sequential scf.for loops: a block's threads
-// run one after the other, which is what the barriers after each thread forall allow. A
+// scf.parallel (OpenMP tasks), a thread or warp forall sequential scf.for loops: a block's
+// threads (warps) run one after the other, which is what the barriers after each forall
+// allow. A warp's body is warp-level code (whole-tile vector ops), run once per warp. A
 // thread's own static allocas move to the block's body: the threads reuse them in turn.
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -50,7 +51,8 @@ struct TilesToCpuLoopsPass : qkv::ir::impl::TilesToCpuLoopsBase<TilesToCpuLoopsP
     for (scf::ForallOp op : loops) {
       rw.setInsertionPoint(op);
       SmallVector<Operation *> loops;
-      LogicalResult done = mappedTo<gpu::GPUThreadMappingAttr>(op)
+      LogicalResult done = mappedTo<gpu::GPUThreadMappingAttr>(op) ||
+                                   mappedTo<gpu::GPUWarpMappingAttr>(op)
                                ? scf::forallToForLoop(rw, op, &loops)
                            : mappedTo<gpu::GPUBlockMappingAttr>(op)
                                ? scf::forallToParallelLoop(rw, op)

@@ -1,7 +1,8 @@
 // qkv-map-tiles-to-gpu: the CUDA pipeline's tiled IR onto the GPU. A block forall becomes a
 // gpu.launch (its trip counts the grid, which may be dynamic; as many threads as the
-// longest thread forall has iterations), the thread foralls inside
-// it thread-id code with a barrier after each (upstream's mapNestedForallToThreadsImpl),
+// longest thread forall has iterations, or 32 per warp of a warp forall), the thread and
+// warp foralls inside it thread-id (warp-id) code with a barrier after each (upstream's
+// mapNestedForallToThreadsImpl),
 // and allocas marked `qkv.workgroup` the launch's shared-memory attributions.
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -19,6 +20,8 @@ namespace qkv::ir {
 using namespace mlir;
 
 namespace {
+
+constexpr int64_t kWarpSize = 32;
 
 /// The grid size for block dim x, y or z: the trip count of the forall dim mapped to it.
 SmallVector<Value, 3> gridOf(RewriterBase &rw, scf::ForallOp op) {
@@ -49,18 +52,22 @@ void promoteWorkgroupBuffers(RewriterBase &rw, gpu::LaunchOp launch) {
   }
 }
 
-/// Threads per block: the largest trip count of the thread foralls inside (static).
+/// Threads per block: the largest trip count of the thread foralls inside, or 32 per warp
+/// of a warp forall (static).
 std::optional<int64_t> threadsOf(scf::ForallOp op) {
   std::optional<int64_t> most;
   bool dynamic = false;
   op.walk([&](scf::ForallOp inner) {
     if (inner == op)
       return;
+    std::optional<ArrayAttr> mapping = inner.getMapping();
+    int64_t perIteration =
+        mapping && !mapping->empty() && isa<gpu::GPUWarpMappingAttr>((*mapping)[0]) ? kWarpSize : 1;
     for (OpFoldResult ub : inner.getMixedUpperBound()) {
       std::optional<int64_t> n = getConstantIntValue(ub);
       dynamic |= !n;
-      if (n && (!most || *n > *most))
-        most = n;
+      if (n && (!most || *n * perIteration > *most))
+        most = *n * perIteration;
     }
   });
   return dynamic ? std::nullopt : most;
@@ -90,7 +97,7 @@ LogicalResult mapBlocks(RewriterBase &rw, scf::ForallOp op) {
   rw.eraseOp(op);
   rw.setInsertionPointToStart(&body);
   DiagnosedSilenceableFailure mapped = transform::gpu::mapNestedForallToThreadsImpl(
-      rw, std::nullopt, launch, {*threads, 1, 1}, /*warpSize=*/32, /*syncAfterDistribute=*/true);
+      rw, std::nullopt, launch, {*threads, 1, 1}, kWarpSize, /*syncAfterDistribute=*/true);
   if (failed(mapped.checkAndReport()))
     return failure();
   promoteWorkgroupBuffers(rw, launch);

@@ -38,6 +38,10 @@ struct CpuPipelineOptions {
   /// Target::gpu_tiles_on_host(): the CUDA pipeline's linalg and loops stages, then the
   /// tiles as CPU loops (qkv-tiles-to-cpu-loops) and this pipeline's llvm stage.
   bool gpuTiles = false;
+  /// The llvm stage also lowers the GPU tiles' warp-level vector code: contractions (which
+  /// may read f16/bf16 and accumulate f32) as outer products, and the ub.poison the
+  /// unrolled transfers start from.
+  bool warpTiles = false;
 };
 
 /// The CUDA pipeline's knobs: the chip and the CUDA toolkit whose libdevice is linked

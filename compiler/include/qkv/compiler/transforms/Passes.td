@@ -142,14 +142,28 @@ def LowerAttentionToGpuTiles : Pass<"qkv-lower-attention-to-gpu-tiles", "::mlir:
     Buffers marked `qkv.workgroup` are the block's (shared memory on a GPU). Nothing here
     is GPU-only: qkv-tiles-to-cpu-loops runs the same IR on the CPU, where the tests
     check it against the interpreter. The head dims must be static.
+
+    With `mma` (tensor cores: sm_80 and later), an attention whose q, k and v are each the
+    widening (arith.extf) of an f16 or bf16 tensor of one type, with head dims that are
+    multiples of 16 (q, k) and 8 (v), takes the tensor-core form instead: the block's query
+    tile and each key and value tile are staged in that half type (rounding them back is
+    exact), and scf.foralls mapped to warps (#gpu.warp<x>, 16 query rows each) compute the
+    warp's scores S = Q K^T and its P V as vector.contract ops of 16x8x16 tiles with f32
+    accumulators (transfer_read/transfer_write on the block's buffers), which
+    convert-vector-to-gpu turns into mma.sync on the GPU. Between them, the threads take
+    the online-softmax step on the rows of S (the mods inlined) and write P, rounded to the
+    half type, as FlashAttention-2 does.
   }];
   let options = [
     Option<"qTile", "q-tile", "int64_t", "64",
            "Query rows per block (threads per block); halved (down to 16) while the "
            "block's buffers exceed 48 KiB">,
     Option<"kvTile", "kv-tile", "int64_t", "32", "Keys per tile">,
+    Option<"mma", "mma", "bool", "true",
+           "Use the tensor-core (warp MMA) form for f16/bf16 attention">,
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::vector::VectorDialect",
                            "::mlir::gpu::GPUDialect", "::mlir::func::FuncDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
@@ -160,8 +174,9 @@ def TilesToCpuLoops : Pass<"qkv-tiles-to-cpu-loops", "::mlir::func::FuncOp"> {
   let summary = "Run the GPU-mapped scf.foralls on the CPU: blocks in parallel, threads in order";
   let description = [{
     An scf.forall mapped to GPU blocks becomes an scf.parallel (OpenMP tasks later); one
-    mapped to GPU threads becomes scf.for loops, which runs a block's threads one after
-    the other, as the barriers between the GPU's thread foralls allow.
+    mapped to GPU threads or warps becomes scf.for loops, which runs a block's threads
+    (warps) one after the other, as the barriers between the GPU's foralls allow. A warp's
+    body is warp-level code (whole-tile vector ops): it runs once per warp.
   }];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }
@@ -171,8 +186,8 @@ def MapTilesToGpu : Pass<"qkv-map-tiles-to-gpu", "::mlir::func::FuncOp"> {
   let description = [{
     Each scf.forall mapped to GPU blocks becomes a gpu.launch with its trip counts as the
     grid and as many threads per block as the longest thread forall inside has
-    iterations (static); the scf.foralls mapped to threads inside it
-    become thread-id code with a barrier after each (upstream's
+    iterations, or 32 per warp of the largest warp forall (static); the scf.foralls mapped
+    to threads or warps inside it become thread-id (warp-id) code with a barrier after each (upstream's
     mapNestedForallToThreadsImpl); allocas marked `qkv.workgroup` become the launch's
     workgroup (shared memory) attributions.
   }];
@@ -191,6 +206,36 @@ def HostToDevice : Pass<"qkv-host-to-device", "::mlir::func::FuncOp"> {
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect"];
+}
+
+def WarpMmaToNvgpu : Pass<"qkv-warp-mma-to-nvgpu", "::mlir::gpu::GPUFuncOp"> {
+  let summary = "The warp tile contractions of a kernel to mma.sync (nvgpu)";
+  let description = [{
+    MLIR's vector-to-nvgpu conversion (convertVectorToNVVMCompatibleMMASync, after its
+    prepare patterns), applied to each run of consecutive warp tile ops (transfer_read,
+    vector.contract, transfer_write, vector constants) that holds a contraction: in MLIR
+    22 the upstream pass also takes scalar elementwise ops for fragment ops and fails on
+    them. A bf16 kernel goes through the f16 path as bits: its bf16 workgroup buffers
+    become f16 buffers of the same bits (stores and loads bitcast), the contractions read
+    them as f16, and the function is marked `qkv.bf16_mma` for qkv-restore-bf16-mma
+    (mma.sync m16n8k16 lays out f16 and bf16 fragments alike). A kernel mixing bf16 and
+    other contractions is an error.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::vector::VectorDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::gpu::GPUDialect", "::mlir::affine::AffineDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def RestoreBf16Mma : Pass<"qkv-restore-bf16-mma", "::mlir::gpu::GPUFuncOp"> {
+  let summary = "Make a marked kernel's f16 mma.sync ops bf16 again";
+  let description = [{
+    After convert-nvgpu-to-nvvm, in a gpu.func marked `qkv.bf16_mma` by
+    qkv-warp-mma-to-nvgpu: every nvvm.mma.sync takes its A and B fragments as i32 (two bf16
+    each) and multiplies bf16; the mark is removed. An mma.sync there whose fragments are
+    not f16 pairs is an error.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
 #endif // QKV_PASSES_TD
