@@ -45,17 +45,17 @@ DiffCase &variant_sums(DiffCase &c, const gallery::Entry &e) {
 /// say how many rows are cached (M = ceil(S / 16) pages hold them), so the prepare looks
 /// S up by (B, M), which the test shapes keep distinct. The keys sum over M pages of 16
 /// rows: M in n, and 16 in the magnitude (as tests/compiler/cache_test.cpp does).
-DiffCase paged(const gallery::Entry &e) {
+DiffCase paged(const gallery::Entry &e, const gallery::GraphShape &base, const std::string &name) {
   std::map<std::pair<std::int64_t, std::int64_t>, gallery::GraphShape> by_pages;
   DiffCase c;
-  c.name = e.name + "_paged";
+  c.name = name + "_paged";
   for (const DimBindings &d : e.shapes) {
-    gallery::GraphShape s = e.with_dims(e.shape, d);
+    gallery::GraphShape s = e.with_dims(base, d);
     s.paged = true;
     c.shapes.push_back(e.dims(s));
     by_pages[{s.batch, s.pages_per_seq()}] = s;
   }
-  gallery::GraphShape first = e.with_dims(e.shape, e.shapes.front());
+  gallery::GraphShape first = e.with_dims(base, e.shapes.front());
   first.paged = true;
   c.build = [&e, first] { return e.build(first); };
   c.prepare = [&e, by_pages](TensorMap &in) {
@@ -67,23 +67,27 @@ DiffCase paged(const gallery::Entry &e) {
   return c;
 }
 
-/// The kernel benchmarks' entries, or the variants of examples/gallery/.
-std::vector<DiffCase> cases(bool variants) {
+/// The kernel benchmarks' entries, or the variants of examples/gallery/; with a half
+/// dtype, the kernel benchmarks' entries built with it (`qkv --dtype`), named NAME_dtype
+/// (the variants have f32 in their types).
+std::vector<DiffCase> cases(bool variants, DType dtype = DType::F32) {
   std::vector<DiffCase> out;
   for (const auto &e : gallery::entries()) {
-    if ((e.variant != nullptr) != variants)
+    if ((e.variant != nullptr) != variants || (variants && dtype != DType::F32))
       continue;
+    gallery::GraphShape base = e.shape;
+    base.dtype = dtype;
     DiffCase c;
-    c.name = e.name;
-    c.build = [&e] { return e.build(); };
+    c.name = dtype == DType::F32 ? e.name : e.name + "_" + std::string(dtype_name(dtype));
+    c.build = [&e, base] { return e.build(base); };
     c.shapes = e.shapes;
     if (e.prepare)
       // The entry's shape at this run's extents of its dynamic dims, read off the inputs.
-      c.prepare = [&e, g = std::make_shared<Graph>(e.build())](TensorMap &in) {
+      c.prepare = [&e, base, g = std::make_shared<Graph>(e.build(base))](TensorMap &in) {
         DimBindings all = bind_dims(*g, signature(in)), d;
         for (const std::string &name : e.dynamic)
           d[name] = all.at(name);
-        e.prepare(in, e.with_dims(e.shape, d));
+        e.prepare(in, e.with_dims(base, d));
       };
     if (e.variant) {
       out.push_back(variant_sums(c, e));
@@ -102,7 +106,7 @@ std::vector<DiffCase> cases(bool variants) {
       c.sums({"D", "Dh", e.name == "cross" ? "S" : "L", "D"}, 10).large_inputs(10, 10000);
     out.push_back(c);
     if (e.workload.cache)
-      out.push_back(paged(e));
+      out.push_back(paged(e, base, c.name));
   }
   return out;
 }
@@ -126,11 +130,13 @@ TEST_P(GpuTiles, MatchesInterpreter) {
   check_kernel(compile(GetParam().build(), Target::gpu_tiles_on_host()), GetParam());
 }
 
-/// Every gallery graph (f32), then the f16 and bf16 cases of compiler_ops_test.
+/// Every gallery graph (f32), the kernel benchmarks' entries in bf16 (the attention ones
+/// take the tensor-core kernel), then the f16 and bf16 cases of compiler_ops_test.
 std::vector<DiffCase> all_cases() {
-  std::vector<DiffCase> out = cases(false), more = cases(true), half = half_cases();
-  out.insert(out.end(), more.begin(), more.end());
-  out.insert(out.end(), half.begin(), half.end());
+  std::vector<DiffCase> out = cases(false), more = cases(true), bf16 = cases(false, DType::BF16),
+                        half = half_cases();
+  for (const auto *part : {&more, &bf16, &half})
+    out.insert(out.end(), part->begin(), part->end());
   return out;
 }
 

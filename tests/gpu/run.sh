@@ -3,11 +3,14 @@
 # minutes there. Builds what it needs in build-gpu/ (clang 22, Release; LLVM/MLIR 22 and the
 # build tools must be installed: scripts/install-deps.sh), then:
 #   1. the checks that need no GPU: every gallery graph's PTX for sm_80 and sm_90 through
-#      ptxas (cuda_ptx_gallery), and the tiled kernels run on the CPU against the
-#      interpreter (compiler_gallery_gpu_tiles_test);
-#   2. with a GPU: every gallery graph compiled for it and run against the interpreter
+#      ptxas (cuda_ptx_gallery), the built-in graphs' in bf16 and f16 too, with tensor-core
+#      mma.sync in their attention kernels (cuda_ptx_gallery_half), and the tiled kernels
+#      run on the CPU against the interpreter (compiler_gallery_gpu_tiles_test);
+#   2. with a GPU: every gallery graph (f32; the built-in ones in bf16 too, and the f16/bf16
+#      cases of compiler_ops_test) compiled for it and run against the interpreter
 #      (compiler_gallery_test --gtest_filter=All/CudaDevice.*), and the attention forward
-#      benchmark (bench_cuda: f32, B*H = 32, Dh = 128, L = 4096 and 8192).
+#      benchmark (bench_cuda: bf16 on the tensor cores and f32, B*H = 32, Dh = 128,
+#      L = 4096 and 8192).
 # Writes the summary to $OUT/gpu-summary.txt ($OUT, else the repository root) and prints it.
 # Where no GPU is at hand it says so and stops after step 1.
 set -u
@@ -53,6 +56,8 @@ run_step() { # name, command...
   fi
 }
 run_step ptx_gallery "$root/tests/gpu/ptx_gallery.sh" "$build/bin/qkv"
+run_step ptx_gallery_half "$root/tests/gpu/ptx_gallery.sh" "$build/bin/qkv" --dtype bf16 --dtype f16 \
+  seed mha causal gqa cross attn attn_causal attn_window attn_decode decode
 run_step gpu_tiles_on_cpu "$build/bin/compiler_gallery_test" --gtest_brief=1 --gtest_filter='All/GpuTiles.*'
 
 why=$("$build/bin/bench_cuda" 0 2>&1 | head -1)

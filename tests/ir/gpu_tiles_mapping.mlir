@@ -46,3 +46,39 @@ func.func @tiles(%n: index, %out: memref<?x3x8xf32>) {
   } {mapping = [#gpu.block<x>, #gpu.block<y>]}
   return
 }
+
+// A warp forall (#gpu.warp<x>, warp-level code): on the GPU, 32 threads per warp (here 2
+// warps: 64 threads, more than the thread forall's 16), the body run by each warp's lanes
+// together (warp id = thread id / 32), a barrier after it; on the CPU, a loop over the
+// warps, the body once per warp.
+// GPU-LABEL: func.func @warps
+// GPU: gpu.launch {{.*}} threads(%{{.*}}) in (%{{.*}} = %c64{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
+// GPU: gpu.barrier
+// GPU: affine.apply #{{.*}}()[%{{.*}}]
+// GPU: vector.transfer_read
+// GPU: gpu.barrier
+// CPU-LABEL: func.func @warps
+// CPU: scf.parallel
+// CPU: scf.for %{{.*}} = %c0{{.*}} to %c16{{.*}} step
+// CPU: scf.for %[[W:.*]] = %c0{{.*}} to %c2{{.*}} step
+// CPU: vector.transfer_read %{{.*}}[%[[W]], %c0{{.*}}]
+// CPU-NOT: scf.forall
+func.func @warps(%n: index, %out: memref<?x2x8xf32>) {
+  scf.forall (%i) in (%n) {
+    %wg = memref.alloca() {qkv.workgroup} : memref<16x8xf32>
+    scf.forall (%t) in (16) {
+      %x = arith.index_cast %t : index to i32
+      %f = arith.sitofp %x : i32 to f32
+      %v = vector.broadcast %f : f32 to vector<8xf32>
+      %z = arith.constant 0 : index
+      vector.transfer_write %v, %wg[%t, %z] {in_bounds = [true]} : vector<8xf32>, memref<16x8xf32>
+    } {mapping = [#gpu.thread<x>]}
+    scf.forall (%w) in (2) {
+      %c0 = arith.constant 0 : index
+      %pad = arith.constant 0.0 : f32
+      %row = vector.transfer_read %wg[%w, %c0], %pad {in_bounds = [true]} : memref<16x8xf32>, vector<8xf32>
+      vector.transfer_write %row, %out[%i, %w, %c0] {in_bounds = [true]} : vector<8xf32>, memref<?x2x8xf32>
+    } {mapping = [#gpu.warp<x>]}
+  } {mapping = [#gpu.block<x>]}
+  return
+}

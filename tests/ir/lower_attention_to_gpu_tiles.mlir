@@ -7,6 +7,7 @@
 // (lower_attention_to_gpu_tiles_invalid.mlir).
 // RUN: qkv-opt %s --split-input-file --pass-pipeline="builtin.module(qkv-lower-attention-to-gpu-tiles,canonicalize)" | FileCheck %s
 // RUN: qkv-opt %s --split-input-file --pass-pipeline="builtin.module(qkv-lower-attention-to-gpu-tiles{q-tile=32 kv-tile=16},canonicalize)" | FileCheck %s --check-prefix=SMALL
+// RUN: qkv-opt %s --split-input-file --pass-pipeline="builtin.module(qkv-lower-attention-to-gpu-tiles{mma=false},canonicalize)" | FileCheck %s --check-prefix=SIMT
 
 // CHECK-LABEL: func.func @causal
 // CHECK: %[[NQT:.*]] = arith.divui
@@ -58,5 +59,107 @@ func.func @causal(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>, %v: tensor
 // CHECK: scf.forall (%{{.*}}) in (16) {
 func.func @wide_heads(%q: tensor<1x1x?x128xf32>, %k: tensor<1x1x?x128xf32>, %v: tensor<1x1x?x128xf32>) -> tensor<1x1x?x128xf32> {
   %0 = qkv.attention %q, %k, %v : tensor<1x1x?x128xf32>, tensor<1x1x?x128xf32>, tensor<1x1x?x128xf32> -> tensor<1x1x?x128xf32>
+  return %0 : tensor<1x1x?x128xf32>
+}
+
+// -----
+
+// q, k and v widened from bf16: the tensor-core form. The block's query tile and each key
+// and value tile are staged in bf16 (arith.truncf of the widened values: exact), the warps
+// (64 rows: 4 warps of 16) compute S = Q K^T in 16x8x16 vector.contract tiles (Dh = 16:
+// one k step; 32 keys: 4 n steps), the threads take the softmax step on S's rows and
+// write P in bf16, the warps accumulate P V (32 keys: 2 k steps; Dv = 16: 2 n steps) into
+// the f32 accumulator. With mma=false, the f32 SIMT form.
+// CHECK-LABEL: func.func @bf16_tiles
+// CHECK-DAG: memref.alloca() {alignment = 64 : i64, qkv.workgroup} : memref<32x16xbf16>
+// CHECK-DAG: memref.alloca() {alignment = 64 : i64, qkv.workgroup} : memref<64x16xbf16>
+// CHECK-DAG: memref.alloca() {alignment = 64 : i64, qkv.workgroup} : memref<64x32xf32>
+// CHECK-DAG: memref.alloca() {alignment = 64 : i64, qkv.workgroup} : memref<64x32xbf16>
+// CHECK: scf.forall (%{{.*}}) in (64) {
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: } {mapping = [#gpu.thread<x>]}
+// CHECK: scf.for
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: } {mapping = [#gpu.thread<x>]}
+// CHECK: scf.forall (%[[W:.*]]) in (4) {
+// CHECK: %[[R0:.*]] = arith.muli %[[W]], %c16
+// CHECK: %[[QF:.*]] = vector.transfer_read %{{.*}}[%[[R0]], %c0], %{{.*}} {in_bounds = [true, true]} : memref<64x16xbf16>, vector<16x16xbf16>
+// CHECK: %[[KF:.*]] = vector.transfer_read %{{.*}}[%c0, %c0], %{{.*}} {in_bounds = [true, true]} : memref<32x16xbf16>, vector<8x16xbf16>
+// CHECK: %[[S:.*]] = vector.contract {{.*}} %[[QF]], %[[KF]], %{{.*}} : vector<16x16xbf16>, vector<8x16xbf16> into vector<16x8xf32>
+// CHECK: vector.transfer_write %[[S]], %{{.*}}[%[[R0]], %c0] {in_bounds = [true, true]} : vector<16x8xf32>, memref<64x32xf32>
+// CHECK-COUNT-3: vector.contract
+// CHECK: } {mapping = [#gpu.warp<x>]}
+// CHECK: scf.forall (%{{.*}}) in (64) {
+// CHECK: math.exp2
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: } {mapping = [#gpu.thread<x>]}
+// CHECK: scf.forall (%{{.*}}) in (4) {
+// CHECK: vector.transfer_read %{{.*}} : memref<64x32xbf16>, vector<16x16xbf16>
+// CHECK: vector.transfer_read %{{.*}} : memref<64x16xf32>, vector<16x8xf32>
+// CHECK: vector.transfer_read %{{.*}}[%c0, %c0], %{{.*}} : memref<32x16xbf16>, vector<16x8xbf16>
+// CHECK: vector.contract {{.*}} : vector<16x16xbf16>, vector<16x8xbf16> into vector<16x8xf32>
+// CHECK: vector.transfer_read %{{.*}}[%c16, %c0], %{{.*}} : memref<32x16xbf16>, vector<16x8xbf16>
+// CHECK: vector.contract
+// CHECK: vector.transfer_write
+// CHECK-COUNT-2: vector.contract
+// CHECK: } {mapping = [#gpu.warp<x>]}
+// CHECK: } {mapping = [#gpu.block<x>, #gpu.block<y>, #gpu.block<z>]}
+// SIMT-LABEL: func.func @bf16_tiles
+// SIMT-NOT: vector.contract
+// SIMT-NOT: #gpu.warp
+// SIMT: } {mapping = [#gpu.block<x>, #gpu.block<y>, #gpu.block<z>]}
+func.func @bf16_tiles(%q: tensor<?x2x?x16xbf16>, %k: tensor<?x2x?x16xbf16>, %v: tensor<?x2x?x16xbf16>) -> tensor<?x2x?x16xf32> {
+  %qf = arith.extf %q : tensor<?x2x?x16xbf16> to tensor<?x2x?x16xf32>
+  %kf = arith.extf %k : tensor<?x2x?x16xbf16> to tensor<?x2x?x16xf32>
+  %vf = arith.extf %v : tensor<?x2x?x16xbf16> to tensor<?x2x?x16xf32>
+  %0 = qkv.attention %qf, %kf, %vf : tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<?x2x?x16xf32>
+  return %0 : tensor<?x2x?x16xf32>
+}
+
+// -----
+
+// The tensor-core form needs whole MMA tiles and one half type: a head dim of 24 (not a
+// multiple of 16), f16 keys with bf16 queries, or f32 values take the SIMT form.
+// CHECK-LABEL: func.func @not_mma
+// CHECK-NOT: vector.contract
+// CHECK-LABEL: func.func @mixed_types
+// CHECK-NOT: vector.contract
+// CHECK-LABEL: func.func @f32_values
+// CHECK-NOT: vector.contract
+// CHECK: return
+func.func @not_mma(%q: tensor<1x1x?x24xf16>, %k: tensor<1x1x?x24xf16>, %v: tensor<1x1x?x24xf16>) -> tensor<1x1x?x24xf32> {
+  %qf = arith.extf %q : tensor<1x1x?x24xf16> to tensor<1x1x?x24xf32>
+  %kf = arith.extf %k : tensor<1x1x?x24xf16> to tensor<1x1x?x24xf32>
+  %vf = arith.extf %v : tensor<1x1x?x24xf16> to tensor<1x1x?x24xf32>
+  %0 = qkv.attention %qf, %kf, %vf : tensor<1x1x?x24xf32>, tensor<1x1x?x24xf32>, tensor<1x1x?x24xf32> -> tensor<1x1x?x24xf32>
+  return %0 : tensor<1x1x?x24xf32>
+}
+func.func @mixed_types(%q: tensor<1x1x?x16xbf16>, %k: tensor<1x1x?x16xf16>, %v: tensor<1x1x?x16xbf16>) -> tensor<1x1x?x16xf32> {
+  %qf = arith.extf %q : tensor<1x1x?x16xbf16> to tensor<1x1x?x16xf32>
+  %kf = arith.extf %k : tensor<1x1x?x16xf16> to tensor<1x1x?x16xf32>
+  %vf = arith.extf %v : tensor<1x1x?x16xbf16> to tensor<1x1x?x16xf32>
+  %0 = qkv.attention %qf, %kf, %vf : tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32> -> tensor<1x1x?x16xf32>
+  return %0 : tensor<1x1x?x16xf32>
+}
+func.func @f32_values(%q: tensor<1x1x?x16xbf16>, %k: tensor<1x1x?x16xbf16>, %v: tensor<1x1x?x16xf32>) -> tensor<1x1x?x16xf32> {
+  %qf = arith.extf %q : tensor<1x1x?x16xbf16> to tensor<1x1x?x16xf32>
+  %kf = arith.extf %k : tensor<1x1x?x16xbf16> to tensor<1x1x?x16xf32>
+  %0 = qkv.attention %qf, %kf, %v : tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32>, tensor<1x1x?x16xf32> -> tensor<1x1x?x16xf32>
+  return %0 : tensor<1x1x?x16xf32>
+}
+
+// -----
+
+// Head dim 128 in bf16: 64 rows need 78 336 bytes of buffers (f32 max, sum, accumulator
+// and scores; bf16 Q, K, V and P); 32 rows (2 warps) take 47 360.
+// CHECK-LABEL: func.func @bf16_wide
+// CHECK: memref.alloca() {alignment = 64 : i64, qkv.workgroup} : memref<32x128xbf16>
+// CHECK: scf.forall (%{{.*}}) in (2) {
+// CHECK: } {mapping = [#gpu.warp<x>]}
+func.func @bf16_wide(%q: tensor<1x1x?x128xbf16>, %k: tensor<1x1x?x128xbf16>, %v: tensor<1x1x?x128xbf16>) -> tensor<1x1x?x128xf32> {
+  %qf = arith.extf %q : tensor<1x1x?x128xbf16> to tensor<1x1x?x128xf32>
+  %kf = arith.extf %k : tensor<1x1x?x128xbf16> to tensor<1x1x?x128xf32>
+  %vf = arith.extf %v : tensor<1x1x?x128xbf16> to tensor<1x1x?x128xf32>
+  %0 = qkv.attention %qf, %kf, %vf : tensor<1x1x?x128xf32>, tensor<1x1x?x128xf32>, tensor<1x1x?x128xf32> -> tensor<1x1x?x128xf32>
   return %0 : tensor<1x1x?x128xf32>
 }

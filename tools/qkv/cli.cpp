@@ -120,9 +120,10 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
     s.paged = true;
   }
   if (a.opts.count("dtype")) {
-    s.dtype = parse_dtype(a.opts.at("dtype"));
-    if (!(s.dtype == DType::F32 || is_half(s.dtype)))
-      user_error("--dtype must be f32, f16 or bf16, got '" + a.opts.at("dtype") + "'");
+    const std::string &t = a.opts.at("dtype");
+    if (t != "f32" && t != "f16" && t != "bf16")
+      user_error("--dtype must be f32, f16 or bf16, got '" + t + "'");
+    s.dtype = parse_dtype(t);
     if (e.variant && s.dtype != DType::F32)
       user_error("--dtype: graph '" + e.name + "' is written in the typed DSL with f32 in its "
                  "types (examples/gallery/" + e.name + ".cpp)");

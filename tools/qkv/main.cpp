@@ -84,7 +84,7 @@ const char *kRunHelp =
     "With --check, also runs the reference interpreter (double precision) and prints\n"
     "max_abs_err= and max_rel_err= per output; exits 1 if any element is off by more than\n"
     "atol + rtol * |reference| (defaults 1e-4 and 1e-3: f32 accumulation over the "
-    "reductions).\nThe kernel is then a checked one (CompileOptions::checked): a load in a mod "
+    "reductions;\nat least two units in the last place for an f16 or bf16 output).\nThe kernel is then a checked one (CompileOptions::checked): a load in a mod "
     "outside its\ntensor is reported as the interpreter reports it instead of read.\n\n"
     "shape options:\n" QKV_SHAPE_HELP;
 
@@ -146,10 +146,13 @@ int cmd_run(const Args &a) {
     std::cout << "  output " << name << ": " << t.type_str() << "\n";
   if (!a.opts.count("check"))
     return 0;
-  double atol = cli::number_opt(a, "atol", 1e-4), rtol = cli::number_opt(a, "rtol", 1e-3);
   TensorMap ref = reference::run(g, in);
   bool ok = true;
   for (const auto &[name, t] : out) {
+    // Two units in the last place of an f16/bf16 output, at least.
+    double ulp = t.dtype() == DType::BF16 ? 0x1p-7 : t.dtype() == DType::F16 ? 0x1p-10 : 0;
+    double atol = cli::number_opt(a, "atol", std::max(1e-4, 2 * ulp));
+    double rtol = cli::number_opt(a, "rtol", std::max(1e-3, 2 * ulp));
     Comparison c = compare(t, ref.at(name), atol, rtol);
     std::cout << "  " << name << ": max_abs_err=" << std::scientific << std::setprecision(3)
               << c.max_abs_err << " max_rel_err=" << c.max_rel_err << " (atol=" << atol

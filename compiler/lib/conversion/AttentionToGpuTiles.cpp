@@ -360,12 +360,9 @@ void mmaTile(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, const
       r.dot = [&](KernelBuilder &x, Value j) { return x.load(mb.sc, {tid, j}); };
       r.use = [&](KernelBuilder &x, Value j, Value p) { x.store(narrow(x, t, p), mb.ps, {tid, j}); };
       softmaxStep(in2, a, t, st, r);
-    }, [&](KernelBuilder &in2) {
-      // A row past the queries: its P row is 0, so P V stays finite there.
-      in2.forLoop(in2.idx(0), in2.idx(t.keys), 1, [&](KernelBuilder &x, Value j) {
-        x.store(x.fconst(t.half, 0.0), mb.ps, {tid, j});
-      });
     });
+    // A row past the queries leaves its P row as it was: P V's rows are independent, and
+    // that row of the accumulator is never written out.
   });
   warps(kb, t, [&](KernelBuilder &in, Value w) { mmaAccumulate(in, t, mb, w, vs, st.acc); });
 }

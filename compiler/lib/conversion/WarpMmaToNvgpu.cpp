@@ -14,6 +14,7 @@
 //   bitcast, the contractions read f16) and the function is marked `qkv.bf16_mma`; after
 //   convert-nvgpu-to-nvvm, qkv-restore-bf16-mma makes its mma.sync ops bf16 again (i32
 //   pairs). Nothing in between computes on those f16 values: they are only moved.
+// Every kernel's workgroup buffers are also aligned to 16 bytes here, as ldmatrix needs.
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -26,6 +27,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "qkv/compiler/transforms/Passes.h"
 
@@ -40,6 +42,7 @@ using namespace mlir;
 namespace {
 
 constexpr llvm::StringLiteral kMark = "qkv.bf16_mma";
+constexpr int64_t kSharedAlign = 16;
 
 /// The bf16 contractions of `fn`, or failure when it mixes them with others.
 FailureOr<SmallVector<vector::ContractionOp>> bf16Contracts(gpu::GPUFuncOp fn) {
@@ -153,6 +156,10 @@ LogicalResult convertRun(IRRewriter &rw, ArrayRef<Operation *> run) {
   scf::YieldOp::create(rw, region.getLoc());
   if (failed(convertVectorToNVVMCompatibleMMASync(rw, region)))
     return failure();
+  // The conversion leaves the replaced reads and contractions behind, unused.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
+    if (isOpTriviallyDead(&op))
+      rw.eraseOp(&op);
   rw.eraseOp(body->getTerminator());
   rw.inlineBlockBefore(body, region);
   rw.eraseOp(region);
@@ -162,6 +169,12 @@ LogicalResult convertRun(IRRewriter &rw, ArrayRef<Operation *> run) {
 struct WarpMmaToNvgpuPass : qkv::ir::impl::WarpMmaToNvgpuBase<WarpMmaToNvgpuPass> {
   void runOnOperation() override {
     gpu::GPUFuncOp fn = getOperation();
+    // ldmatrix reads 16-byte rows, and vector loads want their width: the workgroup
+    // buffers start 16-byte aligned (the default is the element's alignment).
+    for (unsigned i = 0; i < fn.getNumWorkgroupAttributions(); ++i)
+      fn.setWorkgroupAttributionAttr(
+          i, StringAttr::get(fn.getContext(), LLVM::LLVMDialect::getAlignAttrName()),
+          IntegerAttr::get(IntegerType::get(fn.getContext(), 64), kSharedAlign));
     FailureOr<SmallVector<vector::ContractionOp>> bf16 = bf16Contracts(fn);
     if (failed(bf16) || (!bf16->empty() && failed(bf16AsF16(fn, *bf16))))
       return signalPassFailure();

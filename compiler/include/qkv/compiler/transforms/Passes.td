@@ -219,7 +219,8 @@ def WarpMmaToNvgpu : Pass<"qkv-warp-mma-to-nvgpu", "::mlir::gpu::GPUFuncOp"> {
     become f16 buffers of the same bits (stores and loads bitcast), the contractions read
     them as f16, and the function is marked `qkv.bf16_mma` for qkv-restore-bf16-mma
     (mma.sync m16n8k16 lays out f16 and bf16 fragments alike). A kernel mixing bf16 and
-    other contractions is an error.
+    other contractions is an error. Every workgroup buffer is also given a 16-byte alignment
+    (`llvm.align`), which ldmatrix and vector loads need.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::vector::VectorDialect",
                            "::mlir::scf::SCFDialect", "::mlir::nvgpu::NVGPUDialect",
