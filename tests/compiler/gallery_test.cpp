@@ -143,6 +143,60 @@ std::vector<DiffCase> all_cases() {
 INSTANTIATE_TEST_SUITE_P(All, GpuTiles, ::testing::ValuesIn(all_cases()),
                          [](const auto &info) { return info.param.name; });
 
+// The tensor-core form of the attention kernel (f16/bf16 q, k, v) within a few units in
+// the last place of the half type. The differential rule above allows C·eps·n, which in
+// bf16 over n = Dh + S terms is looser than the outputs themselves; but an f16/bf16
+// attention node differs from the interpreter only by its output rounding (half an ulp,
+// for the kernel and for the interpreter each), the rounding of P to the half type before
+// P V (at most 2^-9 of max |v| in bf16, 2^-12 in f16) and f32 sums. With q, k, v in
+// [-1, 1) and |out| < 1, that is under 1.5 units in the last place of [0.5, 1); allowed:
+// 2. Shapes with several
+// warps, key tiles (full and partial), n and k steps of both products, and head dim 64.
+void check_tensor_core_attention(const Target &target) {
+  struct Case {
+    const char *name;
+    DType dtype;
+    std::int64_t head_dim;
+  };
+  for (const Case &tc : {Case{"attn_causal", DType::BF16, 64}, Case{"attn_causal", DType::F16, 64},
+                         Case{"attn_window", DType::BF16, 16}}) {
+    double ulp = tc.dtype == DType::BF16 ? 0x1p-8 : 0x1p-11; // in [0.5, 1)
+    const gallery::Entry &e = gallery::find(tc.name);
+    gallery::GraphShape shape = e.shape;
+    shape.dtype = tc.dtype;
+    shape.head_dim = tc.head_dim;
+    shape.window = 37;
+    Graph g = e.build(shape);
+    Kernel k = compile(g, target);
+    ASSERT_NE(k.ir("linalg").find("#gpu.warp<x>"), std::string::npos)
+        << tc.name << ": not the tensor-core form";
+    for (const DimBindings &d : std::vector<DimBindings>{{{"B", 2}, {"L", 70}, {"S", 130}},
+                                                         {{"B", 1}, {"L", 33}, {"S", 17}}}) {
+      SCOPED_TRACE(std::string(tc.name) + " " + std::string(dtype_name(tc.dtype)) +
+                   " Dh=" + std::to_string(tc.head_dim) + " [" + shape_name(d) + "]");
+      TensorMap in = random_inputs(g, d, 7);
+      TensorMap want = reference::run(g, deep_copy(in));
+      Comparison c = compare(k.run(in).at("out"), want.at("out"), 2 * ulp, 0);
+      EXPECT_TRUE(c.ok) << c.message;
+    }
+  }
+}
+
+TEST(TensorCoreTiles, AttentionWithinHalfUlps) {
+  check_tensor_core_attention(Target::gpu_tiles_on_host());
+}
+
+// The same on a GPU (mma.sync), where there is one.
+TEST(TensorCoreDevice, AttentionWithinHalfUlps) {
+  std::string why;
+  if (!cuda::available(&why))
+    GTEST_SKIP() << why;
+  std::string chip = cuda_chip_for(cuda::Device::get(0).arch());
+  if (std::stoi(chip.substr(3)) < 80)
+    GTEST_SKIP() << chip << ": mma.sync m16n8k16 needs sm_80 or later";
+  check_tensor_core_attention(Target::cuda(chip));
+}
+
 // The same cases on a GPU (Target::cuda() for device 0), where there is one: what
 // tests/gpu/run.sh runs on a GPU machine. Skipped, saying why, everywhere else.
 class CudaDevice : public ::testing::TestWithParam<DiffCase> {};

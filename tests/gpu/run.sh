@@ -58,7 +58,7 @@ run_step() { # name, command...
 run_step ptx_gallery "$root/tests/gpu/ptx_gallery.sh" "$build/bin/qkv"
 run_step ptx_gallery_half "$root/tests/gpu/ptx_gallery.sh" "$build/bin/qkv" --dtype bf16 --dtype f16 \
   seed mha causal gqa cross attn attn_causal attn_window attn_decode decode
-run_step gpu_tiles_on_cpu "$build/bin/compiler_gallery_test" --gtest_brief=1 --gtest_filter='All/GpuTiles.*'
+run_step gpu_tiles_on_cpu "$build/bin/compiler_gallery_test" --gtest_brief=1 --gtest_filter='All/GpuTiles.*:TensorCoreTiles.*'
 
 why=$("$build/bin/bench_cuda" 0 2>&1 | head -1)
 if echo "$why" | grep -q "no GPU here"; then
@@ -66,7 +66,7 @@ if echo "$why" | grep -q "no GPU here"; then
   note "Stopped after the checks that need none."
   exit $status
 fi
-run_step gpu_vs_interpreter "$build/bin/compiler_gallery_test" --gtest_brief=1 --gtest_filter='All/CudaDevice.*'
+run_step gpu_vs_interpreter "$build/bin/compiler_gallery_test" --gtest_brief=1 --gtest_filter='All/CudaDevice.*:TensorCoreDevice.*'
 if "$build/bin/bench_cuda" 5 >"$build/bench_cuda.log" 2>&1; then
   note "PASS  bench_cuda:"
 else

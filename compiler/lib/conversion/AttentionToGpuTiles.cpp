@@ -295,7 +295,8 @@ Value mmaStep(KernelBuilder &kb, Value a, Value b, Value acc, bool bByRows) {
   MLIRContext *ctx = kb.ctx();
   AffineExpr m = getAffineDimExpr(0, ctx), n = getAffineDimExpr(1, ctx),
              k = getAffineDimExpr(2, ctx);
-  SmallVector<AffineExpr> bMap = bByRows ? SmallVector<AffineExpr>{n, k} : SmallVector<AffineExpr>{k, n};
+  SmallVector<AffineExpr> bMap =
+      bByRows ? SmallVector<AffineExpr>{n, k} : SmallVector<AffineExpr>{k, n};
   return vector::ContractionOp::create(
       kb.builder(), a, b, acc, ArrayRef<ArrayRef<AffineExpr>>{{m, k}, bMap, {m, n}},
       ArrayRef<vector::IteratorType>{vector::IteratorType::parallel,
@@ -358,7 +359,9 @@ void mmaTile(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, const
     in.ifThen(in.cmp(arith::CmpIPredicate::ult, qi, a.nL), [&](KernelBuilder &in2) {
       RowStep r{at.b, at.h, tid, qi, at.kv0, full, mb.sc, {tid}, nullptr, nullptr};
       r.dot = [&](KernelBuilder &x, Value j) { return x.load(mb.sc, {tid, j}); };
-      r.use = [&](KernelBuilder &x, Value j, Value p) { x.store(narrow(x, t, p), mb.ps, {tid, j}); };
+      r.use = [&](KernelBuilder &x, Value j, Value p) {
+        x.store(narrow(x, t, p), mb.ps, {tid, j});
+      };
       softmaxStep(in2, a, t, st, r);
     });
     // A row past the queries leaves its P row as it was: P V's rows are independent, and
@@ -396,7 +399,8 @@ void emitBlock(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, Val
   RowState st{blockBuffer(kb, a.ft, {t.rows}), blockBuffer(kb, a.ft, {t.rows}),
               blockBuffer(kb, a.ft, {t.rows, t.dv})};
   Type tileType = t.half ? t.half : a.ft;
-  Value ks = blockBuffer(kb, tileType, {t.keys, t.dh}), vs = blockBuffer(kb, tileType, {t.keys, t.dv});
+  Value ks = blockBuffer(kb, tileType, {t.keys, t.dh});
+  Value vs = blockBuffer(kb, tileType, {t.keys, t.dv});
   MmaBuffers mb;
   if (t.half)
     mb = {blockBuffer(kb, t.half, {t.rows, t.dh}), blockBuffer(kb, a.ft, {t.rows, t.keys}),
