@@ -245,7 +245,10 @@ public:
 
   Fuzzed build(std::uint64_t seed) {
     f_.g = std::make_unique<Graph>("fuzz_" + std::to_string(seed));
-    dtype_ = r_.chance(0.15) ? DType::F64 : DType::F32;
+    // f64 sometimes, f16 and bf16 sometimes (each node rounded to them, compiled and
+    // interpreted), f32 mostly.
+    double d = r_.real(0, 1);
+    dtype_ = d < 0.15 ? DType::F64 : d < 0.25 ? DType::BF16 : d < 0.35 ? DType::F16 : DType::F32;
     // The dims every graph starts from; more are made as ops need them.
     batch_ = r_.chance(0.6);
     B_ = new_dim("B", 1, 3, 0.6);
