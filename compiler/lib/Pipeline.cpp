@@ -75,10 +75,6 @@ const char *const kBufferize =
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs "
     "hoist-dynamic-allocs}";
 
-} // namespace
-
-namespace {
-
 /// 90 for "sm_90" (0 when it is not of that form).
 int chipNumber(llvm::StringRef chip) {
   int n = 0;
@@ -108,9 +104,9 @@ std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &
            "func.func(gpu-launch-sink-index-computations),gpu-kernel-outlining,canonicalize,cse";
   if (stage == "nvvm")
     // The attention kernel's warp-level vector.contract ops become mma.sync (bf16 ones
-    // through the f16 path, Bf16Mma.cpp) before the rest goes to NVVM.
-    return "nvvm-attach-target{chip=" + o.chip + " O=3},gpu.module(gpu.func(qkv-warp-mma-to-nvgpu),"
-           "convert-nvgpu-to-nvvm,"
+    // through the f16 path, WarpMmaToNvgpu.cpp) before the rest goes to NVVM.
+    return "nvvm-attach-target{chip=" + o.chip + " O=3},"
+           "gpu.module(gpu.func(qkv-warp-mma-to-nvgpu),convert-nvgpu-to-nvvm,"
            "gpu.func(qkv-restore-bf16-mma),fold-memref-alias-ops,"
            "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm,"
            "canonicalize,cse,reconcile-unrealized-casts)";

@@ -61,8 +61,8 @@ std::optional<int64_t> threadsOf(scf::ForallOp op) {
     if (inner == op)
       return;
     std::optional<ArrayAttr> mapping = inner.getMapping();
-    int64_t perIteration =
-        mapping && !mapping->empty() && isa<gpu::GPUWarpMappingAttr>((*mapping)[0]) ? kWarpSize : 1;
+    bool warps = mapping && !mapping->empty() && isa<gpu::GPUWarpMappingAttr>((*mapping)[0]);
+    int64_t perIteration = warps ? kWarpSize : 1;
     for (OpFoldResult ub : inner.getMixedUpperBound()) {
       std::optional<int64_t> n = getConstantIntValue(ub);
       dynamic |= !n;
