@@ -80,17 +80,21 @@ def expected_flops(j):
     return f
 
 
+ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+
+
 def check_cache_bytes(j):
     """A decode step over a KV cache reads the S cached k, v rows it attends (not the
     whole pool), the new ones, q, lengths (i64) and the block table (i32, ceil(S / page)
-    per sequence) and writes out, all f32 but the indices."""
+    per sequence) and writes out, all of the graph's dtype but the indices."""
     s = j["shape"]
     B, H, Hkv, L, S, Dh = (s[k] for k in ("batch", "heads", "kv_heads", "seq", "kv_len",
                                            "head_dim"))
     if "paged" not in s or (s["paged"] and "page_rows" not in s):
         fail(f"shape {s} lacks paged (and page_rows when paged)")
     table = B * -(-S // s["page_rows"]) if s["paged"] else 0
-    want = 4 * (2 * B * H * L * Dh + 2 * B * Hkv * (S + L) * Dh) + 8 * B + 4 * table
+    e = ELEMENT_BYTES[s["dtype"]]
+    want = e * (2 * B * H * L * Dh + 2 * B * Hkv * (S + L) * Dh) + 8 * B + 4 * table
     if j["bytes"] != want:
         fail(f"bytes {j['bytes']} != {want} (cached and new k, v rows, q, out, lengths, table)")
 
@@ -135,7 +139,15 @@ def check_json(qkv, openblas, args):
     if not close(j["pct_bandwidth"], 100 * j["read_gbs"] / j["bandwidth_gbs"]):
         fail("pct_bandwidth != 100 * read_gbs / bandwidth_gbs")
     want = {"reference"} | ({"openblas"} if openblas == "ON" else set())
-    if j["name"] in NO_BASELINES:
+    if "dtype" not in j["shape"]:
+        fail(f"shape {j['shape']} lacks dtype")
+    if j["mask"] == "none" and j["name"].startswith("attn") and j["name"] != "attn_decode":
+        s = j["shape"]
+        B, H, L, S, Dh = (s[k] for k in ("batch", "heads", "seq", "kv_len", "head_dim"))
+        want_bytes = ELEMENT_BYTES[s["dtype"]] * (2 * B * H * L * Dh + 2 * B * H * S * Dh)
+        if j["bytes"] != want_bytes:
+            fail(f"bytes {j['bytes']} != {want_bytes} (q, k, v read, out written, {s['dtype']})")
+    if j["name"] in NO_BASELINES or j["shape"]["dtype"] != "f32":
         want = set()
         if "baselines_not_run" not in j:
             fail("no baselines_not_run field saying why the baselines did not run")

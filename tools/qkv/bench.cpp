@@ -81,8 +81,8 @@ const char *const kBenchHelp =
     "  --no-baselines  time qkv alone\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
-    "JSON fields: name, shape (decode: with paged, page_rows), mask (none, causal, window,\n"
-    "cache, expr), threads, isa, ms, runs,\n"
+    "JSON fields: name, shape (with dtype; decode: with paged, page_rows), mask (none, causal,\n"
+    "window, cache, expr), threads, isa, ms, runs,\n"
     "compile_ms (= compile_cold_ms), compile_runs, compile_cold_ms, compile_warm_ms (null\n"
     "when the warm compiles did not come from the cache, e.g. under QKV_CACHE=0),\n"
     "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
@@ -263,9 +263,8 @@ Tensor time_qkv(const Kernel &k, const TensorMap &in, Report &r) {
   r.qkv.t = qb::time_runs([&] { out = k.run(in).begin()->second; }, policy(r.c, kQkvBudgetS));
   progress("qkv: " + fixed(r.qkv.t.median_ms, 3) + " ms (median of " +
            std::to_string(r.qkv.t.runs) + ")");
-  const float *p = out.data_as<float>();
   for (std::int64_t i = 0; i < out.numel(); ++i)
-    r.out_scale = std::max(r.out_scale, static_cast<double>(std::fabs(p[i])));
+    r.out_scale = std::max(r.out_scale, std::fabs(out.get(i)));
   return out;
 }
 
@@ -297,7 +296,8 @@ double gbs(const Report &r, const Result &x) { return r.bytes / (x.t.median_ms *
 json shape_json(const Config &c) {
   const GraphShape &s = c.shape;
   json j = {{"batch", s.batch}, {"heads", s.heads},   {"kv_heads", s.kv_heads},
-            {"seq", s.seq},     {"kv_len", s.kv_len}, {"head_dim", s.head_dim}};
+            {"seq", s.seq},     {"kv_len", s.kv_len}, {"head_dim", s.head_dim},
+            {"dtype", std::string(dtype_name(s.dtype))}};
   if (is_block(*c.entry))
     j["model_dim"] = s.model_dim();
   if (c.entry->uses_window())

@@ -35,9 +35,11 @@ double flops(const Entry &e, const GraphShape &s) {
 }
 
 double bytes(const Entry &e, const GraphShape &s) {
+  // The problems count f32 elements; the graph's float tensors are s.dtype.
+  double scale = static_cast<double>(dtype_size(s.dtype)) / 4.0;
   if (is_block(e))
-    return block_problem(e, s).bytes();
-  double b = attention_problem(e, s).bytes();
+    return scale * block_problem(e, s).bytes();
+  double b = scale * attention_problem(e, s).bytes();
   if (e.workload.cache) // lengths (i64), and the block table (i32) of a paged cache
     b += 8.0 * static_cast<double>(s.batch) +
          (s.paged ? 4.0 * static_cast<double>(s.batch * s.pages_per_seq()) : 0.0);
@@ -154,6 +156,9 @@ double graph_bytes(const Graph &g, const TensorMap &in) {
 }
 
 std::string baseline_gap(const Entry &e, const Graph &g, const GraphShape &s) {
+  if (s.dtype != DType::F32)
+    return "they compute in f32 from f32 tensors; this graph is " +
+           std::string(dtype_name(s.dtype));
   if (!e.variant)
     return "";
   const Node *att = first_attention(g);
