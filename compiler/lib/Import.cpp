@@ -33,6 +33,24 @@ std::string function_name(const Graph &g) {
 
 namespace {
 
+/// Ops whose results are elements of their operands, moved: views and copies.
+bool moves_elements(OpKind op) {
+  switch (op) {
+  case OpKind::Transpose:
+  case OpKind::SplitHeads:
+  case OpKind::MergeHeads:
+  case OpKind::Concat:
+  case OpKind::CacheView:
+  case OpKind::PagedCacheView:
+  case OpKind::Embedding: return true;
+  default: return false;
+  }
+}
+
+} // namespace
+
+namespace {
+
 mlir::Type element_type(mlir::MLIRContext &ctx, DType t) {
   switch (t) {
   case DType::F32: return mlir::Float32Type::get(&ctx);
@@ -370,7 +388,9 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
 
   // f16 and bf16 values are computed in f32 and rounded at the node (the interpreter's
   // semantics): an op reads its half-precision operands widened to f32, and its result is
-  // truncated back to the node's dtype.
+  // truncated back to the node's dtype. An op that only moves elements (a view, a copy)
+  // moves them in their own dtype instead: rounding its result would change nothing, and
+  // the kernels then read a half-precision cache or head view in place, at its own width.
   std::vector<mlir::Value> wide(g.nodes().size());
   auto widened = [&](NodeId id) {
     mlir::Value v = vals[id];
@@ -384,9 +404,11 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
     if (n.op == OpKind::Input || n.op == OpKind::Param)
       continue;
     mlir::Location nloc = node_loc(b, n.name);
-    mlir::RankedTensorType ty = compute_type(tensor_type(ctx, n));
+    bool in_place = is_half(n.dtype) && moves_elements(n.op);
+    mlir::RankedTensorType ty =
+        in_place ? tensor_type(ctx, n) : compute_type(tensor_type(ctx, n));
     mlir::Type ft = ty.getElementType();
-    auto in = [&](int i) { return widened(n.inputs[i]); };
+    auto in = [&](int i) { return in_place ? vals[n.inputs[i]] : widened(n.inputs[i]); };
     const Attrs &a = n.attrs;
     int r = n.rank();
     mlir::Value out;
@@ -494,7 +516,7 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       break;
     }
     }
-    if (is_half(n.dtype))
+    if (is_half(n.dtype) && !in_place)
       out = mlir::arith::TruncFOp::create(b, nloc, tensor_type(ctx, n), out);
     vals[n.id] = out;
   }

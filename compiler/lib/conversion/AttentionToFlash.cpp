@@ -65,24 +65,49 @@ SmallVector<KeySegment> keySegments(KernelBuilder &kb, const AttentionInfo &a, V
           KeySegment{KeySegment::Zeros, freshEnd, a.nS, Value()}};
 }
 
-Value readRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, Value b, Value h,
-              Value row, Value col) {
+/// `x` as type `t`: widened (arith.extf) when it is narrower.
+static Value widenTo(KernelBuilder &kb, Value x, Type t) {
+  return x.getType() == t ? x : arith::ExtFOp::create(kb.builder(), t, x).getResult();
+}
+
+/// `t` (a scalar or vector type) with the element type of `v`'s buffer.
+static Type asStored(Type t, const HeadView &v) {
+  Type elem = cast<MemRefType>(v.mem.getType()).getElementType();
+  auto vt = dyn_cast<VectorType>(t);
+  return vt ? Type(VectorType::get(vt.getShape(), elem)) : elem;
+}
+
+Value loadAs(KernelBuilder &kb, Type t, const HeadView &v, ValueRange at, Value mask) {
+  Type stored = asStored(t, v);
+  Value x = isa<VectorType>(stored) ? kb.vload(cast<VectorType>(stored), v.mem, at, mask)
+                                    : kb.load(v.mem, at);
+  return widenTo(kb, x, t);
+}
+
+Value gatherAs(KernelBuilder &kb, VectorType vt, const HeadView &v, ValueRange at, Value offsets,
+               Value mask) {
+  auto stored = cast<VectorType>(asStored(vt, v));
+  return widenTo(kb, kb.gather(stored, v.mem, at, offsets, mask), vt);
+}
+
+Value readRow(KernelBuilder &kb, Type ft, const RowSource &src, const KeySegment &seg, Value b,
+              Value h, Value row, Value col) {
   switch (seg.kind) {
-  case KeySegment::Stored: return kb.load(src.stored.mem, src.stored.at(kb, b, h, row, col));
+  case KeySegment::Stored: return loadAs(kb, ft, src.stored, src.stored.at(kb, b, h, row, col));
   case KeySegment::Fresh:
-    return kb.load(src.fresh.mem, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col));
+    return loadAs(kb, ft, src.fresh, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col));
   case KeySegment::Zeros: break;
   }
-  return kb.fconst(cast<MemRefType>(src.stored.mem.getType()).getElementType(), 0.0);
+  return kb.fconst(ft, 0.0);
 }
 
 Value readRowVector(KernelBuilder &kb, VectorType vt, const RowSource &src, const KeySegment &seg,
                     Value b, Value h, Value row, Value col, Value mask) {
   switch (seg.kind) {
   case KeySegment::Stored:
-    return kb.vload(vt, src.stored.mem, src.stored.at(kb, b, h, row, col), mask);
+    return loadAs(kb, vt, src.stored, src.stored.at(kb, b, h, row, col), mask);
   case KeySegment::Fresh:
-    return kb.vload(vt, src.fresh.mem, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col), mask);
+    return loadAs(kb, vt, src.fresh, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col), mask);
   case KeySegment::Zeros: break;
   }
   return kb.fconst(vt, 0.0);
@@ -160,7 +185,7 @@ void packQueries(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
     Value row = in.min(in.add(i0, ib), lastQ);
     Value valid = in.firstLanes(in.sub(rows, ib), s.lanes);
     in.forLoop(in.idx(0), a.nDh, 1, [&](KernelBuilder &x, Value d) {
-      Value v = x.gather(vt, a.q.mem, a.q.at(x, b, h, row, d), offsets, valid);
+      Value v = gatherAs(x, vt, a.q, a.q.at(x, b, h, row, d), offsets, valid);
       x.vstore(arith::MulFOp::create(x.builder(), v, scaleV), t.qT, {d, ib});
     });
   });
@@ -226,7 +251,7 @@ void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   g.K = a.nDh;
   VectorType vt = kb.vec(a.ft, s.lanes);
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return readRow(in, a.k, seg, b, hk, in.add(j0, i), k);
+    return readRow(in, a.ft, a.k, seg, b, hk, in.add(j0, i), k);
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.qT, {k, in.idx(c * s.lanes)});
@@ -263,7 +288,7 @@ void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   for (int64_t c = 0; c < g.nc; ++c)
     corr.push_back(kb.vload(vt, t.corr, {kb.idx(c * s.lanes)}));
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return readRow(in, a.v, seg, b, hk, in.add(j0, k), i);
+    return readRow(in, a.ft, a.v, seg, b, hk, in.add(j0, k), i);
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.sT, {k, in.idx(c * s.lanes)});
@@ -445,10 +470,20 @@ Value readBuffer(ImplicitLocOpBuilder &b, Value t, bool identity) {
   return bufferization::ToBufferOp::create(b, mt, t, /*read_only=*/true);
 }
 
+/// The f16/bf16 tensor `t` is the widening of, or `t`.
+Value unwidened(Value t) {
+  auto ext = t.getDefiningOp<arith::ExtFOp>();
+  if (!ext)
+    return t;
+  Type in = getElementTypeOrSelf(ext.getIn().getType());
+  return in.isF16() || in.isBF16() ? ext.getIn() : t;
+}
+
 /// Extent d of an attention operand. An operand made by qkv.split_heads is measured on
 /// the split's input, which the kernel reads in place: asking the split itself would
 /// keep it (and the copy it lowers to) alive.
 Value sizeOf(ImplicitLocOpBuilder &b, Value t, int64_t d) {
+  t = unwidened(t);
   auto tt = cast<RankedTensorType>(t.getType());
   if (!tt.isDynamicDim(d))
     return arith::ConstantIndexOp::create(b, tt.getDimSize(d));
@@ -483,6 +518,7 @@ Value sizeOf(ImplicitLocOpBuilder &b, Value t, int64_t d) {
 HeadView viewOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
   HeadView v;
   v.rank = rank;
+  t = unwidened(t);
   if (auto split = t.getDefiningOp<SplitHeadsOp>()) {
     v.mem = readBuffer(b, split.getX(), false);
     v.merged = true;
@@ -496,8 +532,9 @@ HeadView viewOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
 /// Key or value rows: a plain operand, or the parts of a cache view.
 RowSource rowsOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
   RowSource src;
+  t = unwidened(t);
   auto parts = [&](Value store, Value lengths, Value fresh) {
-    src.stored.mem = readBuffer(b, store, false);
+    src.stored.mem = readBuffer(b, unwidened(store), false);
     src.fresh = viewOf(b, fresh, rank, headDim);
     src.lengths = readBuffer(b, lengths, true);
     src.n = sizeOf(b, fresh, 2);
@@ -582,6 +619,7 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   // Keys and values must be views of the same lengths to share the segments; otherwise
   // both are read as plain operands (the views then materialise).
   auto lengthsOf = [](Value t) -> Value {
+    t = unwidened(t);
     if (auto view = t.getDefiningOp<CacheViewOp>())
       return view.getLengths();
     if (auto view = t.getDefiningOp<PagedCacheViewOp>())

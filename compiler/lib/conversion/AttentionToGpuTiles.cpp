@@ -128,7 +128,7 @@ Value readKeyRow(KernelBuilder &kb, const AttentionInfo &a, const RowSource &src
     Value inside = in.cmp(arith::CmpIPredicate::ult, row, segs[i].end);
     return readIf(
         in, inside, a.ft,
-        [&](KernelBuilder &k2) { return readRow(k2, src, segs[i], b, hk, row, col); },
+        [&](KernelBuilder &k2) { return readRow(k2, a.ft, src, segs[i], b, hk, row, col); },
         i + 1 < segs.size() ? from(in, i + 1) : zero);
   };
   return from(kb, 0);
@@ -239,7 +239,7 @@ void scoreTile(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, con
   r.dot = [&](KernelBuilder &in, Value j) {
     return in.forLoop(in.idx(0), in.idx(t.dh), in.idx(1), {in.fconst(a.ft, 0.0)},
                       [&](KernelBuilder &in2, Value c, ValueRange sum) {
-      Value qv = in2.load(a.q.mem, a.q.at(in2, r.b, r.h, r.qi, c));
+      Value qv = loadAs(in2, a.ft, a.q, a.q.at(in2, r.b, r.h, r.qi, c));
       Value prod = arith::MulFOp::create(in2.builder(), qv, in2.load(ks, {j, c}));
       return SmallVector<Value>{arith::AddFOp::create(in2.builder(), sum[0], prod)};
     })[0];
@@ -386,7 +386,7 @@ void startRows(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, con
     Value inside = in.cmp(arith::CmpIPredicate::ult, qi, a.nL);
     in.forLoop(in.idx(0), in.idx(t.dh), 1, [&](KernelBuilder &in2, Value c) {
       Value v = readIf(in2, inside, a.ft, [&](KernelBuilder &x) {
-        return x.load(a.q.mem, a.q.at(x, at.b, at.h, qi, c));
+        return loadAs(x, a.ft, a.q, a.q.at(x, at.b, at.h, qi, c));
       }, in2.fconst(a.ft, 0.0));
       in2.store(narrow(in2, t, v), mb.qs, {tid, c});
     });

@@ -29,6 +29,8 @@ struct FlashSchedule {
 /// and the kernel reads or writes it there, saving the copy the reshape would make.
 /// A paged cache's pool (pages, Hkv, page, D) is read through its block table (B, M):
 /// element (b, h, row, col) lives at (table[b, row / page], h, row % page, col).
+/// An operand that is the widening (arith.extf) of an f16/bf16 tensor is read from that
+/// tensor, each load widened (loadAs): the kernels never read a widened copy.
 struct HeadView {
   mlir::Value mem;
   int64_t rank = 4;    // rank of the (..., H, L, D) operand
@@ -84,9 +86,18 @@ void replaceWithOutput(mlir::PatternRewriter &rw, mlir::ImplicitLocOpBuilder &ib
 /// The segments of sequence b's key axis [0, nS): one for a plain operand; stored rows,
 /// fresh rows and zeros for a cache view.
 llvm::SmallVector<KeySegment> keySegments(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b);
+/// A load from `v` as `t` (f32, or a vector of it): a view may hold f16/bf16 (an operand
+/// the import widened is read where it is, at its own width), and the value is widened.
+mlir::Value loadAs(KernelBuilder &kb, mlir::Type t, const HeadView &v, mlir::ValueRange at,
+                   mlir::Value mask = {});
+/// A gather from `v` (KernelBuilder::gather) as vector type `vt`, widened the same way.
+mlir::Value gatherAs(KernelBuilder &kb, mlir::VectorType vt, const HeadView &v,
+                     mlir::ValueRange at, mlir::Value offsets, mlir::Value mask);
+
 /// Element (b, h, row, col) of `src` for a key row in `seg` (0 in the zeros segment).
-mlir::Value readRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, mlir::Value b,
-                    mlir::Value h, mlir::Value row, mlir::Value col);
+mlir::Value readRow(KernelBuilder &kb, mlir::Type ft, const RowSource &src,
+                    const KeySegment &seg, mlir::Value b, mlir::Value h, mlir::Value row,
+                    mlir::Value col);
 /// The vector at (b, h, row, col .. col + lanes) (lanes off in `mask` read 0).
 mlir::Value readRowVector(KernelBuilder &kb, mlir::VectorType vt, const RowSource &src,
                           const KeySegment &seg, mlir::Value b, mlir::Value h, mlir::Value row,

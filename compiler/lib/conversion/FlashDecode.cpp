@@ -60,7 +60,7 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     Value sum =
         in.forLoop(in.idx(0), in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes), in.idx(s.lanes),
                    {acc}, [&](KernelBuilder &x, Value d, ValueRange c) {
-                     Value qv = x.vload(vt, a.q.mem, a.q.at(x, b, h, i, d));
+                     Value qv = loadAs(x, vt, a.q, a.q.at(x, b, h, i, d));
                      Value kv = readRowVector(x, vt, a.k, seg, b, hk, kr, d, Value());
                      return SmallVector<Value>{vector::FMAOp::create(x.builder(), qv, kv, c[0])};
                    })[0];
@@ -70,7 +70,7 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       Value full = in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes);
       auto mt = VectorType::get({s.lanes}, in.builder().getI1Type());
       Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(a.nDh, full)});
-      Value qv = in.vload(vt, a.q.mem, a.q.at(in, b, h, i, full), mask);
+      Value qv = loadAs(in, vt, a.q, a.q.at(in, b, h, i, full), mask);
       Value kv = readRowVector(in, vt, a.k, seg, b, hk, kr, full, mask);
       sum = vector::FMAOp::create(in.builder(), qv, kv, sum);
     }
