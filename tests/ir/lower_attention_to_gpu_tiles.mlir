@@ -65,7 +65,8 @@ func.func @wide_heads(%q: tensor<1x1x?x128xf32>, %k: tensor<1x1x?x128xf32>, %v: 
 // -----
 
 // q, k and v widened from bf16: the tensor-core form. The block's query tile and each key
-// and value tile are staged in bf16 (arith.truncf of the widened values: exact), the warps
+// and value tile are staged in bf16 (read from the bf16 tensors in place, widened on load
+// and rounded back by arith.truncf: exact), the warps
 // (64 rows: 4 warps of 16) compute S = Q K^T in 16x8x16 vector.contract tiles (Dh = 16:
 // one k step; 32 keys: 4 n steps), the threads take the softmax step on S's rows and
 // write P in bf16, the warps accumulate P V (32 keys: 2 k steps; Dv = 16: 2 n steps) into

@@ -146,8 +146,8 @@ def LowerAttentionToGpuTiles : Pass<"qkv-lower-attention-to-gpu-tiles", "::mlir:
     With `mma` (tensor cores: sm_80 and later), an attention whose q, k and v are each the
     widening (arith.extf) of an f16 or bf16 tensor of one type, with head dims that are
     multiples of 16 (q, k) and 8 (v), takes the tensor-core form instead: the block's query
-    tile and each key and value tile are staged in that half type (rounding them back is
-    exact), and scf.foralls mapped to warps (#gpu.warp<x>, 16 query rows each) compute the
+    tile and each key and value tile are staged in that half type (read from the half
+    tensors in place, widened on load and rounded back: exact), and scf.foralls mapped to warps (#gpu.warp<x>, 16 query rows each) compute the
     warp's scores S = Q K^T and its P V as vector.contract ops of 16x8x16 tiles with f32
     accumulators (transfer_read/transfer_write on the block's buffers), which
     convert-vector-to-gpu turns into mma.sync on the GPU. Between them, the threads take
