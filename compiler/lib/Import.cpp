@@ -47,10 +47,6 @@ bool moves_elements(OpKind op) {
   }
 }
 
-} // namespace
-
-namespace {
-
 mlir::Type element_type(mlir::MLIRContext &ctx, DType t) {
   switch (t) {
   case DType::F32: return mlir::Float32Type::get(&ctx);

@@ -77,6 +77,14 @@ static Type asStored(Type t, const HeadView &v) {
   return vt ? Type(VectorType::get(vt.getShape(), elem)) : elem;
 }
 
+Value unwidened(Value t) {
+  auto ext = t.getDefiningOp<arith::ExtFOp>();
+  if (!ext)
+    return t;
+  Type in = getElementTypeOrSelf(ext.getIn().getType());
+  return in.isF16() || in.isBF16() ? ext.getIn() : t;
+}
+
 Value loadAs(KernelBuilder &kb, Type t, const HeadView &v, ValueRange at, Value mask) {
   Type stored = asStored(t, v);
   Value x = isa<VectorType>(stored) ? kb.vload(cast<VectorType>(stored), v.mem, at, mask)
@@ -470,20 +478,10 @@ Value readBuffer(ImplicitLocOpBuilder &b, Value t, bool identity) {
   return bufferization::ToBufferOp::create(b, mt, t, /*read_only=*/true);
 }
 
-/// The f16/bf16 tensor `t` is the widening of, or `t`.
-Value unwidened(Value t) {
-  auto ext = t.getDefiningOp<arith::ExtFOp>();
-  if (!ext)
-    return t;
-  Type in = getElementTypeOrSelf(ext.getIn().getType());
-  return in.isF16() || in.isBF16() ? ext.getIn() : t;
-}
-
 /// Extent d of an attention operand. An operand made by qkv.split_heads is measured on
 /// the split's input, which the kernel reads in place: asking the split itself would
 /// keep it (and the copy it lowers to) alive.
 Value sizeOf(ImplicitLocOpBuilder &b, Value t, int64_t d) {
-  t = unwidened(t);
   auto tt = cast<RankedTensorType>(t.getType());
   if (!tt.isDynamicDim(d))
     return arith::ConstantIndexOp::create(b, tt.getDimSize(d));
@@ -518,7 +516,6 @@ Value sizeOf(ImplicitLocOpBuilder &b, Value t, int64_t d) {
 HeadView viewOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
   HeadView v;
   v.rank = rank;
-  t = unwidened(t);
   if (auto split = t.getDefiningOp<SplitHeadsOp>()) {
     v.mem = readBuffer(b, split.getX(), false);
     v.merged = true;
@@ -532,9 +529,8 @@ HeadView viewOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
 /// Key or value rows: a plain operand, or the parts of a cache view.
 RowSource rowsOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) {
   RowSource src;
-  t = unwidened(t);
   auto parts = [&](Value store, Value lengths, Value fresh) {
-    src.stored.mem = readBuffer(b, unwidened(store), false);
+    src.stored.mem = readBuffer(b, store, false);
     src.fresh = viewOf(b, fresh, rank, headDim);
     src.lengths = readBuffer(b, lengths, true);
     src.n = sizeOf(b, fresh, 2);
@@ -565,11 +561,12 @@ HeadView outputOf(KernelBuilder &kb, AttentionOp op, const AttentionInfo &a) {
     if (!outT.isDynamicDim(i))
       continue;
     if (!merge)
-      dyn.push_back(i == a.rank - 1 ? a.nDv : sizeOf(b, op.getQ(), i));
+      dyn.push_back(i == a.rank - 1 ? a.nDv : sizeOf(b, unwidened(op.getQ()), i));
     else // (..., L, H*Dv): leading dims and L from q, the last from H*Dv
       dyn.push_back(i == outT.getRank() - 1
                         ? kb.mul(a.nH, a.nDv)
-                        : sizeOf(b, op.getQ(), i == outT.getRank() - 2 ? a.rank - 2 : i));
+                        : sizeOf(b, unwidened(op.getQ()),
+                                 i == outT.getRank() - 2 ? a.rank - 2 : i));
   }
   v.mem = memref::AllocOp::create(b, MemRefType::get(outT.getShape(), a.ft), dyn);
   v.merged = bool(merge);
@@ -585,8 +582,9 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   ImplicitLocOpBuilder &b = kb.builder();
   AttentionInfo a;
   a.op = op;
-  Value q = op.getQ(), k = op.getK(), v = op.getV();
-  auto qt = cast<RankedTensorType>(q.getType());
+  // An operand the import widened from f16/bf16 is read where its own tensor is (loadAs).
+  Value q = unwidened(op.getQ()), k = unwidened(op.getK()), v = unwidened(op.getV());
+  auto qt = cast<RankedTensorType>(op.getQ().getType());
   a.rank = qt.getRank();
   a.ft = qt.getElementType();
   int64_t r = a.rank;
@@ -619,7 +617,6 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   // Keys and values must be views of the same lengths to share the segments; otherwise
   // both are read as plain operands (the views then materialise).
   auto lengthsOf = [](Value t) -> Value {
-    t = unwidened(t);
     if (auto view = t.getDefiningOp<CacheViewOp>())
       return view.getLengths();
     if (auto view = t.getDefiningOp<PagedCacheViewOp>())

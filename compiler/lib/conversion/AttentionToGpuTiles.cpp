@@ -442,12 +442,9 @@ void emitBlock(KernelBuilder &kb, const AttentionInfo &a, const GpuTiles &t, Val
 Type widenedFrom(AttentionOp op) {
   Type half;
   for (Value v : {op.getQ(), op.getK(), op.getV()}) {
-    auto ext = v.getDefiningOp<arith::ExtFOp>();
-    if (!ext)
-      return Type();
-    Type t = getElementTypeOrSelf(ext.getIn().getType());
-    if (!(t.isF16() || t.isBF16()) || (half && t != half) ||
-        !getElementTypeOrSelf(v.getType()).isF32())
+    Value src = unwidened(v);
+    Type t = getElementTypeOrSelf(src.getType());
+    if (src == v || (half && t != half) || !getElementTypeOrSelf(v.getType()).isF32())
       return Type();
     half = t;
   }

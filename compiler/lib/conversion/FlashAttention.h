@@ -86,6 +86,8 @@ void replaceWithOutput(mlir::PatternRewriter &rw, mlir::ImplicitLocOpBuilder &ib
 /// The segments of sequence b's key axis [0, nS): one for a plain operand; stored rows,
 /// fresh rows and zeros for a cache view.
 llvm::SmallVector<KeySegment> keySegments(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b);
+/// The f16/bf16 tensor `t` is the widening (arith.extf) of, or `t` itself.
+mlir::Value unwidened(mlir::Value t);
 /// A load from `v` as `t` (f32, or a vector of it): a view may hold f16/bf16 (an operand
 /// the import widened is read where it is, at its own width), and the value is widened.
 mlir::Value loadAs(KernelBuilder &kb, mlir::Type t, const HeadView &v, mlir::ValueRange at,

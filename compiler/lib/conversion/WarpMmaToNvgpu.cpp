@@ -175,6 +175,9 @@ struct WarpMmaToNvgpuPass : qkv::ir::impl::WarpMmaToNvgpuBase<WarpMmaToNvgpuPass
       fn.setWorkgroupAttributionAttr(
           i, StringAttr::get(fn.getContext(), LLVM::LLVMDialect::getAlignAttrName()),
           IntegerAttr::get(IntegerType::get(fn.getContext(), 64), kSharedAlign));
+    // Only the attention kernel has contractions: the other kernels need nothing more.
+    if (!fn.walk([](vector::ContractionOp) { return WalkResult::interrupt(); }).wasInterrupted())
+      return;
     FailureOr<SmallVector<vector::ContractionOp>> bf16 = bf16Contracts(fn);
     if (failed(bf16) || (!bf16->empty() && failed(bf16AsF16(fn, *bf16))))
       return signalPassFailure();
