@@ -34,14 +34,16 @@ void require(Baseline b) {
     throw std::runtime_error(std::string(missing_baselines_reason()));
 }
 
+} // namespace
+
 void matmul(Baseline b, std::int64_t m, std::int64_t k, std::int64_t n, const float *x,
             const float *w, float *y, int threads) {
+  require(b);
   if (b == Baseline::OpenBlas)
     detail::openblas_matmul(m, k, n, x, w, y, threads);
   else
     detail::reference_matmul(m, k, n, x, w, y, threads);
 }
-} // namespace
 
 void attention(Baseline b, const AttentionProblem &p, HeadsView<const float> q,
                HeadsView<const float> k, HeadsView<const float> v, HeadsView<float> out,

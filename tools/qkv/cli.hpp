@@ -20,7 +20,7 @@ struct Args {
 };
 
 /// `qkv CMD NAME... --key value --key=value --flag`; --check, --checked, --json,
-/// --no-baselines, --bench, --reference and --paged take no value.
+/// --no-baselines, --bench, --reference, --paged and --bias take no value.
 Args parse(int argc, char **argv);
 /// Throws qkv::Error naming an option that `a.cmd` does not take.
 void check_opts(const Args &a, std::initializer_list<const char *> allowed);

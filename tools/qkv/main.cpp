@@ -4,6 +4,7 @@
 //   qkv dump NAME [--stage=S] [--checked] [shape options]
 //   qkv run NAME [--check] [shape options] [--seed N] [--atol X] [--rtol Y]
 //   qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]   (bench.cpp)
+//   qkv bench gemm --m M --k K --n N [--threads T] [--bias] [--json]     (bench_gemm.cpp)
 //   qkv show NAME [--seq L] [--png FILE] [--q-tile T] [--kv-tile T]      (show.cpp)
 //   qkv embed [--model DIR] [--json] SENTENCE...  |  qkv embed --bench    (embed.cpp)
 //   qkv cache info|clear [--dir D]                                       (cache.cpp)
@@ -17,6 +18,7 @@
 #include <qkv/runtime/interpreter.hpp>
 
 #include "bench.hpp"
+#include "bench_gemm.hpp"
 #include "cache.hpp"
 #include "cli.hpp"
 #include "embed.hpp"
@@ -38,6 +40,7 @@ commands:
   dump NAME            print NAME's IR at one stage (default: qkv)
   run NAME             compile NAME for the host CPU and run it on random inputs
   bench NAME           time NAME at a shape against the machine's peak and two baselines
+  bench gemm           time one projection x . w (--m --k --n) against the peak and OpenBLAS
   show NAME            draw NAME's mask and the tiles the compiled kernel skips
   embed SENTENCE...    sentence embeddings and their cosine similarities (all-MiniLM-L6-v2)
   cache info|clear     the compiled-kernel cache: where it is and what it holds, or empty it
@@ -184,6 +187,8 @@ int dispatch(const Args &a) {
     std::cerr << "qkv: unknown command '" << a.cmd << "'\n\n" << kUsage;
     return 2;
   }
+  if (a.cmd == "bench" && a.name == "gemm")
+    help = qkv::tool::kBenchGemmHelp;
   if (a.help) {
     std::cout << help;
     return 0;
@@ -204,6 +209,8 @@ int dispatch(const Args &a) {
     return cmd_run(a);
   if (a.cmd == "show")
     return qkv::tool::cmd_show(a);
+  if (a.name == "gemm")
+    return qkv::tool::cmd_bench_gemm(a);
   return qkv::tool::cmd_bench(a);
 }
 

@@ -55,6 +55,10 @@ std::string_view missing_baselines_reason();
 /// The BLAS library's own description (OpenBLAS's config string), or "".
 std::string_view blas_config();
 
+/// y (m, n) = x (m, k) . w (k, n), all contiguous and row-major: cblas_sgemm on T
+/// threads, or plain loops parallel over rows.
+void matmul(Baseline b, std::int64_t m, std::int64_t k, std::int64_t n, const float *x,
+            const float *w, float *y, int threads);
 /// out = softmax(mask(scale q k^T)) v for every (batch, head) of `p`.
 void attention(Baseline b, const AttentionProblem &p, HeadsView<const float> q,
                HeadsView<const float> k, HeadsView<const float> v, HeadsView<float> out,
