@@ -5,12 +5,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -52,6 +55,31 @@ int host_vector_bits() {
   return 128;
 }
 
+std::int64_t host_cache_bytes(int level) {
+  auto read = [](const std::string &path) {
+    std::ifstream f(path);
+    std::string v;
+    std::getline(f, v);
+    return v;
+  };
+  // sysfs: the cache of `level` that holds data (L1d, or a unified L2).
+  for (int i = 0; i < 8; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::string type = read(dir + "type");
+    if (read(dir + "level") != std::to_string(level) || (type != "Data" && type != "Unified"))
+      continue;
+    std::string size = read(dir + "size");
+    char *end = nullptr;
+    long v = std::strtol(size.c_str(), &end, 10);
+    if (v > 0)
+      return v * (*end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1);
+  }
+  long v = ::sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : _SC_LEVEL2_CACHE_SIZE);
+  if (v > 0)
+    return v;
+  return level == 1 ? 32 * 1024 : 512 * 1024;
+}
+
 namespace {
 
 ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
@@ -60,6 +88,10 @@ ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
                std::to_string(s.threads));
   if (s.q_tile < 0 || s.kv_tile < 0)
     user_error("Schedule: tile sizes must be 0 (default) or positive");
+  if (s.gemm_k_block < 0 || s.gemm_m_block < 0)
+    user_error("Schedule: GEMM block sizes must be 0 (from the host's caches) or positive, got "
+               "gemm_k_block " + std::to_string(s.gemm_k_block) + ", gemm_m_block " +
+               std::to_string(s.gemm_m_block));
   if (s.vector_bits != 0 && s.vector_bits != 128 && s.vector_bits != 256 && s.vector_bits != 512)
     user_error("Schedule::vector_bits must be 0 (the host's widest), 128, 256 or 512, got " +
                std::to_string(s.vector_bits));
@@ -68,6 +100,10 @@ ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
   o.qTile = s.q_tile;
   o.kvTile = s.kv_tile;
   o.threads = s.threads;
+  o.l1Bytes = host_cache_bytes(1);
+  o.l2Bytes = host_cache_bytes(2);
+  o.gemmKc = s.gemm_k_block;
+  o.gemmMc = s.gemm_m_block;
   return o;
 }
 
@@ -271,16 +307,40 @@ void store(CacheUse &cu, const std::string &symbol, const std::vector<std::strin
                                        "folder)");
 }
 
-KernelEntry link(const std::vector<std::string> &objects, const std::string &symbol) {
+/// The packed params a kernel's objects list (qkv-lower-matmul-to-microkernels writes
+/// "<argument>:<panel columns>" per packed argument, separated by ',').
+std::vector<PackedParam> parse_packed_params(const std::string &text) {
+  std::vector<PackedParam> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    PackedParam p;
+    char colon = 0;
+    std::stringstream fields(item);
+    if (!(fields >> p.argument >> colon >> p.panel_columns) || colon != ':')
+      throw CompileError("llvm-ir", "malformed packed param list '" + text + "'");
+    out.push_back(p);
+  }
+  return out;
+}
+
+KernelEntry entry_of(jit::LoadedObject loaded, const std::string &symbol, bool checked) {
+  KernelEntry entry;
+  entry.owner = std::move(loaded.owner);
+  entry.packed = loaded.packed;
+  entry.symbol = symbol;
+  entry.checked = checked;
+  entry.packed_params = parse_packed_params(loaded.packed_params);
+  return entry;
+}
+
+KernelEntry link(const std::vector<std::string> &objects, const std::string &symbol,
+                 bool checked) {
   auto loaded = jit::load_object(objects, symbol);
   if (!loaded)
     throw CompileError("llvm-ir", "cannot link " + symbol + ": " +
                                       llvm::toString(loaded.takeError()));
-  KernelEntry entry;
-  entry.owner = std::move(loaded->owner);
-  entry.packed = loaded->packed;
-  entry.symbol = symbol;
-  return entry;
+  return entry_of(std::move(*loaded), symbol, checked);
 }
 
 Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &options,
@@ -332,7 +392,7 @@ std::optional<Kernel> load_cached(const Graph &g, const Target &target,
   stats.stage_ms = {{"cache", cu.ms}};
   cu.fill(stats);
   stats.total_ms = ms_since(t_all);
-  KernelEntry entry{std::move(loaded->owner), loaded->packed, e->symbol, options.checked};
+  KernelEntry entry = entry_of(std::move(*loaded), e->symbol, options.checked);
   return Kernel(g, std::move(entry), {{"graph", g.str()}}, recompile_on_demand(g, target, options),
                 std::move(stats));
 }
@@ -366,8 +426,7 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
     part_ir->push_back(std::move(p.ir));
   }
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
-  KernelEntry entry = link(objects, symbol);
-  entry.checked = options.checked;
+  KernelEntry entry = link(objects, symbol, options.checked);
   log.keep("llvm-ir", [&] { return join_parts_ir(*part_ir); }, ms_since(t));
   log.stats.codegen_parts = static_cast<int>(objects.size());
   store(cu, symbol, objects); // only objects that linked

@@ -124,6 +124,9 @@ Key make_key(const Graph &g, const CompileOptions &o, int vector_bits, const std
   k.text = toolchain() + "\ntarget " + jit::host_identity() + " " + target + "\noptions threads=" +
            std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
            " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
+           " gemm_k_block=" + std::to_string(s.gemm_k_block) +
+           " gemm_m_block=" + std::to_string(s.gemm_m_block) +
+           " l1=" + std::to_string(host_cache_bytes(1)) + " l2=" + std::to_string(host_cache_bytes(2)) +
            " opt_level=" + std::to_string(o.opt_level) +
            " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) +
            " recognize_attention=" + std::to_string(o.recognize_attention) +

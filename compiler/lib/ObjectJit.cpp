@@ -200,6 +200,11 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
     return fini_fns.takeError();
   LoadedObject out;
   out.packed = addr->toPtr<void (*)(void **)>();
+  // The params the kernel takes packed (qkv-lower-matmul-to-microkernels), if any.
+  if (auto list = (*jit)->lookup("qkv_packed_params"))
+    out.packed_params = list->toPtr<const char *>();
+  else
+    llvm::consumeError(list.takeError());
   out.owner = std::shared_ptr<llvm::orc::LLJIT>(
       jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {
         for (void (*f)() : finish)

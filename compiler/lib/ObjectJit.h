@@ -40,6 +40,9 @@ llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm
 struct LoadedObject {
   std::shared_ptr<void> owner; ///< keeps the code mapped
   void (*packed)(void **) = nullptr;
+  /// The string global `qkv_packed_params` of the objects (the params the entry takes
+  /// packed, after its outputs), or "" when they define none.
+  std::string packed_params;
 };
 
 /// Links `objects` (one kernel's parts) into a fresh JIT in this process, resolving their

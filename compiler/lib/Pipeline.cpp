@@ -146,6 +146,8 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "loops")
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +
+           " l1-bytes=" + std::to_string(o.l1Bytes) + " l2-bytes=" + std::to_string(o.l2Bytes) +
+           " kc=" + std::to_string(o.gemmKc) + " mc=" + std::to_string(o.gemmMc) +
            "},func.func(convert-linalg-to-parallel-loops),"
            "qkv-deallocate-buffers,canonicalize,cse";
   if (stage == "llvm")

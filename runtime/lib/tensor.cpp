@@ -233,11 +233,17 @@ std::size_t memory_limit() {
                                : std::numeric_limits<std::size_t>::max();
 }
 
+std::shared_ptr<Tensor::Stamp> Tensor::new_stamp() {
+  static std::atomic<std::uint64_t> next{1};
+  return std::make_shared<Stamp>(next.fetch_add(1, std::memory_order_relaxed));
+}
+
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   auto n = static_cast<std::size_t>(count(shape_));
   if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype_))
     user_error("tensor: " + type_str() + " is too large to address");
   storage_ = allocate(n * dtype_size(dtype_), *this);
+  stamp_ = new_stamp();
 }
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) {
@@ -248,6 +254,7 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype))
     user_error("tensor: " + t.type_str() + " is too large to address");
   t.storage_ = allocate(n * dtype_size(dtype), t, /*zero=*/false);
+  t.stamp_ = new_stamp();
   return t;
 }
 

@@ -1,62 +1,106 @@
-// qkv-lower-matmul-to-microkernels: linalg.matmul / batch_matmul on buffers become tasks
-// (row blocks x panels of 4 vectors of columns) calling the register-tiled micro-kernel,
-// a private function of the module that every matmul shares; columns past the last whole
-// panel go one masked vector at a time, through the masked form of the function.
-// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512},canonicalize,cse)" | FileCheck %s
+// qkv-lower-matmul-to-microkernels: linalg.matmul / batch_matmul on buffers become the
+// blocked, packed GEMM: B packed into panels of nr columns (a scratch buffer, tasks over
+// panels; or, for a 2-D param, an argument the runtime packs once), then tasks over (batch,
+// row block, range of panels) calling the block function, a private function of the
+// module that every matmul shares. AVX2-sized here: 8 lanes, 6 x 2-vector register tiles
+// (nr = 16), K blocks of 32, row blocks of at most 12.
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=256 kc=32 mc=12},canonicalize,cse)" | FileCheck %s
 
-// N = 70: one panel of 64 columns, then 6 columns under a mask.
+// N = 70: 5 panels of 16 columns, the last holding 6.
 // CHECK-LABEL: func.func @matmul
-// CHECK-SAME: %[[A:[a-z0-9]+]]: memref<?x8xf32>, %[[B:[a-z0-9]+]]: memref<8x70xf32>, %[[C:[a-z0-9]+]]: memref<?x70xf32>
+// CHECK-SAME: %[[A:[a-z0-9]+]]: memref<?x8xf32>, %[[B:[a-z0-9]+]]: memref<8x70xf32>, %[[C:[a-z0-9]+]]: memref<?x70xf32>)
 // CHECK-NOT: linalg.matmul
 // CHECK: %[[M:.*]] = memref.dim %[[C]], %c0
-// row blocks of 48 (8 register tiles of 6 rows)
-// CHECK: %[[M47:.*]] = arith.addi %[[M]], %c47
-// CHECK: %[[BLOCKS:.*]] = arith.divui %[[M47]], %c48
-// CHECK: scf.parallel (%[[BLK:.*]]) = (%c0) to (%[[BLOCKS]]) step (%c1)
-// CHECK: %[[I0:.*]] = arith.muli %[[BLK]], %c48
-// CHECK: %[[ROWS:.*]] = arith.minsi %{{.*}}, %c48
-// the operands as the function's 2-D views (unit-stride rows)
-// CHECK: %[[AV:.*]] = memref.cast %[[A]] : memref<?x8xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
+// B packed: 5 panels x K = 8 rows x 16 columns, one task per panel
+// CHECK: %[[BP:.*]] = memref.alloc() {alignment = 64 : i64} : memref<640xf32>
+// CHECK: scf.parallel (%[[P:.*]]) = (%c0) to (%c5) step (%c1)
 // CHECK: %[[BV:.*]] = memref.cast %[[B]] : memref<8x70xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
+// CHECK: %[[BPV:.*]] = memref.cast %[[BP]] : memref<640xf32> to memref<?xf32, strided<[1], offset: ?>>
+// CHECK: %[[P1:.*]] = arith.addi %[[P]], %c1
+// CHECK: func.call @qkv_gemm_pack_b_f32_16(%[[BV]], %[[BPV]], %[[P]], %[[P1]], %c70, %c8)
+// row blocks: ceil(M / 12) of them, of equal size rounded up to whole tiles of 6 rows
+// CHECK: %[[M11:.*]] = arith.addi %[[M]], %c11
+// CHECK: %[[BLOCKS:.*]] = arith.divui %[[M11]], %c12
+// column ranges: one when the blocks divide among the threads, else one per thread
+// CHECK: %[[T:.*]] = call @omp_get_max_threads()
+// CHECK: %[[TI:.*]] = arith.index_cast %[[T]]
+// CHECK: %[[REM:.*]] = arith.remui %[[BLOCKS]], %{{.*}}
+// CHECK: %[[DIV:.*]] = arith.cmpi eq, %[[REM]], %c0
+// CHECK: arith.select %[[DIV]], %c1, %[[TI]]
+// CHECK: scf.parallel (%[[BLK:.*]], %[[RANGE:.*]]) = (%c0, %c0) to (%[[BLOCKS]], %{{.*}}) step (%c1, %c1)
+// CHECK: %[[I0:.*]] = arith.muli %[[BLK]], %[[MC:.*]] : index
+// CHECK: %[[ROWS:.*]] = arith.minsi %[[MC]], %{{.*}}
+// CHECK: %[[AV:.*]] = memref.cast %[[A]] : memref<?x8xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
 // CHECK: %[[CV:.*]] = memref.cast %[[C]] : memref<?x70xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
-// rows [i0, i0 + rows), columns from 0, K = 8; the tiles start from C (true: no fill
-// before the matmul, which accumulates into C)
-// CHECK: func.call @qkv_matmul_panel_f32_64(%[[AV]], %[[BV]], %[[CV]], %[[I0]], %[[ROWS]], %c0, %c8, %{{.*}}, %true)
-// the column tail from 64, below N = 70
-// CHECK: scf.parallel
-// CHECK: func.call @qkv_matmul_panel_f32_16_masked(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c64, %c8, %{{.*}}, %true, %c70)
+// the tiles start from C (true: no fill before the matmul, which accumulates into C)
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32(%[[AV]], %{{.*}}, %[[CV]], %[[I0]], %[[ROWS]], %{{.*}}, %{{.*}}, %c70, %c8, %{{.*}}, %true)
+// the scratch buffer is freed after the matmul
+// CHECK: memref.dealloc %[[BP]]
 func.func @matmul(%a: memref<?x8xf32>, %b: memref<8x70xf32>, %c: memref<?x70xf32>) {
   linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x70xf32>) outs(%c : memref<?x70xf32>)
   return
 }
 
-// batch_matmul whose B serves every batch (a projection of (B, L, K) activations): tasks
-// over (batch, row block); A and C are the batch's 2-D subviews, B is passed whole. The
-// same panel function serves it: one copy of the micro-kernel per module.
+// B a param of the entry function (a weight): nothing is packed per call. The function
+// takes it packed, as an argument after all others that names the param it packs and
+// its panel width; a param that two matmuls read is packed once.
+// CHECK-LABEL: func.func @params
+// CHECK-SAME: %[[CP:arg3]]: memref<?x70xf32>, %[[WP:arg4]]: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 16 : i64}, %[[W2P:arg5]]: memref<?xf32> {qkv.packed_param = 2 : i64, qkv.panel_columns = 16 : i64})
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: qkv_gemm_pack_b
+// CHECK: memref.subview %[[WP]][0] [640] [1]
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32(
+// CHECK: memref.subview %[[W2P]][0] [640] [1]
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32(
+// CHECK: memref.subview %[[WP]][0] [640] [1]
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32(
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+func.func @params(%a: memref<?x8xf32> {qkv.name = "x"}, %b: memref<8x70xf32> {qkv.name = "w", qkv.param}, %b2: memref<8x70xf32> {qkv.name = "w2", qkv.param}, %c: memref<?x70xf32>) attributes {llvm.emit_c_interface} {
+  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x70xf32>) outs(%c : memref<?x70xf32>)
+  linalg.matmul ins(%a, %b2 : memref<?x8xf32>, memref<8x70xf32>) outs(%c : memref<?x70xf32>)
+  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x70xf32>) outs(%c : memref<?x70xf32>)
+  return
+}
+
+// batch_matmul whose B serves every batch (a projection of (B, L, K) activations): B is
+// packed once; tasks over (batch, row block, range of panels); A and C are the batch's
+// 2-D subviews.
 // CHECK-LABEL: func.func @shared_b
 // CHECK-SAME: %[[A:[a-z0-9]+]]: memref<?x?x8xf32>, %[[B:[a-z0-9]+]]: memref<8x64xf32>, %[[C:[a-z0-9]+]]: memref<?x?x64xf32>
-// CHECK: scf.parallel (%[[BATCH:.*]], %{{.*}}) = (%c0, %c0) to
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<512xf32>
+// CHECK: func.call @qkv_gemm_pack_b_f32_16(
+// CHECK: scf.parallel (%[[BATCH:.*]], %{{.*}}, %{{.*}}) = (%c0, %c0, %c0) to
 // CHECK: %[[AS:.*]] = memref.subview %[[A]][%[[BATCH]], 0, 0] [1, %{{.*}}, 8] [1, 1, 1] : memref<?x?x8xf32> to memref<?x8xf32, strided<[8, 1], offset: ?>>
 // CHECK: %[[AV:.*]] = memref.cast %[[AS]]
-// CHECK: %[[BV:.*]] = memref.cast %[[B]] : memref<8x64xf32>
 // CHECK: %[[CS:.*]] = memref.subview %[[C]][%[[BATCH]], 0, 0]
 // CHECK: %[[CV:.*]] = memref.cast %[[CS]]
-// CHECK: func.call @qkv_matmul_panel_f32_64(%[[AV]], %[[BV]], %[[CV]],
-// N = 64: no column tail
-// CHECK-NOT: scf.parallel
-// CHECK: return
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32(%[[AV]], %{{.*}}, %[[CV]],
 func.func @shared_b(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x?x64xf32>) {
   linalg.batch_matmul indexing_maps = [affine_map<(d0,d1,d2,d3)->(d0,d1,d3)>, affine_map<(d0,d1,d2,d3)->(d3,d2)>, affine_map<(d0,d1,d2,d3)->(d0,d1,d2)>] ins(%a, %b : memref<?x?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x?x64xf32>)
   return
 }
 
+// A B for each batch: packed for each (tasks over batch and panel), each batch's tasks
+// reading its own part.
+// CHECK-LABEL: func.func @batched_b
+// CHECK: scf.parallel (%[[BB:.*]], %[[PB:.*]]) = (%c0, %c0) to (%{{.*}}, %c4)
+// CHECK: memref.subview %{{.*}}[%[[BB]], 0, 0]
+// CHECK: %[[OFF:.*]] = arith.muli %[[BB]], %c512
+// CHECK: memref.subview %{{.*}}[%[[OFF]]] [512] [1]
+// CHECK: func.call @qkv_gemm_pack_b_f32_16(
+func.func @batched_b(%a: memref<?x?x8xf32>, %b: memref<?x8x64xf32>, %c: memref<?x?x64xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<?x?x8xf32>, memref<?x8x64xf32>) outs(%c : memref<?x?x64xf32>)
+  return
+}
+
 // C filled just before the matmul (what tensor.empty + linalg.fill bufferize to): the
-// fill is folded into the micro-kernel, whose tiles start from its value (false: not
-// from C), so C is written once.
+// fill is folded into the GEMM, whose tiles start from its value (false: not from C),
+// so C is written once.
 // CHECK-LABEL: func.func @filled
 // CHECK-SAME: %[[V:[a-z0-9]+]]: f32
 // CHECK-NOT: linalg.fill
-// CHECK: func.call @qkv_matmul_panel_f32_64(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0, %c8, %[[V]], %false)
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c64, %c8, %[[V]], %false)
 func.func @filled(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %v: f32) {
   linalg.fill ins(%v : f32) outs(%c : memref<?x64xf32>)
   linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x64xf32>)
@@ -67,7 +111,7 @@ func.func @filled(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32
 // do not stop the fold.
 // CHECK-LABEL: func.func @filled_then_views
 // CHECK-NOT: linalg.fill
-// CHECK: func.call @qkv_matmul_panel_f32_64({{.*}}, %false)
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32({{.*}}, %false)
 func.func @filled_then_views(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %v: f32) {
   linalg.fill ins(%v : f32) outs(%c : memref<?x64xf32>)
   %a2 = memref.collapse_shape %a [[0, 1], [2]] : memref<?x?x8xf32> into memref<?x8xf32>
@@ -80,7 +124,7 @@ func.func @filled_then_views(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: me
 // CHECK-LABEL: func.func @filled_then_written
 // CHECK: linalg.fill
 // CHECK: memref.store
-// CHECK: func.call @qkv_matmul_panel_f32_64({{.*}}, %true)
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32({{.*}}, %true)
 func.func @filled_then_written(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %v: f32) {
   linalg.fill ins(%v : f32) outs(%c : memref<?x64xf32>)
   %c0 = arith.constant 0 : index
@@ -92,7 +136,7 @@ func.func @filled_then_written(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: me
 // A fill of another buffer stays.
 // CHECK-LABEL: func.func @filled_elsewhere
 // CHECK: linalg.fill
-// CHECK: func.call @qkv_matmul_panel_f32_64({{.*}}, %true)
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32({{.*}}, %true)
 func.func @filled_elsewhere(%a: memref<?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x64xf32>, %d: memref<?x64xf32>, %v: f32) {
   linalg.fill ins(%v : f32) outs(%d : memref<?x64xf32>)
   linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x64xf32>)
@@ -116,39 +160,87 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
   return
 }
 
-// The panel function, made once: a 6 x 4 register tile of C[i0 + i][n0 ..] runs over K
-// in blocks of 128 keys, A broadcast, rows of B as vectors. The first block's tiles start
-// from the fill value unless fromC, later ones from C; at least one block runs, so with
-// K = 0 the fill is still written. Internal and kept out of line in LLVM.
-// CHECK-LABEL: func.func private @qkv_matmul_panel_f32_64
-// CHECK-SAME: (%[[A:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[B:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[C:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[I0:[a-z0-9]+]]: index, %[[M:[a-z0-9]+]]: index, %[[N0:[a-z0-9]+]]: index, %[[K:[a-z0-9]+]]: index, %[[FILL:[a-z0-9]+]]: f32, %[[FROMC:[a-z0-9]+]]: i1)
+// The packing function: panels [p0, p1) of B, each K rows of nr columns one after the
+// other; the last panel's columns past N come from masked loads, as zeros.
+// CHECK-LABEL: func.func private @qkv_gemm_pack_b_f32_16
+// CHECK-SAME: (%[[B:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[BP:[a-z0-9]+]]: memref<?xf32, strided<[1], offset: ?>>, %[[P0:[a-z0-9]+]]: index, %[[P1:[a-z0-9]+]]: index, %[[N:[a-z0-9]+]]: index, %[[K:[a-z0-9]+]]: index)
+// CHECK-SAME: llvm.linkage = #llvm.linkage<internal>
+// CHECK: scf.for %[[P:.*]] = %[[P0]] to %[[P1]] step %c1
+// CHECK: %[[J0:.*]] = arith.muli %[[P]], %c16
+// CHECK: %[[COLS:.*]] = arith.subi %[[N]], %[[J0]]
+// CHECK: %[[PK:.*]] = arith.muli %[[P]], %[[K]]
+// CHECK: %[[BASE:.*]] = arith.muli %[[PK]], %c16
+// CHECK: %[[WHOLE:.*]] = arith.cmpi sge, %[[COLS]], %c16
+// CHECK: scf.if %[[WHOLE]]
+// CHECK: scf.for %[[KK:.*]] = %c0 to %[[K]] step %c1
+// CHECK: %[[ROW:.*]] = arith.muli %[[KK]], %c16
+// CHECK: %[[TO:.*]] = arith.addi %[[BASE]], %[[ROW]]
+// CHECK: %[[V:.*]] = vector.load %[[B]][%[[KK]], %[[J0]]]
+// CHECK: vector.store %[[V]], %[[BP]][%[[TO]]]
+// CHECK: } else {
+// CHECK: %[[MASK:.*]] = vector.create_mask %[[COLS]] : vector<8xi1>
+// CHECK: vector.maskedload %[[B]][%{{.*}}, %[[J0]]], %[[MASK]]
+
+// The block function, made once: for each K block of 32 rows, A's rows of the task are
+// packed (6-row tiles, a column's 6 values together, rows past m as zeros), then every
+// 6 x 16 register tile of every panel runs over the block: packed B as vectors, packed A
+// broadcast. The first block's tiles start from the fill unless fromC (C is loaded
+// anyway, which brings its lines into the cache), later ones from C. Tiles whose rows or
+// columns leave C read and write under masks. At least one K block runs, so with K = 0
+// the fill is still written. Internal and kept out of line in LLVM.
+// CHECK-LABEL: func.func private @qkv_gemm_block_f32_6x16_k32
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[BP:[a-z0-9]+]]: memref<?xf32, strided<[1], offset: ?>>, %[[C:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[I0:[a-z0-9]+]]: index, %[[M:[a-z0-9]+]]: index, %[[P0:[a-z0-9]+]]: index, %[[P1:[a-z0-9]+]]: index, %[[N:[a-z0-9]+]]: index, %[[K:[a-z0-9]+]]: index, %[[FILL:[a-z0-9]+]]: f32, %[[FROMC:[a-z0-9]+]]: i1)
 // CHECK-SAME: llvm.linkage = #llvm.linkage<internal>
 // CHECK-SAME: passthrough = ["noinline"]
-// CHECK: %[[FILLV:.*]] = vector.broadcast %[[FILL]] : f32 to vector<16xf32>
+// 12 rows (mc) x 32 (kc) of packed A
+// CHECK: %[[AP:.*]] = memref.alloc() {alignment = 64 : i64} : memref<384xf32>
 // CHECK: %[[NOTC:.*]] = arith.xori %[[FROMC]], %true
 // CHECK: %[[KB:.*]] = arith.maxsi %[[K]], %c1
-// CHECK: scf.for %[[K0:.*]] = %c0 to %[[KB]] step %c128
-// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[K0]], %c0
+// CHECK: scf.for %[[PC:.*]] = %c0 to %[[KB]] step %c32
+// CHECK: %[[KLEFT:.*]] = arith.subi %[[K]], %[[PC]]
+// CHECK: %[[KC:.*]] = arith.minsi %[[KLEFT]], %c32
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[PC]], %c0
 // CHECK: %[[FILLED:.*]] = arith.andi %[[NOTC]], %[[FIRST]]
-// CHECK: %[[ROW:.*]] = arith.addi %[[I0]], %{{.*}} : index
-// CHECK: %[[CL:.*]] = vector.load %[[C]][%[[ROW]], %[[N0]]]
+// packing A: a column's six rows side by side
+// CHECK: scf.for %[[T0:.*]] = %c0 to %[[M]] step %c6
+// CHECK: scf.for %[[KK:.*]] = %c0 to %[[KC]] step %c1
+// CHECK: %[[AR:.*]] = arith.addi %[[I0]], %[[T0]]
+// CHECK: %[[AK:.*]] = arith.addi %[[PC]], %[[KK]]
+// CHECK: %[[AX:.*]] = memref.load %[[A]][%[[AR]], %[[AK]]]
+// CHECK: memref.store %[[AX]], %[[AP]][
+// the rows past m of the last tile are zeros
+// CHECK: } else {
+// CHECK: arith.select %{{.*}}, %{{.*}}, %cst
+// the panels of the task, then its tiles
+// CHECK: scf.for %[[P:.*]] = %[[P0]] to %[[P1]] step %c1
+// CHECK: %[[J0:.*]] = arith.muli %[[P]], %c16
+// CHECK: %[[PK:.*]] = arith.muli %[[P]], %[[K]]
+// CHECK: %[[PKC:.*]] = arith.addi %[[PK]], %[[PC]]
+// CHECK: %[[BB:.*]] = arith.muli %[[PKC]], %c16
+// CHECK: scf.for %[[TT:.*]] = %c0 to %[[M]] step %c6
+// CHECK: %[[ROW:.*]] = arith.addi %[[I0]], %[[TT]]
+// CHECK: %[[AB:.*]] = arith.muli %[[TT]], %[[KC]]
+// CHECK: scf.if
+// CHECK: %[[FILLV:.*]] = vector.broadcast %[[FILL]] : f32 to vector<8xf32>
+// CHECK: %[[CL:.*]] = vector.load %[[C]][%[[ROW]], %[[J0]]]
 // CHECK: %[[C0:.*]] = arith.select %[[FILLED]], %[[FILLV]], %[[CL]]
-// CHECK: %[[T:.*]]:24 = scf.for %[[KK:.*]] = %c0 to %{{.*}} step %c1 iter_args(%{{.*}} = %[[C0]],
-// CHECK: %[[KI:.*]] = arith.addi %[[K0]], %[[KK]]
-// CHECK: %[[BR:.*]] = vector.load %[[B]][%[[KI]], %[[N0]]]
-// CHECK: %[[AX:.*]] = memref.load %[[A]][%[[ROW]], %[[KI]]]
-// CHECK: %[[AB:.*]] = vector.broadcast %[[AX]] : f32 to vector<16xf32>
-// CHECK: vector.fma %[[AB]], %[[BR]], %{{.*}} : vector<16xf32>
-// CHECK: vector.store %[[T]]#0, %[[C]][%[[ROW]], %[[N0]]]
+// CHECK: %[[T:.*]]:12 = scf.for %[[KI:.*]] = %c0 to %[[KC]] step %c1 iter_args(%{{.*}} = %[[C0]],
+// CHECK: %[[BK:.*]] = arith.muli %[[KI]], %c16
+// CHECK: %[[BO:.*]] = arith.addi %[[BB]], %[[BK]]
+// CHECK: %[[BV:.*]] = vector.load %[[BP]][%[[BO]]]
+// CHECK: %[[AK2:.*]] = arith.muli %[[KI]], %c6
+// CHECK: %[[AO:.*]] = arith.addi %[[AB]], %[[AK2]]
+// CHECK: %[[AX2:.*]] = memref.load %[[AP]][%[[AO]]]
+// CHECK: %[[ABC:.*]] = vector.broadcast %[[AX2]] : f32 to vector<8xf32>
+// CHECK: vector.fma %[[ABC]], %[[BV]], %{{.*}} : vector<8xf32>
+// CHECK: vector.store %[[T]]#0, %[[C]][%[[ROW]], %[[J0]]]
+// the edge tiles: masked, rows clamped
+// CHECK: } else {
+// CHECK: vector.create_mask
+// CHECK: vector.maskedload %[[C]]
+// CHECK: vector.maskedstore %[[C]]
+// CHECK: memref.dealloc %[[AP]]
 // CHECK: return
 
-// The masked form: one vector of columns, the lanes below n; 8 rows per register tile.
-// CHECK-LABEL: func.func private @qkv_matmul_panel_f32_16_masked
-// CHECK-SAME: %[[N0:arg5]]: index, %{{.*}}: index, %{{.*}}: f32, %{{.*}}: i1, %[[N:arg9]]: index)
-// CHECK: %[[LEFT:.*]] = arith.subi %[[N]], %[[N0]]
-// CHECK: %[[MASK:.*]] = vector.create_mask %[[LEFT]] : vector<16xi1>
-// CHECK: vector.maskedload %{{.*}}, %[[MASK]]
-// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// CHECK: vector.maskedload %{{.*}}, %[[MASK]]
-// CHECK: vector.maskedstore %{{.*}}, %[[MASK]]
-
+// The packed params, for the runtime: argument 1 in panels of 16, then argument 2.
+// CHECK: llvm.mlir.global external constant @qkv_packed_params("1:16,2:16\00")

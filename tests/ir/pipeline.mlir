@@ -10,12 +10,13 @@
 // freed.
 // LOOPS-LABEL: func.func @block(
 // LOOPS-SAME: %[[X:arg[0-9]+]]: memref<?x8xf32>, %[[W:arg[0-9]+]]: memref<8x8xf32>, %[[OUT:arg[0-9]+]]: memref<?x8xf32>) attributes {llvm.emit_c_interface}
-// the projection: parallel row blocks calling the micro-kernel's function on x and w (N =
-// 8: only its masked one-vector form)
+// the projection: w packed into panels (w is not a param here: a scratch buffer, per
+// call), then parallel tasks calling the GEMM's block function on x
+// LOOPS: memref.cast %[[W]]
+// LOOPS: call @qkv_gemm_pack_b_f32_64(
 // LOOPS: scf.parallel
 // LOOPS: memref.cast %[[X]]
-// LOOPS: memref.cast %[[W]]
-// LOOPS: func.call @qkv_matmul_panel_f32_16_masked(
+// LOOPS: func.call @qkv_gemm_block_f32_6x64_k{{[0-9]+}}(
 // the attention kernel, then rms_norm
 // LOOPS: scf.parallel
 // LOOPS: math.sqrt
@@ -23,11 +24,13 @@
 // LOOPS: memref.dealloc
 // LOOPS: return
 // LOOPS-NEXT: }
-// the micro-kernel: x broadcast, rows of w as (8 of 16 lanes) vectors
-// LOOPS-NOT: @qkv_matmul_panel_f32_64
-// LOOPS-LABEL: func.func private @qkv_matmul_panel_f32_16_masked(
+// the packing (w's 8 columns under a mask) and the block function: packed x broadcast,
+// packed w as vectors
+// LOOPS-LABEL: func.func private @qkv_gemm_pack_b_f32_64(
 // LOOPS: vector.maskedload
+// LOOPS-LABEL: func.func private @qkv_gemm_block_f32_6x64_k{{[0-9]+}}(
 // LOOPS: memref.load
+// LOOPS: vector.broadcast
 // LOOPS: vector.fma
 
 // Nothing but loops and buffers from the label to the end of the module.
@@ -64,6 +67,7 @@
 // PIPE: qkv-unshare-fills
 // PIPE: one-shot-bufferize
 // PIPE: buffer-results-to-out-params
+// PIPE: qkv-lower-matmul-to-microkernels
 // PIPE: convert-linalg-to-parallel-loops
 // PIPE: qkv-lower-checks
 // PIPE: convert-scf-to-openmp

@@ -49,7 +49,7 @@ commands:
 )";
 
 const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [--target=T [--chip=C]]\n"
-                        "                [shape options]\n\n"
+                        "                [--vector-bits B] [shape options]\n\n"
                         "Prints graph NAME's IR at stage S, one of:\n"
                         "  graph    qkv's graph IR (the text Graph::str prints)\n"
                         "  qkv      the qkv dialect, after canonicalisation and attention "
@@ -62,6 +62,8 @@ const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [--target=
                         "  asm      host machine code\n"
                         "--checked shows the IR of a checked compile (bounds checks on the loads "
                         "in mods,\nas `qkv run --check` compiles).\n"
+                        "--vector-bits B compiles for B-bit vectors (128, 256 or 512; default: the "
+                        "host's\nwidest), so that the IR printed does not depend on the host.\n"
                         "--target=cuda prints the CUDA pipeline's stages instead (no GPU needed; "
                         "docs/gpu.md):\n"
                         "  graph, qkv  as above\n"
@@ -120,12 +122,13 @@ Target target_of(const Args &a) {
 }
 
 int cmd_dump(const Args &a) {
-  check_opts(a, {"stage", "checked", "target", "chip", QKV_SHAPE_OPTS});
+  check_opts(a, {"stage", "checked", "target", "chip", "vector-bits", QKV_SHAPE_OPTS});
   const auto &e = gallery::find(a.name);
   std::string stage = a.opts.count("stage") ? a.opts.at("stage") : "qkv";
   Graph g = e.build(shape_of(e, a));
   CompileOptions o;
   o.checked = a.opts.count("checked") > 0;
+  o.schedule.vector_bits = static_cast<int>(cli::int_opt(a, "vector-bits").value_or(0));
   std::cout << lower_to(g, target_of(a), stage, o);
   return 0;
 }

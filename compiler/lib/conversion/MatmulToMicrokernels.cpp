@@ -1,23 +1,22 @@
 // qkv-lower-matmul-to-microkernels: linalg.matmul and linalg.batch_matmul on buffers
-// (after bufferization) -> the register-tiled vector micro-kernel, in parallel tasks.
+// (after bufferization) -> the blocked, packed GEMM of Gemm.h, in parallel tasks.
 //
-// C (M x N) is cut into panels of nc vectors of columns and blocks of rows; each task
-// (batch, panel, row block) runs the micro-kernel over the whole K, so the panel of B it
-// reads (K x nc vectors) stays in cache across the block's register tiles, and A's rows
-// are read as broadcasts. Columns past the last whole panel are done one masked vector
-// at a time. The micro-kernel is a private function of the module, one per element type
-// and kind (whole panel, masked vector), called by every matmul's tasks on 2-D views of
-// their operands: a block's or a model's projections compile one copy of it, not one
-// each. A, B and C need unit stride along their last dim (they always have it in the CPU
-// pipeline: operands are fresh buffers or identity-layout arguments); a matmul that does
-// not is left to convert-linalg-to-parallel-loops.
+// B is packed into panels of nr columns (a scratch buffer, parallel over panels); C is
+// cut into tasks of at most mc rows by a range of panels, each calling the block
+// function, whose register tiles read packed B as one stream and broadcast A. The pack
+// and block functions are private functions of the module, one per element type and
+// blocking, called by every matmul's tasks on 2-D views of their operands: a block's or
+// a model's projections compile one copy of the micro-kernel, not one each. A, B and C
+// need unit stride along their last dim (they always have it in the CPU pipeline:
+// operands are fresh buffers or identity-layout arguments); a matmul that does not is
+// left to convert-linalg-to-parallel-loops.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "Microkernel.h"
+#include "Gemm.h"
 #include "qkv/compiler/transforms/Passes.h"
 
 namespace qkv::ir {
@@ -64,56 +63,6 @@ std::optional<bool> sharedBMaps(linalg::BatchMatmulOp op) {
   return std::nullopt;
 }
 
-/// Keys of the K loop per block: a block of the B panel (kBlock x nc vectors) stays in
-/// the L1 cache while every register tile of the row block passes over it.
-constexpr int64_t kBlock = 128;
-
-/// C[rows [i0, i0 + m)][cols [n0, n0 + nc * lanes)] = start + A . B, in place, K in
-/// blocks of kBlock, where start is C itself when `fromC` (an i1) is set, else `fill`
-/// (the value of a linalg.fill of C folded into the matmul).
-void emitPanel(KernelBuilder &kb, Value a, Value b, Value c, Value i0, Value m, Value n0, Value k,
-               Value fill, Value fromC, int64_t lanes, int64_t nc, int64_t regs, Value mask) {
-  ImplicitLocOpBuilder &ib = kb.builder();
-  Type elem = fill.getType();
-  VectorType vt = kb.vec(elem, lanes);
-  auto load = [&](KernelBuilder &in, Value mem, SmallVector<Value> idx) -> Value {
-    if (!mask)
-      return in.vload(vt, mem, idx);
-    return vector::MaskedLoadOp::create(in.builder(), vt, mem, idx, mask, in.fconst(vt, 0.0));
-  };
-  Value fillV = kb.splat(fill, vt);
-  Value fillFirst = arith::XOrIOp::create(ib, fromC, arith::ConstantOp::create(ib, ib.getBoolAttr(true)));
-  // At least one block, so that with K = 0 the fill is still written.
-  kb.forLoop(kb.idx(0), kb.max(k, kb.idx(1)), kBlock, [&](KernelBuilder &blk, Value k0) {
-    Value filled = arith::AndIOp::create(
-        blk.builder(), fillFirst, blk.cmp(arith::CmpIPredicate::eq, k0, blk.idx(0)));
-    GemmSpec g;
-    g.elem = elem;
-    g.lanes = lanes;
-    g.nc = nc;
-    g.mr = gemmRowsFor(nc, regs);
-    g.M = m;
-    g.K = blk.min(blk.idx(kBlock), blk.sub(k, k0));
-    g.a = [&](KernelBuilder &in, Value i, Value kk) {
-      return in.load(a, {in.add(i0, i), in.add(k0, kk)});
-    };
-    g.b = [&](KernelBuilder &in, Value kk, int64_t c) {
-      return load(in, b, {in.add(k0, kk), in.add(n0, c * lanes)});
-    };
-    g.init = [&](KernelBuilder &in, Value i, int64_t col) -> Value {
-      Value v = load(in, c, {in.add(i0, i), in.add(n0, col * lanes)});
-      return arith::SelectOp::create(in.builder(), filled, fillV, v);
-    };
-    g.store = [&](KernelBuilder &in, Value i, int64_t col, Value v) {
-      SmallVector<Value> idx = {in.add(i0, i), in.add(n0, col * lanes)};
-      if (!mask)
-        return in.vstore(v, c, idx);
-      vector::MaskedStoreOp::create(in.builder(), c, idx, mask, v);
-    };
-    emitGemm(blk, g);
-  });
-}
-
 /// The linalg.fill of buffer `c` before `op` with nothing but ops free of memory effects
 /// (views such as the collapse of an operand, index math) between them, or null.
 linalg::FillOp fillJustBefore(Operation *op, Value c) {
@@ -126,12 +75,13 @@ linalg::FillOp fillJustBefore(Operation *op, Value c) {
   return nullptr;
 }
 
-/// What a matmul lowers to: tasks calling the panel functions (panelFunction) on 2-D
-/// views of its operands, so every matmul of a module with the same element type shares
-/// one copy of the micro-kernel (MLIR and LLVM compile it once).
+/// What a matmul lowers to: B packed into a scratch buffer, then tasks calling the block
+/// function on 2-D views of A and C (Gemm.h), so every matmul of a module with the same
+/// element type shares one copy of the micro-kernel (MLIR and LLVM compile it once).
 class MatmulLowering {
 public:
-  MatmulLowering(ModuleOp module, int64_t vectorBits) : module(module), vectorBits(vectorBits) {}
+  MatmulLowering(ModuleOp module, const LowerMatmulToMicrokernelsOptions &o)
+      : module(module), options(o) {}
 
   /// Replaces `op` (a matmul or batch_matmul on buffers) when it qualifies.
   void lower(linalg::LinalgOp op) {
@@ -154,30 +104,20 @@ public:
     linalg::FillOp fill = fillJustBefore(op, o.c);
     Value fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(!fill));
     Value start = fill ? fill.getDpsInputs()[0] : kb.fconst(o.elem, 0.0);
-    emitTasks(kb, o, start, fromC);
+    GemmBlocking g = GemmBlocking::forTarget(o.elem, options.vectorBits, options.l1Bytes,
+                                             options.l2Bytes, options.kc, options.mc);
+    emitGemm(kb, o, g, start, fromC);
     op->erase();
     if (fill)
       fill->erase();
   }
 
 private:
-  int64_t lanesOf(Type elem) const {
-    return std::max<int64_t>(1, vectorBits / elem.getIntOrFloatBitWidth());
-  }
-  int64_t registers() const { return vectorBits >= 512 ? 32 : 16; }
-
-  /// The 2-D view type the panel functions take: any offset and row stride, unit stride
-  /// along the rows.
-  static MemRefType viewType(Type elem) {
-    int64_t d = ShapedType::kDynamic;
-    return MemRefType::get({d, d}, elem, StridedLayoutAttr::get(elem.getContext(), d, {d, 1}));
-  }
-
   /// `mem` as the 2-D view of batch `batch` (or as it is when it has no batch dim).
   Value view2d(KernelBuilder &kb, Value mem, Value batch) {
     ImplicitLocOpBuilder &b = kb.builder();
     auto mt = cast<MemRefType>(mem.getType());
-    MemRefType want = viewType(mt.getElementType());
+    MemRefType want = gemmViewType(mt.getElementType());
     if (mt.getRank() == 3) {
       SmallVector<OpFoldResult> offsets = {batch, b.getIndexAttr(0), b.getIndexAttr(0)};
       SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1),
@@ -196,84 +136,156 @@ private:
     return memref::CastOp::create(b, want, mem);
   }
 
-  /// func.func private @qkv_matmul_panel_<T>_<cols>[_masked](A, B, C, i0, m, n0, k, fill,
-  /// fromC[, n]): C[i0 .. i0 + m)[n0 .. n0 + cols) = (fromC ? C : fill) + A . B over the
-  /// whole K; the masked form does one vector of columns, those below n. Made once per
-  /// module and kind.
-  func::FuncOp panelFunction(Type elem, int64_t nc, bool masked) {
-    int64_t lanes = lanesOf(elem);
-    std::string name = "qkv_matmul_panel_" + std::string(elem.isF32() ? "f32_" : "f64_") +
-                       std::to_string(nc * lanes) + (masked ? "_masked" : "");
-    if (auto f = module.lookupSymbol<func::FuncOp>(name))
-      return f;
-    OpBuilder ob = OpBuilder::atBlockEnd(module.getBody());
-    Type index = ob.getIndexType();
-    SmallVector<Type> args = {viewType(elem), viewType(elem), viewType(elem), index,   index,
-                              index,          index,          elem,           ob.getI1Type()};
-    if (masked)
-      args.push_back(index);
-    auto f = func::FuncOp::create(ob, module.getLoc(), name, ob.getFunctionType(args, {}));
-    f.setPrivate();
-    // Internal in LLVM (only this module calls it), and kept a function there: inlined
-    // into each task it would be compiled once per matmul again.
-    f->setAttr("llvm.linkage",
-               LLVM::LinkageAttr::get(ob.getContext(), LLVM::linkage::Linkage::Internal));
-    f->setAttr("passthrough", ob.getArrayAttr({ob.getStringAttr("noinline")}));
-    ImplicitLocOpBuilder ib(module.getLoc(), ob);
-    ib.setInsertionPointToStart(f.addEntryBlock());
-    KernelBuilder kb(ib);
-    auto a = f.getArguments();
-    Value mask;
-    if (masked) {
-      auto mt = VectorType::get({lanes}, ib.getI1Type());
-      mask = vector::CreateMaskOp::create(ib, mt, ValueRange{kb.sub(a[9], a[5])});
-    }
-    emitPanel(kb, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], lanes, nc, registers(),
-              mask);
-    func::ReturnOp::create(ib);
-    return f;
+  /// The `size` elements of the flat buffer `packed` from `offset`, as gemmPackedType.
+  static Value slice(KernelBuilder &kb, Value packed, Value offset, Value size) {
+    ImplicitLocOpBuilder &b = kb.builder();
+    SmallVector<OpFoldResult> offsets = {offset}, sizes = {size}, strides = {b.getIndexAttr(1)};
+    auto t = gemmPackedType(cast<MemRefType>(packed.getType()).getElementType());
+    return memref::SubViewOp::create(b, t, packed, offsets, sizes, strides);
   }
 
-  void emitTasks(KernelBuilder &kb, const MatmulOperands &o, Value fill, Value fromC) {
+  /// omp_get_max_threads() as an index.
+  Value maxThreads(KernelBuilder &kb) {
+    ImplicitLocOpBuilder &ib = kb.builder();
+    auto fnType = ib.getFunctionType({}, {ib.getI32Type()});
+    if (!module.lookupSymbol<func::FuncOp>("omp_get_max_threads")) {
+      OpBuilder mb(module.getBodyRegion());
+      func::FuncOp::create(mb, module.getLoc(), "omp_get_max_threads", fnType).setPrivate();
+    }
+    Value t = func::CallOp::create(ib, "omp_get_max_threads", TypeRange{ib.getI32Type()},
+                                   ValueRange{})
+                  .getResult(0);
+    return arith::IndexCastOp::create(ib, ib.getIndexType(), t);
+  }
+
+  /// B packed into panels (a scratch buffer, freed after the matmul), in parallel over
+  /// (batch of B, panel). Returns the buffer and the elements of one batch's packing.
+  std::pair<Value, Value> packB(KernelBuilder &kb, const MatmulOperands &o, const GemmBlocking &g,
+                                Value nBatchB, Value panels, Value n, Value k) {
+    ImplicitLocOpBuilder &ib = kb.builder();
+    Value size = kb.mul(kb.mul(panels, k), g.nr());
+    auto flat = MemRefType::get({ShapedType::kDynamic}, o.elem);
+    Value packed = memref::AllocOp::create(ib, flat, ValueRange{kb.mul(nBatchB, size)},
+                                           ib.getI64IntegerAttr(64));
+    func::FuncOp fn = gemmPackBFunction(module, o.elem, g);
+    kb.parallel({nBatchB, panels}, [&](KernelBuilder &in, ValueRange iv) {
+      Value bb = cast<MemRefType>(o.b.getType()).getRank() == 3 ? iv[0] : Value();
+      func::CallOp::create(in.builder(), fn,
+                           ValueRange{view2d(in, o.b, bb), slice(in, packed, in.mul(iv[0], size), size),
+                                      iv[1], in.add(iv[1], 1), n, k});
+    });
+    return {packed, size};
+  }
+
+  /// The entry function's argument that `b` is (through casts) when it is a 2-D param,
+  /// else null: such a B is packed once by the runtime, not on every call.
+  static BlockArgument paramOperand(Value b) {
+    while (auto c = b.getDefiningOp<memref::CastOp>())
+      b = c.getSource();
+    auto arg = dyn_cast<BlockArgument>(b);
+    if (!arg || cast<MemRefType>(arg.getType()).getRank() != 2)
+      return {};
+    auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    if (!fn || !fn.isPublic() || arg.getOwner() != &fn.getBody().front() ||
+        !fn.getArgAttr(arg.getArgNumber(), "qkv.param"))
+      return {};
+    return arg;
+  }
+
+  /// The argument that brings `param` packed (added to its function, after all others,
+  /// the first time a matmul asks), and its entry in the list the runtime reads.
+  Value packedArgument(BlockArgument param, const GemmBlocking &g) {
+    auto fn = cast<func::FuncOp>(param.getOwner()->getParentOp());
+    for (const PackedParam &p : packedParams)
+      if (p.fn == fn && p.param == param.getArgNumber())
+        return fn.getArgument(p.packedArg);
+    MLIRContext *ctx = fn.getContext();
+    Builder b(ctx);
+    unsigned at = fn.getNumArguments();
+    auto type = MemRefType::get({ShapedType::kDynamic}, cast<MemRefType>(param.getType()).getElementType());
+    auto attrs = b.getDictionaryAttr(
+        {b.getNamedAttr("qkv.packed_param", b.getI64IntegerAttr(param.getArgNumber())),
+         b.getNamedAttr("qkv.panel_columns", b.getI64IntegerAttr(g.nr()))});
+    if (failed(fn.insertArgument(at, type, attrs, fn.getLoc())))
+      return {};
+    packedParams.push_back({fn, param.getArgNumber(), at, g.nr()});
+    return fn.getArgument(at);
+  }
+
+  void emitGemm(KernelBuilder &kb, const MatmulOperands &o, const GemmBlocking &g, Value fill,
+                Value fromC) {
     ImplicitLocOpBuilder &ib = kb.builder();
     int64_t r = o.batched ? 1 : 0;
+    bool batchedB = cast<MemRefType>(o.b.getType()).getRank() == 3;
     Value nBatch = o.batched ? Value(memref::DimOp::create(ib, o.c, 0)) : kb.idx(1);
     Value m = memref::DimOp::create(ib, o.c, r), n = memref::DimOp::create(ib, o.c, r + 1);
     Value k = memref::DimOp::create(ib, o.a, r + 1);
-    int64_t lanes = lanesOf(o.elem), nc = 4, panel = nc * lanes;
-    int64_t rowBlock = 8 * gemmRowsFor(nc, registers());
-    Value panels = kb.divu(n, kb.idx(panel));
-    Value blocks = kb.ceilDiv(m, rowBlock);
-    // One task per (batch, columns, row block), calling `fn` on the batch's 2-D views.
-    auto tasks = [&](Value columns, func::FuncOp fn, int64_t width, bool masked) {
-      kb.parallel({nBatch, columns, blocks}, [&](KernelBuilder &in, ValueRange iv) {
-        Value i0 = in.mul(iv[2], rowBlock);
-        Value rows = in.min(in.idx(rowBlock), in.sub(m, i0));
-        Value n0 = in.add(masked ? in.mul(panels, panel) : in.idx(0), in.mul(iv[1], width));
-        SmallVector<Value> args = {view2d(in, o.a, iv[0]), view2d(in, o.b, iv[0]),
-                                   view2d(in, o.c, iv[0]), i0, rows, n0, k, fill, fromC};
-        if (masked)
-          args.push_back(n);
-        func::CallOp::create(in.builder(), fn, args);
-      });
-    };
-    // A static N says which of the two kinds of task there are: a function no task calls
-    // would still be compiled.
-    auto nType = cast<MemRefType>(o.c.getType());
-    std::optional<int64_t> staticN;
-    if (!nType.isDynamicDim(r + 1))
-      staticN = nType.getDimSize(r + 1);
-    if (!staticN || *staticN >= panel)
-      tasks(panels, panelFunction(o.elem, nc, false), panel, false);
-    // Columns past the whole panels: one vector at a time, the last one masked.
-    Value vecs = kb.ceilDiv(kb.sub(n, kb.mul(panels, panel)), lanes);
-    if (!staticN || *staticN % panel != 0)
-      tasks(vecs, panelFunction(o.elem, 1, true), lanes, true);
+    Value panels = kb.ceilDiv(n, g.nr());
+    Value packed, size;
+    BlockArgument param = paramOperand(o.b);
+    if (param && !(packed = packedArgument(param, g)))
+      param = {};
+    if (param)
+      size = kb.mul(kb.mul(panels, k), g.nr());
+    else
+      std::tie(packed, size) = packB(kb, o, g, batchedB ? nBatch : kb.idx(1), panels, n, k);
+    // Row blocks of equal size, at most mc rows; the column ranges split the panels so
+    // that the tasks divide among the threads: one range when the row blocks (over all
+    // batches) already do, else one per thread.
+    Value blocks = kb.ceilDiv(m, g.mc);
+    Value mcEff = kb.mul(kb.ceilDiv(kb.ceilDiv(m, kb.max(blocks, kb.idx(1))), g.mr), g.mr);
+    Value threads = maxThreads(kb);
+    Value divides = kb.cmp(arith::CmpIPredicate::eq,
+                           kb.remu(kb.mul(nBatch, blocks), kb.max(threads, kb.idx(1))), kb.idx(0));
+    Value ranges = arith::SelectOp::create(ib, divides, kb.idx(1), threads);
+    Value perRange = kb.max(kb.ceilDiv(panels, kb.max(kb.min(ranges, panels), kb.idx(1))), kb.idx(1));
+    ranges = kb.ceilDiv(panels, perRange);
+    func::FuncOp fn = gemmBlockFunction(module, o.elem, g);
+    kb.parallel({nBatch, blocks, ranges}, [&](KernelBuilder &in, ValueRange iv) {
+      Value i0 = in.mul(iv[1], mcEff);
+      Value rows = in.min(mcEff, in.sub(m, i0));
+      Value p0 = in.mul(iv[2], perRange);
+      Value p1 = in.min(panels, in.add(p0, perRange));
+      Value bp = slice(in, packed, batchedB ? in.mul(iv[0], size) : in.idx(0), size);
+      func::CallOp::create(in.builder(), fn,
+                           ValueRange{view2d(in, o.a, iv[0]), bp, view2d(in, o.c, iv[0]), i0, rows,
+                                      p0, p1, n, k, fill, fromC});
+    });
+    if (!param)
+      memref::DeallocOp::create(ib, packed);
   }
 
+public:
+  /// A param the runtime packs: function `fn`'s argument `param`, brought packed in panels
+  /// of `columns` by argument `packedArg`.
+  struct PackedParam {
+    func::FuncOp fn;
+    unsigned param, packedArg;
+    int64_t columns;
+  };
+  SmallVector<PackedParam> packedParams;
+
+private:
   ModuleOp module;
-  int64_t vectorBits;
+  LowerMatmulToMicrokernelsOptions options;
 };
+
+/// The list of packed params the runtime reads from the compiled object (Kernel::run
+/// packs each once and passes it after the outputs): a NUL-terminated string global
+/// `qkv_packed_params`, "<param argument>:<panel columns>" per packed argument, in
+/// argument order, separated by ','.
+void recordPackedParams(ModuleOp module, ArrayRef<MatmulLowering::PackedParam> params) {
+  if (params.empty())
+    return;
+  std::string text;
+  for (const MatmulLowering::PackedParam &p : params)
+    text += (text.empty() ? "" : ",") + std::to_string(p.param) + ":" + std::to_string(p.columns);
+  text.push_back('\0');
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto type = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());
+  LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true, LLVM::Linkage::External,
+                         "qkv_packed_params", b.getStringAttr(text));
+}
 
 struct LowerMatmulToMicrokernelsPass
     : qkv::ir::impl::LowerMatmulToMicrokernelsBase<LowerMatmulToMicrokernelsPass> {
@@ -284,9 +296,10 @@ struct LowerMatmulToMicrokernelsPass
       if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
         matmuls.push_back(cast<linalg::LinalgOp>(op));
     });
-    MatmulLowering lowering(getOperation(), vectorBits);
+    MatmulLowering lowering(getOperation(), {vectorBits, l1Bytes, l2Bytes, kc, mc});
     for (linalg::LinalgOp op : matmuls)
       lowering.lower(op);
+    recordPackedParams(getOperation(), lowering.packedParams);
   }
 };
 

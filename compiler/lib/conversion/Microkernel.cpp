@@ -4,10 +4,7 @@ using namespace mlir;
 
 namespace qkv::ir {
 
-namespace {
-
-/// One mr x nc register tile of C at rows [i0, i0 + rows).
-void emitBlock(KernelBuilder &kb, const GemmSpec &s, Value i0, int64_t rows) {
+void emitGemmTile(KernelBuilder &kb, const GemmSpec &s, Value i0, int64_t rows) {
   VectorType vt = kb.vec(s.elem, s.lanes);
   SmallVector<Value> rowIdx;
   for (int64_t r = 0; r < rows; ++r)
@@ -34,22 +31,20 @@ void emitBlock(KernelBuilder &kb, const GemmSpec &s, Value i0, int64_t rows) {
       s.store(kb, rowIdx[r], c, res[r * s.nc + c]);
 }
 
-} // namespace
-
 void emitGemm(KernelBuilder &kb, const GemmSpec &s) {
   Value mr = kb.idx(s.mr);
   if (s.staticM) {
     int64_t full = *s.staticM / s.mr * s.mr, rem = *s.staticM % s.mr;
     if (full > 0)
       kb.forLoop(kb.idx(0), kb.idx(full), mr,
-                 [&](KernelBuilder &in, Value i0) { emitBlock(in, s, i0, s.mr); });
+                 [&](KernelBuilder &in, Value i0) { emitGemmTile(in, s, i0, s.mr); });
     if (rem > 0)
-      emitBlock(kb, s, kb.idx(full), rem);
+      emitGemmTile(kb, s, kb.idx(full), rem);
     return;
   }
   Value full = kb.mul(kb.divu(s.M, mr), mr);
-  kb.forLoop(kb.idx(0), full, mr, [&](KernelBuilder &in, Value i0) { emitBlock(in, s, i0, s.mr); });
-  kb.forLoop(full, s.M, kb.idx(1), [&](KernelBuilder &in, Value i) { emitBlock(in, s, i, 1); });
+  kb.forLoop(kb.idx(0), full, mr, [&](KernelBuilder &in, Value i0) { emitGemmTile(in, s, i0, s.mr); });
+  kb.forLoop(full, s.M, kb.idx(1), [&](KernelBuilder &in, Value i) { emitGemmTile(in, s, i, 1); });
 }
 
 int64_t gemmRowsFor(int64_t nc, int64_t vectorRegisters) {

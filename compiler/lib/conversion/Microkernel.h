@@ -36,6 +36,10 @@ struct GemmSpec {
 /// Emits the loops for `spec` at the builder's insertion point.
 void emitGemm(KernelBuilder &kb, const GemmSpec &spec);
 
+/// One register tile: C rows [i0, i0 + rows) (rows <= spec.mr) by spec.nc vectors, over
+/// the whole spec.K (spec.M is not read).
+void emitGemmTile(KernelBuilder &kb, const GemmSpec &spec, mlir::Value i0, int64_t rows);
+
 /// Register-tile rows for nc vectors per row: as many rows as keep the C tile, one B row
 /// and a broadcast within the 32 vector registers of AVX-512 (16 for AVX2).
 int64_t gemmRowsFor(int64_t nc, int64_t vectorRegisters);

@@ -3,8 +3,9 @@
 // the graph's top-level ops, the attention's output) and no alias of it leaves the
 // function (results are out-params): then a memref.dealloc before the return frees each
 // one, which is where buffer-deallocation-pipeline puts them too, at a tenth of its
-// compile time (it runs canonicalize three times over the whole module). Any other shape
-// gets that upstream pipeline.
+// compile time (it runs canonicalize three times over the whole module). A scratch buffer
+// that the pass which made it already frees in the same block (the matmul lowering's
+// packed B) is left as it is. Any other shape gets that upstream pipeline.
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -47,14 +48,25 @@ bool escapes(memref::AllocOp alloc) {
 
 /// The allocations to free at the end of their functions, or nullopt when the module has
 /// one this pass does not handle (see the file comment).
+/// Whether `dealloc` frees an allocation of its own block that nothing else frees.
+bool freesOwnScratch(memref::DeallocOp dealloc) {
+  auto alloc = dealloc.getMemref().getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != dealloc->getBlock())
+    return false;
+  return llvm::count_if(alloc->getUsers(), [](Operation *u) { return isa<memref::DeallocOp>(u); }) ==
+         1;
+}
+
 std::optional<SmallVector<memref::AllocOp>> simpleAllocations(ModuleOp module) {
   SmallVector<memref::AllocOp> allocs;
   bool simple = true;
   module.walk([&](Operation *op) {
-    if (isa<memref::DeallocOp, memref::ReallocOp>(op))
+    if (auto dealloc = dyn_cast<memref::DeallocOp>(op); dealloc && !freesOwnScratch(dealloc))
+      simple = false;
+    if (isa<memref::ReallocOp>(op))
       simple = false;
     auto alloc = dyn_cast<memref::AllocOp>(op);
-    if (!alloc)
+    if (!alloc || llvm::any_of(alloc->getUsers(), [](Operation *u) { return isa<memref::DeallocOp>(u); }))
       return;
     auto fn = dyn_cast<func::FuncOp>(op->getParentOp());
     if (!fn || op->getBlock() != &fn.getBody().front() || !fn.getBody().hasOneBlock() ||

@@ -50,6 +50,12 @@ struct Schedule {
   int kv_tile = 0;
   /// Vector register width in bits (128, 256 or 512); 0: the widest the host has.
   int vector_bits = 0;
+  /// The projections' GEMM (docs/compiler.md, "The GEMM"): rows of B per block (its
+  /// packed panel's block stays in L1); 0: from the host's L1 data cache size.
+  int gemm_k_block = 0;
+  /// Most rows of C per GEMM task (their rows of A stay in L2), rounded up to whole
+  /// register tiles; 0: from the host's L2 cache size.
+  int gemm_m_block = 0;
 };
 
 /// The on-disk kernel cache (docs/compiler.md, "Kernel cache"): compiled kernels are kept
@@ -148,5 +154,10 @@ std::string cpu_stage_pipeline(const std::string &stage, const Schedule &schedul
 /// The vector register width the host's widest ISA has: 512 (AVX-512), 256 (AVX2 with
 /// FMA) or 128.
 int host_vector_bits();
+
+/// The size in bytes of one core's data cache at `level` (1 or 2) as Linux reports it
+/// (sysfs, else sysconf); when it does not, 32 KiB for L1 and 512 KiB for L2. The GEMM's
+/// blocks are derived from them (docs/compiler.md, "The GEMM").
+std::int64_t host_cache_bytes(int level);
 
 } // namespace qkv

@@ -39,6 +39,20 @@ struct CompileStats {
   std::string cache_note;
 };
 
+/// A param that the compiled code reads packed for its GEMM (docs/compiler.md, "The
+/// GEMM"): argument `argument` of the graph (an index into Graph::arguments()), a (K, N)
+/// matrix, laid out in panels of `panel_columns` columns (pack_gemm_weight). Kernel::run
+/// packs it on first use and passes the packed copy after the outputs.
+struct PackedParam {
+  int argument = 0;
+  int panel_columns = 0;
+};
+
+/// w (K, N), f32 or f64, as the GEMM reads a packed weight: panel p holds columns
+/// [p * nr, (p + 1) * nr) of every row, row after row (nr = panel_columns), zero past
+/// column N: shape {ceil(N / nr) * K * nr}.
+Tensor pack_gemm_weight(const Tensor &w, int panel_columns);
+
 /// What a backend hands a Kernel: an entry point taking MLIR's packed arguments (one
 /// pointer per argument, each pointing at a pointer to a memref descriptor), and an
 /// owner that keeps the code alive.
@@ -52,6 +66,8 @@ struct KernelEntry {
   /// The entry is CUDA host code (Target::cuda()): it takes device buffers, so run()
   /// uploads the inputs to device 0 and downloads the outputs after the call.
   bool on_cuda = false;
+  /// The params it takes packed, in the order of their arguments after the outputs.
+  std::vector<PackedParam> packed_params;
 };
 
 class Kernel {
@@ -77,11 +93,22 @@ public:
 
   const Graph &graph() const { return *graph_; }
   const CompileStats &stats() const { return stats_; }
+  /// The params this kernel reads packed (their GEMM weights).
+  const std::vector<PackedParam> &packed_params() const { return entry_.packed_params; }
+  /// How many times run() has packed a weight so far: once per weight tensor (by its
+  /// Tensor::storage_id) and param, and again when the tensor was written since
+  /// (Tensor::writes). The packed copies stay with the kernel (and its copies) while the
+  /// weight tensor lives.
+  std::int64_t weight_packs() const;
+  /// Bytes of the packed copies held now.
+  std::int64_t packed_bytes() const;
   const std::string &symbol() const { return entry_.symbol; }
 
 private:
   /// Calls the entry on memref descriptors (MLIR's packed arguments).
   void call(std::vector<std::vector<std::int64_t>> &descs) const;
+  /// The packed copies of the packed params among `inputs`, made or reused.
+  std::vector<Tensor> packed_weights(const TensorMap &inputs) const;
   /// run() for CUDA host code: device copies of the inputs and outputs.
   void run_on_cuda(const TensorMap &inputs, const std::vector<const Tensor *> &outs) const;
 
@@ -91,6 +118,8 @@ private:
   std::function<std::string(const std::string &)> lazy_stage_;
   mutable std::shared_ptr<std::map<std::string, std::string>> lazy_cache_;
   CompileStats stats_;
+  struct PackedWeights;
+  std::shared_ptr<PackedWeights> packed_;
 };
 
 /// Value ranges [lo, hi) for random_inputs, by input or param name.

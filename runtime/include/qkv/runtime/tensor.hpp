@@ -5,6 +5,7 @@
 // one copy are seen by the other. clone() makes an independent copy.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -58,8 +59,26 @@ public:
   /// Row-major strides, in elements.
   Shape strides() const;
 
-  void *data() { return storage_.get(); }
+  /// Non-const access counts as a write (see writes()); const access does not.
+  void *data() {
+    if (stamp_)
+      stamp_->writes.fetch_add(1, std::memory_order_relaxed);
+    return storage_.get();
+  }
   const void *data() const { return storage_.get(); }
+
+  /// The identity of this tensor's buffer, shared by its copies and never reused by
+  /// another buffer in this process (0 for an empty tensor).
+  std::uint64_t storage_id() const { return stamp_ ? stamp_->id : 0; }
+  /// How many times the buffer has been accessed for writing, through any copy: every
+  /// non-const data(), data_as<T>() or set() counts one. A kernel that keeps a packed copy
+  /// of a weight (Kernel::run) repacks it when this has changed. A pointer obtained from
+  /// data() and written after a later run is not seen: get it again to write.
+  std::uint64_t writes() const {
+    return stamp_ ? stamp_->writes.load(std::memory_order_relaxed) : 0;
+  }
+  /// Expires when the last copy of this tensor's buffer is gone.
+  std::weak_ptr<const void> lifetime() const { return stamp_; }
   /// Typed pointer; throws qkv::Error if T does not match the dtype (f16 and bf16 are
   /// accessed as std::uint16_t bit patterns).
   template <class T> T *data_as() {
@@ -108,9 +127,18 @@ private:
   /// Throws qkv::Error naming the dtype when `ok` is false (or the tensor is empty).
   void check_access(bool ok, std::size_t elem_size) const;
 
+  /// The buffer's identity and write count, shared by the tensor's copies.
+  struct Stamp {
+    explicit Stamp(std::uint64_t id) : id(id) {}
+    const std::uint64_t id;
+    std::atomic<std::uint64_t> writes{0};
+  };
+  static std::shared_ptr<Stamp> new_stamp();
+
   DType dtype_ = DType::F32;
   Shape shape_;
   std::shared_ptr<std::byte[]> storage_;
+  std::shared_ptr<Stamp> stamp_;
 };
 
 using TensorMap = std::map<std::string, Tensor>;

@@ -35,6 +35,8 @@ struct CpuPipelineOptions {
   int64_t vectorBits = 512;
   int64_t qTile = 0, kvTile = 0, decodeRows = 4;
   int64_t threads = 0;
+  /// The GEMM's blocking: cache sizes and overrides (0: derived from the caches).
+  int64_t l1Bytes = 32768, l2Bytes = 524288, gemmKc = 0, gemmMc = 0;
   /// Target::gpu_tiles_on_host(): the CUDA pipeline's linalg and loops stages, then the
   /// tiles as CPU loops (qkv-tiles-to-cpu-loops) and this pipeline's llvm stage.
   bool gpuTiles = false;

@@ -97,22 +97,30 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
 
 def LowerMatmulToMicrokernels
     : Pass<"qkv-lower-matmul-to-microkernels", "::mlir::ModuleOp"> {
-  let summary = "Lower linalg.matmul/batch_matmul on buffers to register-tiled vector code";
+  let summary = "Lower linalg.matmul/batch_matmul on buffers to a blocked, packed GEMM";
   let description = [{
-    The projections and other contractions, after bufferization: C is cut into panels
-    of four vectors of columns and blocks of rows, one parallel task each, and every
-    block runs the same register-tiled micro-kernel as the attention kernel (a tile of
-    C in vector registers across the whole K loop, broadcasts of A, vector rows of B).
-    Columns past the last whole panel go one masked vector at a time. The panel kernels
-    are private functions of the module (`qkv_matmul_panel_f32_64` and its masked
-    one-vector form), made once and called by every matmul's tasks on 2-D views of its
-    operands: a model's many projections compile one micro-kernel, not one each.
+    The projections and other contractions, after bufferization, as BLAS libraries do
+    them: B is packed into panels of nr columns (`qkv_gemm_pack_b_<T>_<nr>`, parallel
+    over panels, into a scratch buffer freed after the matmul), and parallel tasks over
+    (batch, block of at most mc rows, range of panels) call the block function
+    (`qkv_gemm_block_<T>_<mr>x<nr>_k<kc>`): for each block of kc rows of B, every
+    mr x nr register tile of the task's rows and panels (the attention kernel's
+    micro-kernel: a tile of C in vector registers across the block, broadcasts of A,
+    vectors of packed B); tiles at the edges of C read and write under masks. The
+    functions are private to the module, made once, and shared by all its matmuls.
+    kc and mc come from the L1 and L2 data cache sizes (or the `kc`/`mc` options). The
+    number of column ranges is read from OpenMP at run time (omp_get_max_threads): one
+    when the row blocks already divide among the threads, else one per thread.
     Matmuls whose A, B or C rows are not contiguous are left for
     convert-linalg-to-parallel-loops.
   }];
   let options = [
     Option<"vectorBits", "vector-bits", "int64_t", "512",
            "Vector register width in bits (512 for AVX-512, 256 for AVX2)">,
+    Option<"l1Bytes", "l1-bytes", "int64_t", "32768", "L1 data cache size in bytes">,
+    Option<"l2Bytes", "l2-bytes", "int64_t", "524288", "L2 cache size in bytes">,
+    Option<"kc", "kc", "int64_t", "0", "Rows of B per block (0: from l1-bytes)">,
+    Option<"mc", "mc", "int64_t", "0", "Most rows of C per task (0: from l2-bytes)">,
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
