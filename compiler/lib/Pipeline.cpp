@@ -148,6 +148,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
            ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +
            " l1-bytes=" + std::to_string(o.l1Bytes) + " l2-bytes=" + std::to_string(o.l2Bytes) +
            " kc=" + std::to_string(o.gemmKc) + " mc=" + std::to_string(o.gemmMc) +
+           "},qkv-vectorize-elementwise{vector-bits=" + std::to_string(o.vectorBits) +
            "},func.func(convert-linalg-to-parallel-loops),"
            "qkv-deallocate-buffers,canonicalize,cse";
   if (stage == "llvm")

@@ -63,21 +63,35 @@ func.func @params(%a: memref<?x8xf32> {qkv.name = "x"}, %b: memref<8x70xf32> {qk
   return
 }
 
-// batch_matmul whose B serves every batch (a projection of (B, L, K) activations): B is
-// packed once; tasks over (batch, row block, range of panels); A and C are the batch's
-// 2-D subviews.
+// batch_matmul whose B serves every batch (a projection of (B, L, K) activations), A and
+// C dense: one matmul over the rows of all batches (a block of rows may span batches).
 // CHECK-LABEL: func.func @shared_b
 // CHECK-SAME: %[[A:[a-z0-9]+]]: memref<?x?x8xf32>, %[[B:[a-z0-9]+]]: memref<8x64xf32>, %[[C:[a-z0-9]+]]: memref<?x?x64xf32>
+// CHECK: %[[A2:.*]] = memref.collapse_shape %[[A]] {{\[}}[0, 1], [2]] : memref<?x?x8xf32> into memref<?x8xf32>
+// CHECK: %[[C2:.*]] = memref.collapse_shape %[[C]] {{\[}}[0, 1], [2]] : memref<?x?x64xf32> into memref<?x64xf32>
 // CHECK: memref.alloc() {alignment = 64 : i64} : memref<512xf32>
 // CHECK: func.call @qkv_gemm_pack_b_f32_16(
-// CHECK: scf.parallel (%[[BATCH:.*]], %{{.*}}, %{{.*}}) = (%c0, %c0, %c0) to
-// CHECK: %[[AS:.*]] = memref.subview %[[A]][%[[BATCH]], 0, 0] [1, %{{.*}}, 8] [1, 1, 1] : memref<?x?x8xf32> to memref<?x8xf32, strided<[8, 1], offset: ?>>
-// CHECK: %[[AV:.*]] = memref.cast %[[AS]]
-// CHECK: %[[CS:.*]] = memref.subview %[[C]][%[[BATCH]], 0, 0]
-// CHECK: %[[CV:.*]] = memref.cast %[[CS]]
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%c0, %c0) to
+// CHECK: %[[AV:.*]] = memref.cast %[[A2]]
+// CHECK: %[[CV:.*]] = memref.cast %[[C2]]
 // CHECK: func.call @qkv_gemm_block_f32_6x16_k32(%[[AV]], %{{.*}}, %[[CV]],
 func.func @shared_b(%a: memref<?x?x8xf32>, %b: memref<8x64xf32>, %c: memref<?x?x64xf32>) {
   linalg.batch_matmul indexing_maps = [affine_map<(d0,d1,d2,d3)->(d0,d1,d3)>, affine_map<(d0,d1,d2,d3)->(d3,d2)>, affine_map<(d0,d1,d2,d3)->(d0,d1,d2)>] ins(%a, %b : memref<?x?x8xf32>, memref<8x64xf32>) outs(%c : memref<?x?x64xf32>)
+  return
+}
+
+// The same with A a strided view (not dense across batches): tasks over (batch, row
+// block, range of panels), A and C the batch's 2-D subviews.
+// CHECK-LABEL: func.func @shared_b_strided
+// CHECK-SAME: %[[A:[a-z0-9]+]]: memref<?x?x8xf32, strided<[?, 16, 1]>>
+// CHECK: scf.parallel (%[[BATCH:.*]], %{{.*}}, %{{.*}}) = (%c0, %c0, %c0) to
+// CHECK: %[[AS:.*]] = memref.subview %[[A]][%[[BATCH]], 0, 0] [1, %{{.*}}, 8] [1, 1, 1]
+// CHECK: %[[AV:.*]] = memref.cast %[[AS]]
+// CHECK: %[[CS:.*]] = memref.subview %{{.*}}[%[[BATCH]], 0, 0]
+// CHECK: %[[CV:.*]] = memref.cast %[[CS]]
+// CHECK: func.call @qkv_gemm_block_f32_6x16_k32(%[[AV]], %{{.*}}, %[[CV]],
+func.func @shared_b_strided(%a: memref<?x?x8xf32, strided<[?, 16, 1]>>, %b: memref<8x64xf32>, %c: memref<?x?x64xf32>) {
+  linalg.batch_matmul indexing_maps = [affine_map<(d0,d1,d2,d3)->(d0,d1,d3)>, affine_map<(d0,d1,d2,d3)->(d3,d2)>, affine_map<(d0,d1,d2,d3)->(d0,d1,d2)>] ins(%a, %b : memref<?x?x8xf32, strided<[?, 16, 1]>>, memref<8x64xf32>) outs(%c : memref<?x?x64xf32>)
   return
 }
 

@@ -68,6 +68,7 @@
 // PIPE: one-shot-bufferize
 // PIPE: buffer-results-to-out-params
 // PIPE: qkv-lower-matmul-to-microkernels
+// PIPE: qkv-vectorize-elementwise
 // PIPE: convert-linalg-to-parallel-loops
 // PIPE: qkv-lower-checks
 // PIPE: convert-scf-to-openmp

@@ -40,6 +40,12 @@ bool unitInnerStride(Value v) {
   return !strides.empty() && strides.back() == 1;
 }
 
+/// Whether a 3-D buffer's first two dims can be collapsed into one (rows of rows).
+bool denseRows(Value v) {
+  auto mt = cast<MemRefType>(v.getType());
+  return mt.getRank() == 3 && mt.getLayout().isIdentity();
+}
+
 struct MatmulOperands {
   Value a, b, c; // B is (K, N) for a batch_matmul whose B serves every batch
   bool batched;
@@ -104,6 +110,16 @@ public:
     linalg::FillOp fill = fillJustBefore(op, o.c);
     Value fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(!fill));
     Value start = fill ? fill.getDpsInputs()[0] : kb.fconst(o.elem, 0.0);
+    // A weight shared by every batch, A and C dense: one matmul over all the batches'
+    // rows, so that a panel of B serves a block of rows of any batch (a batch of 32
+    // sentences of 20 tokens is 640 rows, not 32 matmuls of 20).
+    if (o.batched && cast<MemRefType>(o.b.getType()).getRank() == 2 && denseRows(o.a) &&
+        denseRows(o.c)) {
+      SmallVector<ReassociationIndices> rows = {{0, 1}, {2}};
+      o.a = memref::CollapseShapeOp::create(ib, o.a, rows);
+      o.c = memref::CollapseShapeOp::create(ib, o.c, rows);
+      o.batched = false;
+    }
     GemmBlocking g = GemmBlocking::forTarget(o.elem, options.vectorBits, options.l1Bytes,
                                              options.l2Bytes, options.kc, options.mc);
     emitGemm(kb, o, g, start, fromC);

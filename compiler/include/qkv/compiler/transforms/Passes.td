@@ -127,6 +127,29 @@ def LowerMatmulToMicrokernels
                            "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
+def VectorizeElementwise
+    : Pass<"qkv-vectorize-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Lower elementwise and innermost-reduction linalg.generic ops on buffers to "
+                "vector loops";
+  let description = [{
+    After bufferization, every linalg.generic of the form VectorizedGeneric handles
+    (elementwise ops with broadcasts; or a reduction along the innermost loop, such as a
+    norm's sum or a softmax's max, combined by addf, mulf, maximumf, minimumf, maxnumf or
+    minnumf) becomes a scf.parallel over its outer loops (OpenMP tasks later; a
+    generic of one loop stays one sequential loop) whose body runs the innermost loop in
+    vectors of `vector-bits` (for the widest element type of the op), the last vector
+    under a mask. A reduction keeps one vector of partial results and reduces it at the
+    end of the row, then combines it with the output. Other generics are left for
+    convert-linalg-to-parallel-loops.
+  }];
+  let options = [
+    Option<"vectorBits", "vector-bits", "int64_t", "512",
+           "Vector register width in bits (512 for AVX-512, 256 for AVX2)">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect"];
+}
+
 def LowerChecks : Pass<"qkv-lower-checks", "::mlir::ModuleOp"> {
   let summary = "Turn a checked compile's qkv.check ops into calls of qkv_check_failed";
   let description = [{
