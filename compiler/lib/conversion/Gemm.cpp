@@ -61,11 +61,13 @@ std::pair<func::FuncOp, bool> privateFunction(ModuleOp module, StringRef name,
 
 /// The operands of the block function, by name.
 struct BlockArgs {
-  Value a, bp, c, i0, m, p0, p1, n, k, fill, fromC;
+  Value a, bp, c, i0, m, p0, p1, n, k, fill, fromC, bias;
   explicit BlockArgs(func::FuncOp f) {
     auto x = f.getArguments();
     a = x[0], bp = x[1], c = x[2], i0 = x[3], m = x[4], p0 = x[5], p1 = x[6], n = x[7], k = x[8],
     fill = x[9], fromC = x[10];
+    if (x.size() > 11)
+      bias = x[11];
   }
 };
 
@@ -105,10 +107,16 @@ void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, cons
   // C is read even where the tile starts from the fill: the loads bring its lines into
   // the cache while the tile computes (without them the stores that end the first K
   // block miss; measured 20% slower at 1024^3 on Zen 3).
-  Value fillV = kb.splat(x.fill, vt);
+  // The start of the first K block without C: the fill, or the bias row.
+  SmallVector<Value> start;
+  for (int64_t c = 0; c < g.nv; ++c) {
+    Value cols = edge ? kb.firstLanes(kb.sub(t.cols, kb.idx(c * g.lanes)), g.lanes) : nullptr;
+    start.push_back(x.bias ? kb.vload(vt, x.bias, {kb.add(t.j0, c * g.lanes)}, cols)
+                           : kb.splat(x.fill, vt));
+  }
   s.init = [&](KernelBuilder &in, Value i, int64_t c) -> Value {
     Value v = in.vload(vt, x.c, {row(in, i), in.add(t.j0, c * g.lanes)}, mask(in, i, c));
-    return arith::SelectOp::create(in.builder(), t.filled, fillV, v);
+    return arith::SelectOp::create(in.builder(), t.filled, start[c], v);
   };
   s.store = [&](KernelBuilder &in, Value i, int64_t c, Value v) {
     in.vstore(v, x.c, {row(in, i), in.add(t.j0, c * g.lanes)}, mask(in, i, c));
@@ -221,14 +229,15 @@ func::FuncOp gemmPackBFunction(ModuleOp module, Type elem, const GemmBlocking &g
   return f;
 }
 
-func::FuncOp gemmBlockFunction(ModuleOp module, Type elem, const GemmBlocking &g) {
+func::FuncOp gemmBlockFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias) {
   Type index = IndexType::get(module.getContext());
   std::string name = "qkv_gemm_block_" + typeName(elem) + "_" + std::to_string(g.mr) + "x" +
-                     std::to_string(g.nr()) + "_k" + std::to_string(g.kc);
-  auto [f, fresh] =
-      privateFunction(module, name,
-                      {gemmViewType(elem), gemmPackedType(elem), gemmViewType(elem), index, index,
-                       index, index, index, index, elem, IntegerType::get(module.getContext(), 1)});
+                     std::to_string(g.nr()) + "_k" + std::to_string(g.kc) + (bias ? "_bias" : "");
+  SmallVector<Type> args = {gemmViewType(elem), gemmPackedType(elem), gemmViewType(elem), index, index,
+                            index, index, index, index, elem, IntegerType::get(module.getContext(), 1)};
+  if (bias)
+    args.push_back(gemmPackedType(elem));
+  auto [f, fresh] = privateFunction(module, name, args);
   if (!fresh)
     return f;
   ImplicitLocOpBuilder ib(module.getLoc(), module.getContext());

@@ -47,11 +47,13 @@ mlir::MemRefType gemmPackedType(mlir::Type elem);
 mlir::func::FuncOp gemmPackBFunction(mlir::ModuleOp module, mlir::Type elem,
                                      const GemmBlocking &g);
 
-/// func.func private @qkv_gemm_block_<T>_<mr>x<nr>(A: view, Bp: packed, C: view, i0, m,
-/// p0, p1, n, k, fill, fromC): C[i0 .. i0 + m)[p0 * nr .. min(n, p1 * nr)) = (fromC ? C :
-/// fill) + A . B, with B packed as gemmPackBFunction writes it. K = 0 writes the start
-/// value. Made once per module, element type and blocking.
-mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type elem,
-                                     const GemmBlocking &g);
+/// func.func private @qkv_gemm_block_<T>_<mr>x<nr>_k<kc>[_bias](A: view, Bp: packed,
+/// C: view, i0, m, p0, p1, n, k, fill, fromC[, bias: packed]):
+/// C[i0 .. i0 + m)[p0 * nr .. min(n, p1 * nr)) = start + A . B, with B packed as
+/// gemmPackBFunction writes it, start being C itself when fromC, else the bias row
+/// (bias[j] for column j) when the function takes one, else the fill. K = 0 writes the
+/// start value. Made once per module, element type, blocking and form.
+mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type elem, const GemmBlocking &g,
+                                     bool bias = false);
 
 } // namespace qkv::ir

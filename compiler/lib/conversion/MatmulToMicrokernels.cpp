@@ -17,6 +17,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "Gemm.h"
+#include "GemmFusion.h"
 #include "qkv/compiler/transforms/Passes.h"
 
 namespace qkv::ir {
@@ -69,18 +70,6 @@ std::optional<bool> sharedBMaps(linalg::BatchMatmulOp op) {
   return std::nullopt;
 }
 
-/// The linalg.fill of buffer `c` before `op` with nothing but ops free of memory effects
-/// (views such as the collapse of an operand, index math) between them, or null.
-linalg::FillOp fillJustBefore(Operation *op, Value c) {
-  for (Operation *p = op->getPrevNode(); p; p = p->getPrevNode()) {
-    if (auto fill = dyn_cast<linalg::FillOp>(p))
-      return fill.hasPureBufferSemantics() && fill.getDpsInits()[0] == c ? fill : nullptr;
-    if (!isMemoryEffectFree(p))
-      return nullptr;
-  }
-  return nullptr;
-}
-
 /// What a matmul lowers to: B packed into a scratch buffer, then tasks calling the block
 /// function on 2-D views of A and C (Gemm.h), so every matmul of a module with the same
 /// element type shares one copy of the micro-kernel (MLIR and LLVM compile it once).
@@ -102,14 +91,15 @@ public:
     if ((!o.elem.isF32() && !o.elem.isF64()) || !unitInnerStride(o.a) || !unitInnerStride(o.b) ||
         !unitInnerStride(o.c))
       return;
+    // The start and the epilogue fused into the GEMM (GemmFusion.h): a fill or a bias
+    // row instead of a pass over C before; the elementwise op after, applied per task.
+    GemmStart start = gemmStartOf(op, o.c);
+    std::optional<GemmEpilogue> epilogue = takeGemmEpilogue(op, o.c, start, options.vectorBits);
+    if (epilogue)
+      o.c = epilogue->out;
     ImplicitLocOpBuilder ib(op->getLoc(), op);
     KernelBuilder kb(ib);
-    // A linalg.fill of C just before (what a matmul's tensor.empty + fill bufferizes to):
-    // the micro-kernel starts its tiles from the fill value instead, saving a pass over C
-    // and a loop nest to compile.
-    linalg::FillOp fill = fillJustBefore(op, o.c);
-    Value fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(!fill));
-    Value start = fill ? fill.getDpsInputs()[0] : kb.fconst(o.elem, 0.0);
+    Value full = o.c;
     // A weight shared by every batch, A and C dense: one matmul over all the batches'
     // rows, so that a panel of B serves a block of rows of any batch (a batch of 32
     // sentences of 20 tokens is 640 rows, not 32 matmuls of 20).
@@ -122,10 +112,12 @@ public:
     }
     GemmBlocking g = GemmBlocking::forTarget(o.elem, options.vectorBits, options.l1Bytes,
                                              options.l2Bytes, options.kc, options.mc);
-    emitGemm(kb, o, g, start, fromC);
+    emitGemm(kb, o, g, start, epilogue ? &*epilogue : nullptr, full);
     op->erase();
-    if (fill)
-      fill->erase();
+    if (start.op)
+      start.op->erase();
+    if (epilogue)
+      epilogue->generic.op()->erase();
   }
 
 private:
@@ -228,9 +220,28 @@ private:
     return fn.getArgument(at);
   }
 
-  void emitGemm(KernelBuilder &kb, const MatmulOperands &o, const GemmBlocking &g, Value fill,
-                Value fromC) {
+  /// The epilogue over rows [i0, i0 + rows) and columns [j0, j1) of C, `full` being C
+  /// before its batch and row dims were collapsed (the epilogue's own shape).
+  static void emitEpilogue(KernelBuilder &kb, const GemmEpilogue &e, const MatmulOperands &o,
+                           Value full, Value batch, Value i0, Value rows, Value j0, Value j1) {
+    bool collapsed = cast<MemRefType>(full.getType()).getRank() == 3 && !o.batched;
+    Value len = collapsed ? Value(memref::DimOp::create(kb.builder(), full, 1)) : Value();
+    kb.forLoop(i0, kb.add(i0, rows), 1, [&](KernelBuilder &in, Value r) {
+      SmallVector<Value> outer = {r};
+      if (collapsed)
+        outer = {in.divu(r, len), in.remu(r, len)};
+      else if (o.batched)
+        outer = {batch, r};
+      e.generic.emitRow(in, outer, j0, j1, e.operands);
+    });
+  }
+
+  void emitGemm(KernelBuilder &kb, const MatmulOperands &o, const GemmBlocking &g,
+                const GemmStart &start, const GemmEpilogue *epilogue, Value full) {
     ImplicitLocOpBuilder &ib = kb.builder();
+    Value fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(start.kind == GemmStart::Kind::FromC));
+    Value fill = start.kind == GemmStart::Kind::Fill ? start.value : kb.fconst(o.elem, 0.0);
+    bool bias = start.kind == GemmStart::Kind::Bias;
     int64_t r = o.batched ? 1 : 0;
     bool batchedB = cast<MemRefType>(o.b.getType()).getRank() == 3;
     Value nBatch = o.batched ? Value(memref::DimOp::create(ib, o.c, 0)) : kb.idx(1);
@@ -256,16 +267,21 @@ private:
     Value ranges = arith::SelectOp::create(ib, divides, kb.idx(1), threads);
     Value perRange = kb.max(kb.ceilDiv(panels, kb.max(kb.min(ranges, panels), kb.idx(1))), kb.idx(1));
     ranges = kb.ceilDiv(panels, perRange);
-    func::FuncOp fn = gemmBlockFunction(module, o.elem, g);
+    func::FuncOp fn = gemmBlockFunction(module, o.elem, g, bias);
     kb.parallel({nBatch, blocks, ranges}, [&](KernelBuilder &in, ValueRange iv) {
       Value i0 = in.mul(iv[1], mcEff);
       Value rows = in.min(mcEff, in.sub(m, i0));
       Value p0 = in.mul(iv[2], perRange);
       Value p1 = in.min(panels, in.add(p0, perRange));
       Value bp = slice(in, packed, batchedB ? in.mul(iv[0], size) : in.idx(0), size);
-      func::CallOp::create(in.builder(), fn,
-                           ValueRange{view2d(in, o.a, iv[0]), bp, view2d(in, o.c, iv[0]), i0, rows,
-                                      p0, p1, n, k, fill, fromC});
+      SmallVector<Value> args = {view2d(in, o.a, iv[0]), bp, view2d(in, o.c, iv[0]), i0, rows,
+                                 p0, p1, n, k, fill, fromC};
+      if (bias)
+        args.push_back(memref::CastOp::create(in.builder(), gemmPackedType(o.elem), start.value));
+      func::CallOp::create(in.builder(), fn, args);
+      if (epilogue)
+        emitEpilogue(in, *epilogue, o, full, iv[0], i0, rows, in.mul(p0, g.nr()),
+                     in.min(n, in.mul(p1, g.nr())));
     });
     if (!param)
       memref::DeallocOp::create(ib, packed);

@@ -1,0 +1,220 @@
+// The blocked, packed GEMM (qkv-lower-matmul-to-microkernels) against the interpreter:
+// every edge of its blocks at odd sizes, K = 0, operands that are views, a B for each
+// batch, fused starts and epilogues, thread counts; and the packed weights the runtime
+// keeps (docs/compiler.md, "The GEMM").
+#include <gtest/gtest.h>
+
+#include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/interpreter.hpp>
+
+#include "differential.hpp"
+
+namespace qkv::test {
+namespace {
+
+/// Small blocks, so that small sizes cross every block edge: K blocks of 16, row blocks of
+/// 12 (two register tiles on AVX2 and AVX-512).
+CompileOptions small_blocks(int threads = 0) {
+  CompileOptions o;
+  o.schedule.gemm_k_block = 16;
+  o.schedule.gemm_m_block = 12;
+  o.schedule.threads = threads;
+  o.cache = CacheOptions::off();
+  return o;
+}
+
+/// y = x . w with x (M, K) an input (M bound at run time), w (K, N) a param.
+Graph linear_graph(std::int64_t k, std::int64_t n) {
+  Graph g("gemm_" + std::to_string(k) + "x" + std::to_string(n));
+  Value x = g.input("x", DType::F32, {Dim("M"), Dim("K", k)});
+  g.output("out", linear(x, g.param("w", DType::F32, {Dim("K", k), Dim("N", n)})));
+  return g;
+}
+
+DiffCase linear_case(std::int64_t k, std::int64_t n, std::vector<std::int64_t> ms) {
+  DiffCase c;
+  c.name = "linear";
+  c.build = [k, n] { return linear_graph(k, n); };
+  for (std::int64_t m : ms)
+    c.shapes.push_back({{"M", m}});
+  c.sums({"K"});
+  return c;
+}
+
+class GemmSizes : public ::testing::TestWithParam<std::pair<std::int64_t, std::int64_t>> {};
+
+// 1, 7, 33, 257 and 1000 in each of M, K, N, under small blocks and the host's own. M =
+// 1000 only where K * N is small: the interpreter computes in double, one product at a time.
+TEST_P(GemmSizes, MatchInterpreter) {
+  auto [k, n] = GetParam();
+  std::vector<std::int64_t> ms = {1, 7, 33, 257};
+  if (k * n <= 257 * 257)
+    ms.push_back(1000);
+  DiffCase c = linear_case(k, n, ms);
+  SCOPED_TRACE("K=" + std::to_string(k) + " N=" + std::to_string(n));
+  check_kernel(compile(c.build(), Target::host(), small_blocks()), c);
+  CompileOptions host;
+  host.cache = CacheOptions::off();
+  check_kernel(compile(c.build(), Target::host(), host), c);
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> sizes() {
+  std::vector<std::int64_t> s = {1, 7, 33, 257, 1000};
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t k : s)
+    for (std::int64_t n : s)
+      if (k * n <= 257 * 1000)
+        out.push_back({k, n});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(KN, GemmSizes, ::testing::ValuesIn(sizes()), [](const auto &info) {
+  return "K" + std::to_string(info.param.first) + "_N" + std::to_string(info.param.second);
+});
+
+TEST(Gemm, ZeroKWritesTheStart) {
+  // K bound at run time to 0: the product is empty, the output is the bias (or 0).
+  Graph g("k0");
+  Dim k("K");
+  Value x = g.input("x", DType::F32, {Dim("M"), k});
+  Value w = g.param("w", DType::F32, {k, Dim("N", 19)});
+  g.output("out", linear(x, w, g.param("b", DType::F32, {Dim("N", 19)})));
+  g.output("plain", linear(x, w));
+  Kernel kern = compile(g, Target::host(), small_blocks());
+  TensorMap in = random_inputs(g, {{"M", 5}, {"K", 0}}, 3);
+  TensorMap out = kern.run(in);
+  for (std::int64_t i = 0; i < 5 * 19; ++i) {
+    EXPECT_EQ(out.at("out").get(i), in.at("b").get(i % 19)) << "at " << i;
+    EXPECT_EQ(out.at("plain").get(i), 0.0) << "at " << i;
+  }
+}
+
+TEST(Gemm, ViewsAndBatchedOperands) {
+  // A transposed operand, B a head view, a B for each batch (attention written as plain
+  // matmuls), a 2-D weight over batched rows, and a weight that is an input (packed per
+  // call) of odd sizes.
+  std::vector<DiffCase> cases;
+  cases.push_back(one_output("transposed_a", [](Graph &g) {
+                    Value a = g.input("a", DType::F32, {Dim("K", 37), Dim("M")});
+                    return matmul(transpose(a), g.param("b", DType::F32, {Dim("K", 37), Dim("N", 21)}));
+                  }, {{{"M", 1}}, {{"M", 45}}}).sums({"K"}));
+  cases.push_back(one_output("batched_b", [](Graph &g) {
+                    Dim b("B"), m("M"), k("K", 29), n("N", 35);
+                    return matmul(g.input("a", DType::F32, {b, m, k}), g.input("c", DType::F32, {b, k, n}));
+                  }, {{{"B", 1}, {"M", 1}}, {{"B", 3}, {"M", 40}}}).sums({"K"}));
+  cases.push_back(one_output("shared_weight", [](Graph &g) {
+                    Dim b("B"), l("L"), k("K", 23), n("N", 50);
+                    return linear(g.input("x", DType::F32, {b, l, k}), g.param("w", DType::F32, {k, n}));
+                  }, {{{"B", 1}, {"L", 1}}, {{"B", 5}, {"L", 13}}}).sums({"K"}));
+  cases.push_back(one_output("weight_input", [](Graph &g) {
+                    Dim m("M"), k("K", 300), n("N", 17);
+                    return matmul(g.input("a", DType::F32, {m, k}), g.input("w", DType::F32, {k, n}));
+                  }, {{{"M", 2}}, {{"M", 31}}}).sums({"K"}));
+  for (const DiffCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    check_kernel(compile(c.build(), Target::host(), small_blocks()), c);
+  }
+}
+
+TEST(Gemm, FusedStartsAndEpilogues) {
+  // The bias as the tiles' start; GELU, SiLU, a residual add and a scale applied by the
+  // GEMM's tasks to their blocks (docs/compiler.md: the loops stage shows them fused).
+  Dim b("B"), l("L"), k("K", 40), n("N", 45);
+  auto block = [&](Graph &g, const char *what) {
+    Value x = g.input("x", DType::F32, {b, l, k});
+    Value y = linear(x, g.param("w", DType::F32, {k, n}), g.param("bias", DType::F32, {n}));
+    std::string w = what;
+    if (w == "gelu")
+      return gelu(y);
+    if (w == "gelu_tanh")
+      return gelu(y, true);
+    if (w == "silu")
+      return silu(y);
+    if (w == "residual")
+      return residual(g.input("r", DType::F32, {b, l, n}), y);
+    return scale(y, 0.25);
+  };
+  for (const char *what : {"gelu", "gelu_tanh", "silu", "residual", "scale"}) {
+    DiffCase c = one_output(std::string("linear_") + what, [&, what](Graph &g) { return block(g, what); },
+                            {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}, {{"B", 7}, {"L", 30}}});
+    c.sums({"K"}, 2);
+    SCOPED_TRACE(c.name);
+    Kernel kern = compile(c.build(), Target::host(), small_blocks());
+    EXPECT_EQ(kern.ir("loops").find("linalg.generic"), std::string::npos)
+        << "the epilogue was not fused:\n"
+        << kern.ir("loops");
+    check_kernel(kern, c);
+  }
+}
+
+TEST(Gemm, SameBitsOnAnyThreadCount) {
+  // A task's share of C depends on the thread count; the sum each element gets does not
+  // (its K blocks in order), so every count gives the same bits.
+  Graph g = linear_graph(100, 70);
+  TensorMap in = random_inputs(g, {{"M", 77}}, 5);
+  Tensor first;
+  for (int threads : {1, 2, 3, 8}) {
+    Tensor y = compile(g, Target::host(), small_blocks(threads)).run(in).at("out");
+    if (first.empty())
+      first = y;
+    EXPECT_TRUE(same_bits(first, y)) << threads << " threads";
+  }
+}
+
+TEST(GemmPackedWeights, PackedOncePerWeightAndAgainAfterAWrite) {
+  Graph g = linear_graph(33, 20);
+  Kernel k = compile(g, Target::host(), small_blocks());
+  ASSERT_EQ(k.packed_params().size(), 1u);
+  EXPECT_EQ(k.packed_params()[0].argument, 1); // after x
+  TensorMap in = random_inputs(g, {{"M", 9}}, 7);
+  auto expect_matches = [&](const char *when) {
+    SCOPED_TRACE(when);
+    assert_close(k.run(in).at("out"), reference::run(g, in).at("out"), 1e-5, 1e-4);
+  };
+  expect_matches("first run");
+  k.run(in);
+  EXPECT_EQ(k.weight_packs(), 1) << "the weight was packed again without a change";
+  std::int64_t nr = k.packed_params()[0].panel_columns;
+  EXPECT_EQ(k.packed_bytes(), (20 + nr - 1) / nr * nr * 33 * 4) << "panels of " << nr;
+
+  // A write through the tensor (or any copy of it) is seen: the weight is packed again.
+  Tensor alias = in.at("w");
+  alias.data_as<float>()[5] += 1.0f;
+  expect_matches("after a write through a copy");
+  EXPECT_EQ(k.weight_packs(), 2);
+  in.at("w").set(0, -3.0);
+  expect_matches("after set()");
+  EXPECT_EQ(k.weight_packs(), 3);
+
+  // Another tensor is another weight; both stay packed while they live.
+  TensorMap other = in;
+  other["w"] = Tensor::random(DType::F32, {33, 20}, 99);
+  assert_close(k.run(other).at("out"), reference::run(g, other).at("out"), 1e-5, 1e-4);
+  k.run(in);
+  k.run(other);
+  EXPECT_EQ(k.weight_packs(), 4);
+
+  // A copy of the kernel shares its packed weights.
+  Kernel copy = k;
+  copy.run(in);
+  EXPECT_EQ(copy.weight_packs(), 4);
+
+  // A weight that is gone takes its packed copy with it.
+  std::int64_t before = k.packed_bytes();
+  other.clear();
+  k.run(in);
+  EXPECT_LT(k.packed_bytes(), before);
+}
+
+TEST(GemmPackedWeights, PackLayout) {
+  // Panels of nr columns, each row of a panel after the other, zeros past N.
+  Tensor w = Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor p = pack_gemm_weight(w, 2);
+  EXPECT_EQ(p.shape(), Shape({2 * 2 * 2}));
+  std::vector<double> want = {1, 2, 4, 5, 3, 0, 6, 0};
+  EXPECT_EQ(p.values(), want);
+  EXPECT_THROW(pack_gemm_weight(Tensor::from_i32({2}, {1, 2}), 2), Error);
+}
+
+} // namespace
+} // namespace qkv::test
