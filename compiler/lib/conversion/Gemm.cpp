@@ -99,7 +99,7 @@ void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, cons
   s.mr = g.mr;
   s.K = t.kcur;
   s.a = [&](KernelBuilder &in, Value i, Value kk) {
-    return in.load(t.ap, {in.add(in.add(t.aBase, in.mul(kk, g.mr)), in.sub(i, t.row0))});
+    return in.load(t.ap, {in.add(in.add(t.aBase, in.mul(in.sub(i, t.row0), g.kc)), kk)});
   };
   s.b = [&](KernelBuilder &in, Value kk, int64_t c) {
     return in.vload(vt, x.bp, {in.add(in.add(t.bBase, in.mul(kk, g.nr())), c * g.lanes)});
@@ -124,33 +124,30 @@ void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, cons
   emitGemmTile(kb, s, t.row0, g.mr);
 }
 
-/// Rows [i0, i0 + m) and columns [pc, pc + kcur) of A into `ap`, tile after tile of mr
-/// rows, each column of a tile's rows together (the order its broadcasts read them), rows
-/// past m as zeros.
+/// Rows [i0, i0 + m) and columns [pc, pc + kcur) of A into `ap`, row i at i * kc, one
+/// vector copy per row (the rows of the last tile past m copy A's last row: their
+/// results are never stored). In the packed block a tile's broadcasts read mr short rows
+/// a fixed distance apart, where A's own rows may be 16 KiB apart (K = 4096) and fight
+/// for the same cache sets.
 void emitPackA(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Value ap, Value pc,
                Value kcur) {
   Type elem = x.fill.getType();
-  Value zero = kb.fconst(elem, 0.0);
-  kb.forLoop(kb.idx(0), x.m, g.mr, [&](KernelBuilder &tl, Value t0) {
-    Value base = tl.mul(t0, kcur);
-    Value rows = tl.sub(x.m, t0);
-    auto copy = [&](KernelBuilder &in, bool partial) {
-      in.forLoop(in.idx(0), kcur, 1, [&](KernelBuilder &c, Value kk) {
-        Value to = c.add(base, c.mul(kk, g.mr));
-        for (int64_t r = 0; r < g.mr; ++r) {
-          Value i = c.add(c.add(x.i0, t0), r);
-          Value v = c.load(x.a, {partial ? c.min(i, c.sub(c.add(x.i0, x.m), c.idx(1))) : i,
-                                 c.add(pc, kk)});
-          if (partial)
-            v = arith::SelectOp::create(c.builder(), c.cmp(arith::CmpIPredicate::slt, c.idx(r), rows),
-                                        v, zero);
-          c.store(v, ap, {c.add(to, r)});
-        }
-      });
-    };
-    tl.ifThen(
-        tl.cmp(arith::CmpIPredicate::sge, rows, tl.idx(g.mr)),
-        [&](KernelBuilder &in) { copy(in, false); }, [&](KernelBuilder &in) { copy(in, true); });
+  VectorType vt = kb.vec(elem, g.lanes);
+  Value last = kb.sub(kb.add(x.i0, x.m), kb.idx(1));
+  Value rows = kb.mul(kb.ceilDiv(x.m, g.mr), g.mr);
+  Value main = kb.mul(kb.divu(kcur, kb.idx(g.lanes)), g.lanes);
+  Value rest = kb.sub(kcur, main);
+  kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &rl, Value i) {
+    Value src = rl.min(rl.add(x.i0, i), last);
+    Value base = rl.mul(i, g.kc);
+    rl.forLoop(rl.idx(0), main, g.lanes, [&](KernelBuilder &c, Value kk) {
+      c.vstore(c.vload(vt, x.a, {src, c.add(pc, kk)}), ap, {c.add(base, kk)});
+    });
+    rl.ifThen(rl.cmp(arith::CmpIPredicate::sgt, rest, rl.idx(0)), [&](KernelBuilder &c) {
+      Value mask = c.firstLanes(rest, g.lanes);
+      Value v = c.vload(vt, x.a, {src, c.add(pc, main)}, mask);
+      c.vstore(v, ap, {c.add(base, main)}, mask);
+    });
   });
 }
 
@@ -181,7 +178,7 @@ void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x)
       Value fullCols = pl.cmp(arith::CmpIPredicate::sge, t.cols, pl.idx(g.nr()));
       pl.forLoop(pl.idx(0), x.m, g.mr, [&](KernelBuilder &tl, Value t0) {
         t.row0 = tl.add(x.i0, t0);
-        t.aBase = tl.mul(t0, t.kcur);
+        t.aBase = tl.mul(t0, g.kc);
         Value fullRows = tl.cmp(arith::CmpIPredicate::sge, tl.sub(x.m, t0), tl.idx(g.mr));
         Value full = arith::AndIOp::create(tl.builder(), fullCols, fullRows);
         tl.ifThen(

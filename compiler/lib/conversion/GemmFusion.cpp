@@ -109,17 +109,17 @@ std::optional<GemmEpilogue> takeGemmEpilogue(Operation *op, Value c, const GemmS
     return std::nullopt;
   std::optional<VectorizedGeneric> v = VectorizedGeneric::analyse(g, vectorBits);
   Value out = g.getDpsInits()[0];
-  // C is the output already (the generic bufferized in place on it), or a buffer of its
-  // own that only the start, the matmul and the generic use.
+  // C is the output already (the generic bufferized in place on it: other ops may use the
+  // buffer before the start or after the generic, nothing between them does), or a
+  // buffer of its own that only the start, the matmul and the generic use.
   bool inPlace = out == c;
   auto alloc = c.getDefiningOp<memref::AllocOp>();
   auto known = [&](OpOperand &u) {
     Operation *user = u.getOwner();
-    return user == op || user == start.op || user == g ||
-           (!inPlace && isa<memref::DeallocOp>(user));
+    return user == op || user == start.op || user == g || isa<memref::DeallocOp>(user);
   };
-  if (!v || !epilogueFits(op, g, *v, c, out) || (!inPlace && !alloc) ||
-      !llvm::all_of(c.getUses(), known))
+  if (!v || !epilogueFits(op, g, *v, c, out) ||
+      (!inPlace && (!alloc || !llvm::all_of(c.getUses(), known))))
     return std::nullopt;
   // Everything the epilogue reads must exist where the GEMM starts; the output's
   // allocation moves there when it can.

@@ -256,14 +256,19 @@ private:
       size = kb.mul(kb.mul(panels, k), g.nr());
     else
       std::tie(packed, size) = packB(kb, o, g, batchedB ? nBatch : kb.idx(1), panels, n, k);
-    // Row blocks of equal size, at most mc rows; the column ranges split the panels so
-    // that the tasks divide among the threads: one range when the row blocks (over all
-    // batches) already do, else one per thread.
-    Value blocks = kb.ceilDiv(m, g.mc);
-    Value mcEff = kb.mul(kb.ceilDiv(kb.ceilDiv(m, kb.max(blocks, kb.idx(1))), g.mr), g.mr);
+    // Row blocks of equal size, at most mc rows, as many as make a multiple of the thread
+    // count (with all batches) where there are rows enough; the column ranges split the
+    // panels so that the tasks divide among the threads: one range when the row blocks
+    // already do (each task then packs its rows of A once for all the panels), else one
+    // per thread (a decode step's few rows).
     Value threads = maxThreads(kb);
-    Value divides = kb.cmp(arith::CmpIPredicate::eq,
-                           kb.remu(kb.mul(nBatch, blocks), kb.max(threads, kb.idx(1))), kb.idx(0));
+    Value t = kb.max(threads, kb.idx(1));
+    Value least = kb.ceilDiv(m, g.mc);
+    Value want = kb.ceilDiv(kb.mul(nBatch, least), t);
+    want = kb.max(kb.ceilDiv(kb.mul(want, t), kb.max(nBatch, kb.idx(1))), least);
+    Value mcEff = kb.mul(kb.ceilDiv(kb.ceilDiv(m, kb.max(want, kb.idx(1))), g.mr), g.mr);
+    Value blocks = kb.ceilDiv(m, kb.max(mcEff, kb.idx(1)));
+    Value divides = kb.cmp(arith::CmpIPredicate::eq, kb.remu(kb.mul(nBatch, blocks), t), kb.idx(0));
     Value ranges = arith::SelectOp::create(ib, divides, kb.idx(1), threads);
     Value perRange = kb.max(kb.ceilDiv(panels, kb.max(kb.min(ranges, panels), kb.idx(1))), kb.idx(1));
     ranges = kb.ceilDiv(panels, perRange);
