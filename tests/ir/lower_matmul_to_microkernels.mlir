@@ -18,13 +18,15 @@
 // CHECK: %[[BPV:.*]] = memref.cast %[[BP]] : memref<640xf32> to memref<?xf32, strided<[1], offset: ?>>
 // CHECK: %[[P1:.*]] = arith.addi %[[P]], %c1
 // CHECK: func.call @qkv_gemm_pack_b_f32_16(%[[BV]], %[[BPV]], %[[P]], %[[P1]], %c70, %c8)
-// row blocks: ceil(M / 12) of them, of equal size rounded up to whole tiles of 6 rows
-// CHECK: %[[M11:.*]] = arith.addi %[[M]], %c11
-// CHECK: %[[BLOCKS:.*]] = arith.divui %[[M11]], %c12
-// column ranges: one when the blocks divide among the threads, else one per thread
+// row blocks: at least ceil(M / 12) of them, rounded up to a multiple of the threads,
+// of equal size in whole tiles of 6 rows
 // CHECK: %[[T:.*]] = call @omp_get_max_threads()
 // CHECK: %[[TI:.*]] = arith.index_cast %[[T]]
-// CHECK: %[[REM:.*]] = arith.remui %[[BLOCKS]], %{{.*}}
+// CHECK: %[[T1:.*]] = arith.maxsi %[[TI]], %c1
+// CHECK: %[[M11:.*]] = arith.addi %[[M]], %c11
+// CHECK: %[[LEAST:.*]] = arith.divui %[[M11]], %c12
+// column ranges: one when the blocks divide among the threads, else one per thread
+// CHECK: %[[REM:.*]] = arith.remui %[[BLOCKS:.*]], %[[T1]]
 // CHECK: %[[DIV:.*]] = arith.cmpi eq, %[[REM]], %c0
 // CHECK: arith.select %[[DIV]], %c1, %[[TI]]
 // CHECK: scf.parallel (%[[BLK:.*]], %[[RANGE:.*]]) = (%c0, %c0) to (%[[BLOCKS]], %{{.*}}) step (%c1, %c1)
@@ -196,7 +198,7 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // CHECK: vector.maskedload %[[B]][%{{.*}}, %[[J0]]], %[[MASK]]
 
 // The block function, made once: for each K block of 32 rows, A's rows of the task are
-// packed (6-row tiles, a column's 6 values together, rows past m as zeros), then every
+// packed (row after row, kc apart), then every
 // 6 x 16 register tile of every panel runs over the block: packed B as vectors, packed A
 // broadcast. The first block's tiles start from the fill unless fromC (C is loaded
 // anyway, which brings its lines into the cache), later ones from C. Tiles whose rows or
@@ -215,16 +217,20 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // CHECK: %[[KC:.*]] = arith.minsi %[[KLEFT]], %c32
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[PC]], %c0
 // CHECK: %[[FILLED:.*]] = arith.andi %[[NOTC]], %[[FIRST]]
-// packing A: a column's six rows side by side
-// CHECK: scf.for %[[T0:.*]] = %c0 to %[[M]] step %c6
-// CHECK: scf.for %[[KK:.*]] = %c0 to %[[KC]] step %c1
-// CHECK: %[[AR:.*]] = arith.addi %[[I0]], %[[T0]]
+// packing A: each row (the last tile's rows past m copy the last row) one vector copy,
+// 32 (kc) apart
+// CHECK: scf.for %[[R:.*]] = %c0 to %{{.*}} step %c1
+// CHECK: %[[AR:.*]] = arith.addi %[[I0]], %[[R]]
+// CHECK: %[[SRC:.*]] = arith.minsi %[[AR]], %{{.*}}
+// CHECK: %[[DST:.*]] = arith.muli %[[R]], %c32
+// CHECK: scf.for %[[KK:.*]] = %c0 to %{{.*}} step %c8
 // CHECK: %[[AK:.*]] = arith.addi %[[PC]], %[[KK]]
-// CHECK: %[[AX:.*]] = memref.load %[[A]][%[[AR]], %[[AK]]]
-// CHECK: memref.store %[[AX]], %[[AP]][
-// the rows past m of the last tile are zeros
-// CHECK: } else {
-// CHECK: arith.select %{{.*}}, %{{.*}}, %cst
+// CHECK: %[[AV:.*]] = vector.load %[[A]][%[[SRC]], %[[AK]]]
+// CHECK: %[[TO:.*]] = arith.addi %[[DST]], %[[KK]]
+// CHECK: vector.store %[[AV]], %[[AP]][%[[TO]]]
+// the row's tail under a mask
+// CHECK: vector.maskedload %[[A]][%[[SRC]],
+// CHECK: vector.maskedstore %[[AP]][
 // the panels of the task, then its tiles
 // CHECK: scf.for %[[P:.*]] = %[[P0]] to %[[P1]] step %c1
 // CHECK: %[[J0:.*]] = arith.muli %[[P]], %c16
@@ -233,7 +239,7 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // CHECK: %[[BB:.*]] = arith.muli %[[PKC]], %c16
 // CHECK: scf.for %[[TT:.*]] = %c0 to %[[M]] step %c6
 // CHECK: %[[ROW:.*]] = arith.addi %[[I0]], %[[TT]]
-// CHECK: %[[AB:.*]] = arith.muli %[[TT]], %[[KC]]
+// CHECK: %[[AB:.*]] = arith.muli %[[TT]], %c32
 // CHECK: scf.if
 // CHECK: %[[FILLV:.*]] = vector.broadcast %[[FILL]] : f32 to vector<8xf32>
 // CHECK: %[[CL:.*]] = vector.load %[[C]][%[[ROW]], %[[J0]]]
@@ -242,8 +248,7 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // CHECK: %[[BK:.*]] = arith.muli %[[KI]], %c16
 // CHECK: %[[BO:.*]] = arith.addi %[[BB]], %[[BK]]
 // CHECK: %[[BV:.*]] = vector.load %[[BP]][%[[BO]]]
-// CHECK: %[[AK2:.*]] = arith.muli %[[KI]], %c6
-// CHECK: %[[AO:.*]] = arith.addi %[[AB]], %[[AK2]]
+// CHECK: %[[AO:.*]] = arith.addi %[[AB]], %[[KI]]
 // CHECK: %[[AX2:.*]] = memref.load %[[AP]][%[[AO]]]
 // CHECK: %[[ABC:.*]] = vector.broadcast %[[AX2]] : f32 to vector<8xf32>
 // CHECK: vector.fma %[[ABC]], %[[BV]], %{{.*}} : vector<8xf32>
