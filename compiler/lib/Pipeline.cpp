@@ -150,7 +150,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
            " kc=" + std::to_string(o.gemmKc) + " mc=" + std::to_string(o.gemmMc) +
            "},qkv-vectorize-elementwise{vector-bits=" + std::to_string(o.vectorBits) +
            "},func.func(convert-linalg-to-parallel-loops),"
-           "qkv-deallocate-buffers,canonicalize,cse";
+           "qkv-deallocate-buffers,cse,canonicalize,cse";
   if (stage == "llvm")
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
     // alloca scopes OpenMP wraps around each task must still be single blocks then.

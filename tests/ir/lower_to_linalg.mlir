@@ -87,17 +87,33 @@ func.func @linear(%x: tensor<?x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>) -
   return %0 : tensor<?x3xf32>
 }
 
-// RoPE reads each feature's partner (i +- Dh/2) and rotates in f64 angles.
+// RoPE: the frequencies base^(-2i/Dh) once per pair (f64), then a table of cos and sin
+// of the f64 angles once per row position (rounded to f32, as the rotation uses them),
+// then each half of the output one elementwise op over the two halves of x and the
+// tables, written into its half: x1 cos - x2 sin, then x2 cos + x1 sin.
 // CHECK-LABEL: func.func @rope
-// CHECK: %[[ROW:.*]] = linalg.index 0 : index
-// CHECK: %[[D:.*]] = linalg.index 1 : index
-// CHECK: %[[FIRST:.*]] = arith.cmpi ult, %[[D]], %[[HALF:.*]] : index
-// CHECK: arith.select %[[FIRST]]
-// CHECK: %[[PARTNER:.*]] = arith.select %[[FIRST]]
-// CHECK: math.cos %{{.*}} : f64
-// CHECK: math.sin %{{.*}} : f64
-// CHECK: tensor.extract %arg0[%[[ROW]], %[[PARTNER]]]
-// CHECK: arith.select %[[FIRST]]
+// CHECK: %[[RINV:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2xf64>)
+// CHECK: math.exp %{{.*}} : f64
+// CHECK: %[[RT:.*]]:2 = linalg.generic {{.*}} ins(%[[RINV]] : tensor<2xf64>) outs(%{{.*}}, %{{.*}} : tensor<?x2xf32>, tensor<?x2xf32>)
+// CHECK: ^bb0(%[[RF:.*]]: f64,
+// CHECK: %[[RROW:.*]] = linalg.index 0 : index
+// CHECK: %[[RANG:.*]] = arith.mulf %{{.*}}, %[[RF]] : f64
+// CHECK: math.cos %[[RANG]] : f64
+// CHECK: math.sin %[[RANG]] : f64
+// CHECK: %[[RX1:.*]] = tensor.extract_slice %arg0[0, 0] [%{{.*}}, 2] [1, 1]
+// CHECK: %[[RX2:.*]] = tensor.extract_slice %arg0[0, 2] [%{{.*}}, 2] [1, 1]
+// CHECK: %[[RLO:.*]] = linalg.generic {{.*}} ins(%[[RX1]], %[[RX2]], %[[RT]]#0, %[[RT]]#1 :
+// CHECK: ^bb0(%[[RA:.*]]: f32, %[[RB:.*]]: f32, %[[RC:.*]]: f32, %[[RS:.*]]: f32,
+// CHECK: %[[RAC:.*]] = arith.mulf %[[RA]], %[[RC]]
+// CHECK: %[[RBS:.*]] = arith.mulf %[[RB]], %[[RS]]
+// CHECK: arith.subf %[[RAC]], %[[RBS]]
+// CHECK: %[[ROUT:.*]] = tensor.insert_slice %[[RLO]] into %{{.*}}[0, 0] [%{{.*}}, 2] [1, 1]
+// CHECK: %[[RHI:.*]] = linalg.generic {{.*}} ins(%[[RX1]], %[[RX2]], %[[RT]]#0, %[[RT]]#1 :
+// CHECK: ^bb0(%[[RA2:.*]]: f32, %[[RB2:.*]]: f32, %[[RC2:.*]]: f32, %[[RS2:.*]]: f32,
+// CHECK: %[[RBC:.*]] = arith.mulf %[[RB2]], %[[RC2]]
+// CHECK: %[[RAS:.*]] = arith.mulf %[[RA2]], %[[RS2]]
+// CHECK: arith.addf %[[RBC]], %[[RAS]]
+// CHECK: tensor.insert_slice %[[RHI]] into %[[ROUT]][0, 2] [%{{.*}}, 2] [1, 1]
 func.func @rope(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %0 = qkv.rope %x base 10000.0 offset 0 : tensor<?x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
@@ -226,11 +242,13 @@ func.func @paged_cache_view(%pool: tensor<?x2x4x8xf32>, %table: tensor<2x3xi32>,
   return %1 : tensor<2x2x?x8xf32>
 }
 
-// rope with positions (B, L): row (b, i) rotates by positions[b, i] instead of offset + i.
+// rope with positions (B, L): row (b, i) rotates by positions[b, i] instead of offset + i;
+// the tables are (B, L, Dh/2).
 // CHECK-LABEL: func.func @rope_positions
 // CHECK-SAME: (%[[X:arg0]]: tensor<2x?x8xf32>, %[[POS:arg1]]: tensor<2x?xi64>)
+// CHECK: linalg.generic {{.*}} outs(%{{.*}}, %{{.*}} : tensor<2x?x4xf32>, tensor<2x?x4xf32>)
+// CHECK: %[[I:.*]] = linalg.index 1 : index
 // CHECK: %[[B:.*]] = linalg.index 0 : index
-// CHECK-NEXT: %[[I:.*]] = linalg.index 1 : index
 // CHECK: %[[P64:.*]] = tensor.extract %[[POS]][%[[B]], %[[I]]] : tensor<2x?xi64>
 // CHECK-NEXT: %[[P:.*]] = arith.index_cast %[[P64]] : i64 to index
 // CHECK: %[[PI:.*]] = arith.index_cast %[[P]] : index to i64

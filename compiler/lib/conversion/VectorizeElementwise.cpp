@@ -1,6 +1,7 @@
 // qkv-vectorize-elementwise: elementwise and innermost-reduction linalg.generic ops on
 // buffers -> vector loops, parallel over their outer loops (VectorizedGeneric).
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
@@ -20,12 +21,21 @@ using namespace qkv::ir;
 
 namespace {
 
-struct GenericToVectorLoops : OpRewritePattern<linalg::GenericOp> {
+struct GenericToVectorLoops : OpInterfaceRewritePattern<linalg::LinalgOp> {
   GenericToVectorLoops(MLIRContext *ctx, int64_t vectorBits)
-      : OpRewritePattern(ctx), vectorBits(vectorBits) {}
+      : OpInterfaceRewritePattern(ctx), vectorBits(vectorBits) {}
 
-  LogicalResult matchAndRewrite(linalg::GenericOp op, PatternRewriter &rewriter) const override {
-    std::optional<VectorizedGeneric> g = VectorizedGeneric::analyse(op, vectorBits);
+  LogicalResult matchAndRewrite(linalg::LinalgOp linalgOp, PatternRewriter &rewriter) const override {
+    // Copies and transposes (a head split or merge) as the generics they are.
+    linalg::GenericOp op = dyn_cast<linalg::GenericOp>(linalgOp.getOperation());
+    if (isa<linalg::TransposeOp, linalg::CopyOp>(linalgOp.getOperation()) &&
+        linalgOp.hasPureBufferSemantics()) {
+      FailureOr<linalg::GenericOp> generic = linalg::generalizeNamedOp(rewriter, linalgOp);
+      if (failed(generic))
+        return failure();
+      op = *generic;
+    }
+    std::optional<VectorizedGeneric> g = op ? VectorizedGeneric::analyse(op, vectorBits) : std::nullopt;
     if (!g)
       return failure();
     ImplicitLocOpBuilder ib(op.getLoc(), rewriter);

@@ -56,18 +56,14 @@ bool unitInner(Value v) {
   return succeeded(mt.getStridesAndOffset(strides, offset)) && strides.back() == 1;
 }
 
-/// Whether `map` takes loop dims in increasing order (a projected permutation that
-/// neither transposes nor repeats).
-bool ordered(AffineMap map) {
+/// Whether `map` is a projected permutation that, if it takes the innermost loop dim
+/// `inner`, takes it last (the outer dims may come in any order: a transpose of rows).
+bool innerLast(AffineMap map, unsigned inner) {
   if (!map.isProjectedPermutation())
     return false;
-  int64_t last = -1;
-  for (AffineExpr e : map.getResults()) {
-    int64_t d = cast<AffineDimExpr>(e).getPosition();
-    if (d <= last)
+  for (unsigned i = 0; i < map.getNumResults(); ++i)
+    if (cast<AffineDimExpr>(map.getResult(i)).getPosition() == inner && i + 1 != map.getNumResults())
       return false;
-    last = d;
-  }
   return true;
 }
 
@@ -131,7 +127,7 @@ std::optional<VectorizedGeneric> VectorizedGeneric::analyse(linalg::GenericOp op
                     llvm::all_of(llvm::enumerate(map.getResults()), [](auto e) {
                       return cast<AffineDimExpr>(e.value()).getPosition() == e.index();
                     });
-    if (!ordered(map) || (isOut && !identity) || (usesDim(map, inner) && !unitInner(o.get()))) {
+    if (!innerLast(map, inner) || (isOut && !identity) || (usesDim(map, inner) && !unitInner(o.get()))) {
       fail(why, "an operand's map or layout");
       return std::nullopt;
     }

@@ -20,9 +20,9 @@ class VectorizedGeneric {
 public:
   /// The form this handles: pure buffer semantics, one output; every loop parallel, or
   /// the last one a reduction whose body combines the output with one op (addf, mulf,
-  /// maximumf, minimumf, maxnumf, minnumf); projected-permutation maps that keep their
-  /// dims in order, so that the innermost loop, where a map has it, is its last result
-  /// and the operand's last (unit-stride) dimension; the output's map is the identity
+  /// maximumf, minimumf, maxnumf, minnumf); projected-permutation maps in which the
+  /// innermost loop, where a map has it, is the last result and the operand's last
+  /// (unit-stride) dimension (outer dims may be permuted: a transpose of rows); the output's map is the identity
   /// (less the reduced loop); a body of elementwise arith/math ops and constants (no
   /// linalg.index, no regions). Otherwise nullopt, `why` saying what failed.
   static std::optional<VectorizedGeneric> analyse(mlir::linalg::GenericOp op, int64_t vectorBits,
