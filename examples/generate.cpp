@@ -183,7 +183,7 @@ int main(int argc, char **argv) try {
                : qkv::LlamaModel::load(a.dir, a.options);
   const qkv::LlamaConfig &c = model.config();
   std::printf("model: %lld layers, hidden %lld, %lld heads (%lld kv), head dim %lld, vocab %lld; "
-              "%s cache, %s; compiled in %.2f s\n",
+              "%s cache, %s; compiled and weights packed in %.2f s\n",
               static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
               static_cast<long long>(c.num_attention_heads),
               static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim),

@@ -129,6 +129,12 @@ void SentenceEncoder::compile(const CompileOptions &options, KernelPlan plan) {
     k->kernels = compile_all({bert_embeddings_graph(config_), bert_layer_graph(config_),
                               mean_pool_graph(config_, normalize_)},
                              Target::host(), options);
+  // The weights the GEMMs read packed, packed now rather than by the first batch.
+  if (plan == KernelPlan::WholeModel)
+    k->kernels[0].prepare(weights_.all());
+  else
+    for (const TensorMap &layer : layer_params_)
+      k->kernels[1].prepare(layer);
   k->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   kernels_ = std::move(k);

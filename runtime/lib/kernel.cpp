@@ -4,9 +4,10 @@
 #include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/checks.hpp>
 
+#include "packed_weights.hpp"
+
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <tuple>
 
@@ -23,19 +24,6 @@ const std::vector<std::string> &Kernel::cuda_stage_names() {
                                                  "gpu",   "nvvm", "ptx"};
   return names;
 }
-
-/// The packed copies of a kernel's packed params, by param and weight tensor, shared by
-/// the kernel's copies.
-struct Kernel::PackedWeights {
-  struct Copy {
-    std::weak_ptr<const void> source; ///< expires with the weight tensor's buffer
-    std::uint64_t writes = 0;         ///< the weight's Tensor::writes() when packed
-    Tensor packed;
-  };
-  std::mutex mu;
-  std::map<std::pair<std::size_t, std::uint64_t>, Copy> copies; ///< (param, storage id)
-  std::int64_t packs = 0;
-};
 
 Kernel::Kernel(Graph graph, KernelEntry entry,
                std::vector<std::pair<std::string, std::string>> stages,
@@ -54,63 +42,6 @@ Kernel::Kernel(Graph graph, KernelEntry entry,
       internal_error("graph '" + graph_->name() + "': packed param " + std::to_string(p.argument) +
                      " is not a param of the graph");
   }
-}
-
-Tensor pack_gemm_weight(const Tensor &w, int panel_columns) {
-  if (w.rank() != 2 || (w.dtype() != DType::F32 && w.dtype() != DType::F64) || panel_columns <= 0)
-    user_error("pack_gemm_weight: needs a 2-D f32 or f64 tensor and positive panel columns, got " +
-               w.type_str() + " and " + std::to_string(panel_columns));
-  const std::int64_t k = w.shape()[0], n = w.shape()[1], nr = panel_columns;
-  const std::int64_t panels = (n + nr - 1) / nr;
-  Tensor out(w.dtype(), {panels * k * nr}); // zero-filled: the columns past n stay 0
-  auto copy = [&](auto *to, const auto *from) {
-    for (std::int64_t p = 0; p < panels; ++p) {
-      std::int64_t cols = std::min(nr, n - p * nr);
-      for (std::int64_t r = 0; r < k; ++r)
-        std::copy_n(from + r * n + p * nr, cols, to + (p * k + r) * nr);
-    }
-  };
-  if (w.dtype() == DType::F32)
-    copy(out.data_as<float>(), w.data_as<float>());
-  else
-    copy(out.data_as<double>(), w.data_as<double>());
-  return out;
-}
-
-std::vector<Tensor> Kernel::packed_weights(const TensorMap &inputs) const {
-  std::vector<Tensor> out;
-  if (entry_.packed_params.empty())
-    return out;
-  std::lock_guard<std::mutex> lock(packed_->mu);
-  // Copies of weights that are gone are dropped.
-  std::erase_if(packed_->copies, [](const auto &c) { return c.second.source.expired(); });
-  for (std::size_t i = 0; i < entry_.packed_params.size(); ++i) {
-    const PackedParam &p = entry_.packed_params[i];
-    const Tensor &w =
-        inputs.at(graph_->node(graph_->arguments()[static_cast<std::size_t>(p.argument)]).name);
-    PackedWeights::Copy &c = packed_->copies[{i, w.storage_id()}];
-    if (c.packed.empty() || c.source.expired() || c.writes != w.writes()) {
-      c.source = w.lifetime();
-      c.writes = w.writes();
-      c.packed = pack_gemm_weight(w, p.panel_columns);
-      ++packed_->packs;
-    }
-    out.push_back(c.packed);
-  }
-  return out;
-}
-
-std::int64_t Kernel::weight_packs() const {
-  std::lock_guard<std::mutex> lock(packed_->mu);
-  return packed_->packs;
-}
-
-std::int64_t Kernel::packed_bytes() const {
-  std::lock_guard<std::mutex> lock(packed_->mu);
-  std::int64_t bytes = 0;
-  for (const auto &[key, c] : packed_->copies)
-    bytes += static_cast<std::int64_t>(c.packed.nbytes());
-  return bytes;
 }
 
 std::string Kernel::ir(std::string_view stage) const {

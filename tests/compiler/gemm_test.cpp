@@ -206,6 +206,35 @@ TEST(GemmPackedWeights, PackedOncePerWeightAndAgainAfterAWrite) {
   EXPECT_LT(k.packed_bytes(), before);
 }
 
+TEST(GemmPackedWeights, SharedBetweenKernelsAndPreparedAhead) {
+  Graph g = linear_graph(40, 30);
+  TensorMap in = random_inputs(g, {{"M", 3}}, 11);
+  Kernel a = compile(g, Target::host(), small_blocks());
+  Kernel b = compile(g, Target::host(), small_blocks(1)); // another kernel, same panels
+  // prepare() packs without running; a run after it packs nothing.
+  a.prepare({{"w", in.at("w")}});
+  EXPECT_EQ(a.weight_packs(), 1);
+  a.run(in);
+  EXPECT_EQ(a.weight_packs(), 1);
+  // The other kernel finds the copy made.
+  b.run(in);
+  EXPECT_EQ(b.weight_packs(), 0);
+  // After a write, the first kernel to run packs again, the other takes its copy.
+  in.at("w").set(3, 2.0);
+  assert_close(b.run(in).at("out"), reference::run(g, in).at("out"), 1e-5, 1e-4);
+  assert_close(a.run(in).at("out"), reference::run(g, in).at("out"), 1e-5, 1e-4);
+  EXPECT_EQ(b.weight_packs(), 1);
+  EXPECT_EQ(a.weight_packs(), 1);
+  // Names it does not know or read packed are ignored; a wrong weight is an error.
+  a.prepare({{"x", in.at("x")}, {"nothing", in.at("x")}});
+  try {
+    a.prepare({{"w", Tensor::random(DType::F32, {30, 40}, 1)}});
+    ADD_FAILURE() << "a transposed weight was packed";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("param 'w' is f32[30, 40]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GemmPackedWeights, PackLayout) {
   // Panels of nr columns, each row of a panel after the other, zeros past N.
   Tensor w = Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6});

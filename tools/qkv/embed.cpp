@@ -116,7 +116,7 @@ void print_text(const SentenceEncoder &m, const std::vector<std::string> &s,
   const BertConfig &c = m.config();
   std::cout << "BERT, " << c.num_hidden_layers << " layers, dim " << m.dim() << ", at most "
             << m.max_seq_length() << " tokens" << (m.normalizes() ? ", normalized" : "")
-            << "; compiled in " << std::fixed << std::setprecision(0) << m.compile_ms() << " ms\n";
+            << "; compiled and weights packed in " << std::fixed << std::setprecision(0) << m.compile_ms() << " ms\n";
   for (std::int64_t i = 0; i < n; ++i) {
     std::cout << "[" << i << "] \"" << s[i] << "\"\n    " << ids[i].size() << " tokens, dim "
               << m.dim() << ", norm " << std::setprecision(6) << std::sqrt(dot(e, i, i)) << ":";
@@ -225,7 +225,7 @@ int run_bench(const cli::Args &a, const Options &o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << "model " << o.model << ", compiled in " << std::fixed << std::setprecision(0)
+  std::cout << "model " << o.model << ", compiled and weights packed in " << std::fixed << std::setprecision(0)
             << m.compile_ms() << " ms (" << j["plan"].get<std::string>() << ")\n";
   for (const json &c : j["cases"])
     std::cout << std::setw(4) << c["sentences"].get<int>() << " sentences of " << std::setw(3)

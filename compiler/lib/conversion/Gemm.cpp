@@ -226,10 +226,55 @@ func::FuncOp gemmPackBFunction(ModuleOp module, Type elem, const GemmBlocking &g
   return f;
 }
 
-func::FuncOp gemmBlockFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias) {
+namespace {
+
+/// The skinny function's body: for each panel, one tile of exactly m (<= mr) rows over
+/// the whole K, reading A where it is and the panel as one stream.
+void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
+  Type elem = x.fill.getType();
+  VectorType vt = kb.vec(elem, g.lanes);
+  Value notFromC = arith::XOrIOp::create(kb.builder(), x.fromC,
+                                         arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
+  kb.forLoop(x.p0, x.p1, 1, [&](KernelBuilder &pl, Value p) {
+    Value j0 = pl.mul(p, g.nr()), cols = pl.sub(x.n, j0);
+    Value base = pl.mul(pl.mul(p, x.k), g.nr());
+    SmallVector<Value> masks, start;
+    for (int64_t c = 0; c < g.nv; ++c) {
+      masks.push_back(pl.firstLanes(pl.sub(cols, pl.idx(c * g.lanes)), g.lanes));
+      start.push_back(x.bias ? pl.vload(vt, x.bias, {pl.add(j0, c * g.lanes)}, masks[c])
+                             : pl.splat(x.fill, vt));
+    }
+    for (int64_t rows = 1; rows <= g.mr; ++rows) {
+      pl.ifThen(pl.cmp(arith::CmpIPredicate::eq, x.m, pl.idx(rows)), [&](KernelBuilder &in) {
+        GemmSpec s;
+        s.elem = elem;
+        s.lanes = g.lanes;
+        s.nc = g.nv;
+        s.mr = rows;
+        s.K = x.k;
+        s.a = [&](KernelBuilder &b, Value i, Value kk) { return b.load(x.a, {i, kk}); };
+        s.b = [&](KernelBuilder &b, Value kk, int64_t c) {
+          return b.vload(vt, x.bp, {b.add(b.add(base, b.mul(kk, g.nr())), c * g.lanes)});
+        };
+        s.init = [&](KernelBuilder &b, Value i, int64_t c) -> Value {
+          Value v = b.vload(vt, x.c, {i, b.add(j0, c * g.lanes)}, masks[c]);
+          return arith::SelectOp::create(b.builder(), notFromC, start[c], v);
+        };
+        s.store = [&](KernelBuilder &b, Value i, int64_t c, Value v) {
+          b.vstore(v, x.c, {i, b.add(j0, c * g.lanes)}, masks[c]);
+        };
+        emitGemmTile(in, s, x.i0, rows);
+      });
+    }
+  });
+}
+
+func::FuncOp gemmFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias,
+                          bool skinny) {
   Type index = IndexType::get(module.getContext());
-  std::string name = "qkv_gemm_block_" + typeName(elem) + "_" + std::to_string(g.mr) + "x" +
-                     std::to_string(g.nr()) + "_k" + std::to_string(g.kc) + (bias ? "_bias" : "");
+  std::string name = std::string(skinny ? "qkv_gemm_skinny_" : "qkv_gemm_block_") + typeName(elem) +
+                     "_" + std::to_string(g.mr) + "x" + std::to_string(g.nr()) +
+                     (skinny ? "" : "_k" + std::to_string(g.kc)) + (bias ? "_bias" : "");
   SmallVector<Type> args = {gemmViewType(elem), gemmPackedType(elem), gemmViewType(elem), index, index,
                             index, index, index, index, elem, IntegerType::get(module.getContext(), 1)};
   if (bias)
@@ -240,9 +285,22 @@ func::FuncOp gemmBlockFunction(ModuleOp module, Type elem, const GemmBlocking &g
   ImplicitLocOpBuilder ib(module.getLoc(), module.getContext());
   ib.setInsertionPointToStart(&f.getBody().front());
   KernelBuilder kb(ib);
-  emitBlockBody(kb, g, BlockArgs(f));
+  if (skinny)
+    emitSkinnyBody(kb, g, BlockArgs(f));
+  else
+    emitBlockBody(kb, g, BlockArgs(f));
   func::ReturnOp::create(ib);
   return f;
+}
+
+} // namespace
+
+func::FuncOp gemmBlockFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias) {
+  return gemmFunction(module, elem, g, bias, false);
+}
+
+func::FuncOp gemmSkinnyFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias) {
+  return gemmFunction(module, elem, g, bias, true);
 }
 
 } // namespace qkv::ir

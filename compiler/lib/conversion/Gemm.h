@@ -56,4 +56,11 @@ mlir::func::FuncOp gemmPackBFunction(mlir::ModuleOp module, mlir::Type elem,
 mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type elem, const GemmBlocking &g,
                                      bool bias = false);
 
+/// func.func private @qkv_gemm_skinny_<T>_<mr>x<nr>[_bias](the block function's
+/// operands): the same product for m <= mr rows (a decode step's), each panel one tile of
+/// exactly m rows over the whole K: A read where it is (nothing packed), each panel of B
+/// read once, as one stream.
+mlir::func::FuncOp gemmSkinnyFunction(mlir::ModuleOp module, mlir::Type elem,
+                                      const GemmBlocking &g, bool bias = false);
+
 } // namespace qkv::ir

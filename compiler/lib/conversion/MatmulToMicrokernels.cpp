@@ -273,6 +273,13 @@ private:
     Value perRange = kb.max(kb.ceilDiv(panels, kb.max(kb.min(ranges, panels), kb.idx(1))), kb.idx(1));
     ranges = kb.ceilDiv(panels, perRange);
     func::FuncOp fn = gemmBlockFunction(module, o.elem, g, bias);
+    // A task of at most mr rows (a decode step's) takes the skinny form: A read in place,
+    // each panel of B once. Not made when M is static and larger.
+    auto cType = cast<MemRefType>(o.c.getType());
+    int64_t rowDim = cType.getRank() - 2;
+    func::FuncOp skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.mr
+                              ? gemmSkinnyFunction(module, o.elem, g, bias)
+                              : nullptr;
     kb.parallel({nBatch, blocks, ranges}, [&](KernelBuilder &in, ValueRange iv) {
       Value i0 = in.mul(iv[1], mcEff);
       Value rows = in.min(mcEff, in.sub(m, i0));
@@ -283,7 +290,13 @@ private:
                                  p0, p1, n, k, fill, fromC};
       if (bias)
         args.push_back(memref::CastOp::create(in.builder(), gemmPackedType(o.elem), start.value));
-      func::CallOp::create(in.builder(), fn, args);
+      if (skinny)
+        in.ifThen(
+            in.cmp(arith::CmpIPredicate::sle, rows, in.idx(g.mr)),
+            [&](KernelBuilder &t) { func::CallOp::create(t.builder(), skinny, args); },
+            [&](KernelBuilder &t) { func::CallOp::create(t.builder(), fn, args); });
+      else
+        func::CallOp::create(in.builder(), fn, args);
       if (epilogue)
         emitEpilogue(in, *epilogue, o, full, iv[0], i0, rows, in.mul(p0, g.nr()),
                      in.min(n, in.mul(p1, g.nr())));

@@ -120,7 +120,8 @@ public:
   const LlamaConfig &config() const;
   const LlamaOptions &options() const;
   KVCacheBase &cache();
-  /// Seconds spent compiling the kernels (0 with the interpreter).
+  /// Seconds spent compiling the kernels and packing the weights their GEMMs read packed
+  /// (0 with the interpreter).
   double compile_seconds() const;
   const LlamaTimes &times() const;
   void reset_times();

@@ -71,7 +71,8 @@ public:
   std::int64_t max_seq_length() const { return max_seq_length_; }
   std::int64_t dim() const { return config_.hidden_size; }
   bool normalizes() const { return normalize_; }
-  /// The compile time of the kernels compile() made, in ms (0 before).
+  /// The time compile() took, in ms (0 before): compiling the kernels and packing the
+  /// weights their GEMMs read packed.
   double compile_ms() const;
 
 private:

@@ -95,20 +95,27 @@ public:
   const CompileStats &stats() const { return stats_; }
   /// The params this kernel reads packed (their GEMM weights).
   const std::vector<PackedParam> &packed_params() const { return entry_.packed_params; }
-  /// How many times run() has packed a weight so far: once per weight tensor (by its
-  /// Tensor::storage_id) and param, and again when the tensor was written since
-  /// (Tensor::writes). The packed copies stay with the kernel (and its copies) while the
-  /// weight tensor lives.
+  /// Packs the weights among `params` that this kernel reads packed (packed_params()), as
+  /// the first run() would: a model calls it when it loads, so that its first step does
+  /// not pay for packing. Params it does not read packed, and names it does not know,
+  /// are ignored; a weight of the wrong dtype or shape is a qkv::Error naming it.
+  void prepare(const TensorMap &params) const;
+  /// How many times this kernel has packed a weight so far: once per weight tensor (by
+  /// its Tensor::storage_id) and param, and again when the tensor was written since
+  /// (Tensor::writes). A packed copy is shared by every kernel (in the process) that reads
+  /// the same weight in panels of the same width: the one that finds it made does not
+  /// pack. The copies live while a kernel that used them and the weight tensor do.
   std::int64_t weight_packs() const;
-  /// Bytes of the packed copies held now.
+  /// Bytes of the packed copies this kernel holds now.
   std::int64_t packed_bytes() const;
   const std::string &symbol() const { return entry_.symbol; }
 
 private:
   /// Calls the entry on memref descriptors (MLIR's packed arguments).
   void call(std::vector<std::vector<std::int64_t>> &descs) const;
-  /// The packed copies of the packed params among `inputs`, made or reused.
-  std::vector<Tensor> packed_weights(const TensorMap &inputs) const;
+  /// The packed copies of the packed params among `inputs`, made or reused (those not in
+  /// `inputs` are skipped when `skip_missing`; else missing is an error).
+  std::vector<Tensor> packed_weights(const TensorMap &inputs, bool skip_missing = false) const;
   /// run() for CUDA host code: device copies of the inputs and outputs.
   void run_on_cuda(const TensorMap &inputs, const std::vector<const Tensor *> &outs) const;
 
