@@ -43,11 +43,13 @@ DiffCase linear_case(std::int64_t k, std::int64_t n, std::vector<std::int64_t> m
 
 class GemmSizes : public ::testing::TestWithParam<std::pair<std::int64_t, std::int64_t>> {};
 
-// 1, 7, 33, 257 and 1000 in each of M, K, N, under small blocks and the host's own. M =
+// 1, 7, 33, 257 and 1000 in each of M, K, N (and M = 2, 6), under small blocks and the
+// host's own. M =
 // 1000 only where K * N is small: the interpreter computes in double, one product at a time.
 TEST_P(GemmSizes, MatchInterpreter) {
   auto [k, n] = GetParam();
-  std::vector<std::int64_t> ms = {1, 7, 33, 257};
+  // 2 and 6 rows take the skinny form (at most mr rows: 6 on AVX2 and AVX-512).
+  std::vector<std::int64_t> ms = {1, 2, 6, 7, 33, 257};
   if (k * n <= 257 * 257)
     ms.push_back(1000);
   DiffCase c = linear_case(k, n, ms);

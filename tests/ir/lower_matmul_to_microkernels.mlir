@@ -34,7 +34,13 @@
 // CHECK: %[[ROWS:.*]] = arith.minsi %[[MC]], %{{.*}}
 // CHECK: %[[AV:.*]] = memref.cast %[[A]] : memref<?x8xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
 // CHECK: %[[CV:.*]] = memref.cast %[[C]] : memref<?x70xf32> to memref<?x?xf32, strided<[?, 1], offset: ?>>
-// the tiles start from C (true: no fill before the matmul, which accumulates into C)
+// a task of at most 6 rows (a decode step's) calls the skinny form, others the block
+// function; the tiles start from C (true: no fill before the matmul, which accumulates
+// into C)
+// CHECK: %[[SKINNY:.*]] = arith.cmpi sle, %[[ROWS]], %c6
+// CHECK: scf.if %[[SKINNY]]
+// CHECK: func.call @qkv_gemm_skinny_f32_6x16(%[[AV]], %{{.*}}, %[[CV]], %[[I0]], %[[ROWS]], %{{.*}}, %{{.*}}, %c70, %c8, %{{.*}}, %true)
+// CHECK: } else {
 // CHECK: func.call @qkv_gemm_block_f32_6x16_k32(%[[AV]], %{{.*}}, %[[CV]], %[[I0]], %[[ROWS]], %{{.*}}, %{{.*}}, %c70, %c8, %{{.*}}, %true)
 // the scratch buffer is freed after the matmul
 // CHECK: memref.dealloc %[[BP]]
@@ -260,6 +266,33 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // CHECK: vector.maskedstore %[[C]]
 // CHECK: memref.dealloc %[[AP]]
 // CHECK: return
+
+// The skinny function: for each panel, the tile of exactly m rows (1 to 6, one branch
+// each) over the whole K, A read where it is, the panel's columns past N masked, the
+// tile starting from C when fromC, else from the fill.
+// CHECK-LABEL: func.func private @qkv_gemm_skinny_f32_6x16
+// CHECK-SAME: (%[[A:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[BP:[a-z0-9]+]]: memref<?xf32, strided<[1], offset: ?>>, %[[C:[a-z0-9]+]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[I0:[a-z0-9]+]]: index, %[[M:[a-z0-9]+]]: index, %[[P0:[a-z0-9]+]]: index, %[[P1:[a-z0-9]+]]: index, %[[N:[a-z0-9]+]]: index, %[[K:[a-z0-9]+]]: index, %[[FILL:[a-z0-9]+]]: f32, %[[FROMC:[a-z0-9]+]]: i1)
+// CHECK: scf.for %[[P:.*]] = %[[P0]] to %[[P1]] step %c1
+// CHECK: %[[J0:.*]] = arith.muli %[[P]], %c16
+// CHECK: %[[COLS:.*]] = arith.subi %[[N]], %[[J0]]
+// CHECK: %[[PK:.*]] = arith.muli %[[P]], %[[K]]
+// CHECK: %[[BASE:.*]] = arith.muli %[[PK]], %c16
+// CHECK: %[[MASK:.*]] = vector.create_mask %[[COLS]] : vector<8xi1>
+// CHECK: %[[FILLV:.*]] = vector.broadcast %[[FILL]]
+// CHECK: %[[ONE:.*]] = arith.cmpi eq, %[[M]], %c1
+// CHECK: scf.if %[[ONE]]
+// CHECK: %[[OLD:.*]] = vector.maskedload %[[C]][%[[I0]], %[[J0]]], %[[MASK]]
+// CHECK: %[[START:.*]] = arith.select %[[FROMC]], %[[OLD]], %[[FILLV]]
+// CHECK: %{{.*}}:2 = scf.for %[[KK:.*]] = %c0 to %[[K]] step %c1 iter_args(%{{.*}} = %[[START]],
+// CHECK: %[[KN:.*]] = arith.muli %[[KK]], %c16
+// CHECK: %[[BO:.*]] = arith.addi %[[BASE]], %[[KN]]
+// CHECK: vector.load %[[BP]][%[[BO]]]
+// CHECK: memref.load %[[A]][%[[I0]], %[[KK]]]
+// CHECK: vector.fma
+// CHECK: vector.maskedstore %[[C]][%[[I0]], %[[J0]]], %[[MASK]]
+// CHECK: arith.cmpi eq, %[[M]], %c2
+// CHECK: arith.cmpi eq, %[[M]], %c6
+// CHECK: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 
 // The packed params, for the runtime: argument 1 in panels of 16, then argument 2.
 // CHECK: llvm.mlir.global external constant @qkv_packed_params("1:16,2:16\00")
