@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers of qkv at the reference shapes of `qkv bench`: PyTorch SDPA (and FlexAttention), ONNX Runtime.
+"""Peers of qkv at the reference shapes of `qkv bench`: PyTorch SDPA (and FlexAttention), ONNX Runtime, torch matmul, transformers' Llama.
 
 Run by hand, never by the tests or CI, from a virtual environment with whichever of the
 peers you want to measure (each is skipped, with the reason, when it is not installed):
@@ -9,10 +9,23 @@ peers you want to measure (each is skipped, with the reason, when it is not inst
     pip install torch                                # SDPA, FlexAttention (CPU build is enough)
     python3 bench/peers.py --threads 2               # every case below
     python3 bench/peers.py --threads 2 --case attn --seq 2048 --json
+    python3 bench/peers.py --threads 2 --suite gemm  # torch matmul (qkv bench gemm's shapes)
+    pip install transformers
+    python3 bench/peers.py --threads 2 --suite llama # qkv-generate --random's model
 
 Cases and counting are those of `qkv bench` (docs/compiler.md, "Benchmarks"): attention
 alone (no mask, causal, sliding window of 256 keys) at B=1 H=16 Dh=64 and L=S=2048, 8192;
 decode (1 query over 32768 keys, H=8, Dh=128); the MHA block (B=1 L=2048 H=8 Dh=64, D=512).
+--suite gemm: torch.matmul (f32; --dtype bf16 for bf16) of x (M, K) and w (K, N) at the shapes
+of `qkv bench gemm` (2048x512x2048, 4096x384x1536, 8192x1536x384, 4096x4096x4096 and the
+all-MiniLM-L6-v2 projections at 20 tokens x 32 sentences, 640x384x384, 640x384x1536,
+640x1536x384), 2*M*K*N flops, checked against NumPy in f64. --suite llama:
+transformers' LlamaForCausalLM with random weights at `qkv-generate --random`'s default
+size (2 layers, hidden 512, 8 heads, intermediate 1376, vocab 32000): prefill of a random
+prompt of --context tokens (512 and 4096) with logits_to_keep=1 (the last position's
+logits, what generation needs and what qkv computes), then 16 greedy decode steps over
+the cache, the median step reported. all-MiniLM-L6-v2 under sentence-transformers is
+bench/embed_peer.py.
 Flops are 4*B*H*Dh*(kept query-key pairs), plus 2*M*K*N per projection for the block;
 times are medians after a warm-up (>= 3 runs and >= 1 s, at most ~10 s per peer). Every
 peer's output is checked against a NumPy reference on the same inputs (f32, max abs error
@@ -216,6 +229,78 @@ def ort_mha(c, x, threads):
 
 PEERS = {"torch_sdpa": torch_sdpa, "torch_flex": torch_flex, "ort_mha": ort_mha}
 
+GEMM_SHAPES = [(2048, 512, 2048), (4096, 384, 1536), (8192, 1536, 384), (4096, 4096, 4096),
+               (640, 384, 384), (640, 384, 1536), (640, 1536, 384)]
+
+
+def gemm_suite(threads, dtype, as_json, rng):
+    """torch.matmul at qkv bench gemm's shapes; returns True when a result is wrong."""
+    import torch
+
+    torch.set_num_threads(threads)
+    tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    wrong = False
+    for m, k, n in GEMM_SHAPES:
+        x = rng.uniform(-1, 1, size=(m, k)).astype(np.float32)
+        w = (rng.uniform(-1, 1, size=(k, n)) / math.sqrt(k)).astype(np.float32)
+        tx, tw = torch.from_numpy(x).to(tdtype), torch.from_numpy(w).to(tdtype)
+        with torch.no_grad():
+            ms, runs, got = time_it(lambda: torch.matmul(tx, tw))
+        # the check: a few rows against f64 (all of a 4096^3 product would take minutes)
+        rows = np.arange(0, m, max(1, m // 64))
+        want = x[rows].astype(np.float64) @ w.astype(np.float64)
+        err = float(np.abs(got.float().numpy()[rows] - want).max())
+        ok = err <= (1e-3 if dtype == "f32" else 3e-2) * max(1.0, float(np.abs(want).max()))
+        wrong |= not ok
+        r = {"suite": "gemm", "peer": "torch_matmul", "dtype": dtype, "m": m, "k": k, "n": n,
+             "threads": threads, "ms": ms, "runs": runs, "gflops": 2 * m * k * n / ms / 1e6,
+             "max_abs_err": err, "ok": ok, "torch": torch.__version__}
+        if as_json:
+            print(json.dumps(r))
+        else:
+            print(f"torch matmul {dtype} {m}x{k}x{n} threads={threads}: {ms:9.3f} ms "
+                  f"{r['gflops']:8.2f} GFLOP/s  ({runs} runs)  max_abs_err {err:.2e}"
+                  f"{'' if ok else '  WRONG'}")
+        sys.stdout.flush()
+    return wrong
+
+
+def llama_suite(threads, dtype, contexts, as_json):
+    """transformers' Llama at qkv-generate --random's default size."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    cfg = LlamaConfig(hidden_size=512, num_hidden_layers=2, num_attention_heads=8,
+                      num_key_value_heads=8, intermediate_size=1376, vocab_size=32000,
+                      max_position_embeddings=max(contexts) + 64)
+    model = LlamaForCausalLM(cfg).to(tdtype).eval()
+    for ctx in contexts:
+        ids = torch.randint(0, cfg.vocab_size, (1, ctx))
+        with torch.no_grad():
+            ms, runs, out = time_it(lambda: model(ids, use_cache=True, logits_to_keep=1))
+            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            steps = []
+            for _ in range(16):
+                t = time.perf_counter()
+                o = model(nxt, past_key_values=past, use_cache=True)
+                steps.append(time.perf_counter() - t)
+                past, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+        step = statistics.median(steps[1:]) * 1e3
+        r = {"suite": "llama", "peer": "transformers", "dtype": dtype, "context": ctx,
+             "threads": threads, "prefill_ms": ms, "prefill_runs": runs,
+             "prefill_tokens_per_s": ctx / ms * 1e3, "decode_step_ms": step,
+             "decode_tokens_per_s": 1e3 / step}
+        if as_json:
+            print(json.dumps(r))
+        else:
+            print(f"transformers Llama {dtype} context {ctx} threads={threads}: prefill "
+                  f"{ms:.1f} ms = {r['prefill_tokens_per_s']:.0f} tokens/s, decode step "
+                  f"{step:.2f} ms = {r['decode_tokens_per_s']:.0f} tokens/s")
+        sys.stdout.flush()
+
 
 def measure(c, threads, peers, rng):
     x = make_inputs(c, rng)
@@ -258,9 +343,18 @@ def main():
     ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated: " +
                     ", ".join(PEERS))
     ap.add_argument("--json", action="store_true", help="one JSON object per case")
+    ap.add_argument("--suite", default="attention", choices=["attention", "gemm", "llama"])
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                    help="--suite gemm and llama: the element type")
+    ap.add_argument("--context", default="512,4096", help="--suite llama: prompt lengths")
     a = ap.parse_args()
     if a.threads < 1:
         ap.error("--threads must be at least 1")
+    if a.suite == "gemm":
+        return 1 if gemm_suite(a.threads, a.dtype, a.json, np.random.default_rng(1)) else 0
+    if a.suite == "llama":
+        llama_suite(a.threads, a.dtype, [int(c) for c in a.context.split(",")], a.json)
+        return 0
     peers = [p for p in a.peers.split(",") if p]
     unknown = [p for p in peers if p not in PEERS]
     if unknown:

@@ -9,6 +9,10 @@
       `QKV bench --help` documents every option.
   check_bench.py QKV error TEXT -- BENCH_ARGS...
       `QKV bench BENCH_ARGS` exits non-zero and says TEXT on stderr.
+  check_bench.py QKV gemm [--openblas ON|OFF] -- GEMM_ARGS...
+      runs `QKV bench gemm GEMM_ARGS --json`: the documented fields, 2*M*K*N flops, the
+      OpenBLAS baseline (when built) agreeing with qkv; `qkv bench gemm --help` documents
+      every option.
 """
 import json
 import math
@@ -187,6 +191,36 @@ def check_error(qkv, text, args):
     print(f"ok: exit {p.returncode}: {p.stderr.strip()}")
 
 
+GEMM_OPTIONS = ["--m", "--k", "--n", "--threads", "--bias", "--json", "--repeat", "--no-baselines"]
+GEMM_FIELDS = ["name", "m", "k", "n", "bias", "threads", "isa", "ms", "min_ms", "runs", "gflops",
+               "pct_peak", "peak_gflops", "bandwidth_gbs", "compile_ms", "baselines"]
+
+
+def check_gemm(qkv, openblas, args):
+    p = subprocess.run([qkv, "bench", "gemm", "--help"], capture_output=True, text=True)
+    missing = [o for o in GEMM_OPTIONS + GEMM_FIELDS if o not in p.stdout]
+    if p.returncode != 0 or missing:
+        fail(f"qkv bench gemm --help: exit {p.returncode}, does not mention {missing}")
+    p = subprocess.run([qkv, "bench", "gemm", *args, "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"qkv bench gemm {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+    j = json.loads(p.stdout)
+    for f in GEMM_FIELDS:
+        if f not in j:
+            fail(f"no field {f!r} in {j}")
+    flops = 2 * j["m"] * j["k"] * j["n"]
+    if not close(j["gflops"], flops / (j["ms"] * 1e6), 1e-3):
+        fail(f"gflops {j['gflops']} is not 2*M*K*N / ms ({flops / (j['ms'] * 1e6)})")
+    if not close(j["pct_peak"], 100 * j["gflops"] / j["peak_gflops"], 1e-3):
+        fail("pct_peak is not gflops / peak_gflops")
+    if openblas == "ON":
+        b = j["baselines"].get("openblas")
+        if not b or not b["ok"] or not close(b["ratio"], b["ms"] / j["ms"], 1e-6):
+            fail(f"the openblas baseline is missing, wrong or its ratio is off: {b}")
+    print(f"ok: {j['gflops']:.2f} GFLOP/s, {j['pct_peak']:.1f}% of peak, baselines "
+          f"{sorted(j['baselines'])}")
+
+
 def main(argv):
     qkv, mode, rest = argv[1], argv[2], argv[3:]
     args = rest[rest.index("--") + 1:] if "--" in rest else []
@@ -198,6 +232,9 @@ def main(argv):
         check_help(qkv)
     elif mode == "error":
         check_error(qkv, opts[0], args)
+    elif mode == "gemm":
+        check_gemm(qkv, opts[opts.index("--openblas") + 1] if "--openblas" in opts else "OFF",
+                   args)
     else:
         fail(f"unknown mode {mode}")
 

@@ -37,9 +37,10 @@ const char *const kBenchGemmHelp =
     "  --m M, --k K, --n N   the sizes (default 2048, 512, 2048)\n"
     "  --threads T     threads for qkv, OpenBLAS, the peak and the bandwidth (default: all\n"
     "                  logical CPUs)\n"
-    "  --bias          y = x . w + bias (a fused epilogue in qkv)\n"
-    "  --json          one JSON object on stdout: m, k, n, bias, threads, isa, ms, min_ms, runs,\n"
-    "                  gflops, pct_peak, peak_gflops, bandwidth_gbs, compile_ms, baselines\n"
+    "  --bias          y = x . w + bias (in qkv the tiles start from the bias)\n"
+    "  --json          one JSON object on stdout: name (gemm), m, k, n, bias, threads, isa, ms,\n"
+    "                  min_ms, runs, gflops, pct_peak, peak_gflops, bandwidth_gbs, compile_ms,\n"
+    "                  baselines\n"
     "                  (openblas: ms, ratio, gflops, pct_peak, max_abs_err, ok)\n"
     "  --repeat N      exactly N timed runs of each (default: adaptive, >= 3 runs and >= 1 s)\n"
     "  --no-baselines  time qkv alone\n";
