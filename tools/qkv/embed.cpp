@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <qkv/compiler/compile.hpp>
+#include <qkv/models/bert.hpp>
 #include <qkv/models/sentence_encoder.hpp>
 #include <qkv_bench/timing.hpp>
 
@@ -37,6 +39,10 @@ const char *const kEmbedHelp =
     "sentences of 18 words (20 tokens) at batch 32, then 256 of 300 words (truncated to\n"
     "256 tokens) at batch 16; --sentences, --words and --batch set one case instead.\n"
     "Each case runs once untimed, then --repeat times (default 3); the median is reported.\n"
+    "With the per-layer plan it also reports what OpenMP costs a layer call: the layer\n"
+    "kernel's parallel loops (counted in its llvm stage) times one loop's fork and join\n"
+    "(what 33 tiny elementwise ops take over 1, per op), as a share of a layer call at the\n"
+    "first case (JSON: openmp).\n"
     "bench/embed_peer.py times sentence-transformers (PyTorch) on the same sentences.\n";
 
 namespace {
@@ -203,6 +209,34 @@ json bench_case(SentenceEncoder &m, const BenchCase &c, int repeat) {
           {"tokens_per_s", static_cast<double>(tokens) / sec}};
 }
 
+/// What OpenMP costs a layer call: the parallel loops of the layer kernel (counted in its
+/// llvm stage), times the fork and join of one, measured as the time a graph of 33 tiny
+/// elementwise ops (one parallel loop each) takes more than a graph of 1, per op.
+json openmp_overhead(const SentenceEncoder &m, const CompileOptions &options) {
+  std::string ir = lower_to(bert_layer_graph(m.config()), Target::host(), "llvm", options);
+  std::int64_t loops = 0;
+  for (std::size_t at = ir.find("omp.parallel"); at != std::string::npos;
+       at = ir.find("omp.parallel", at + 1))
+    ++loops;
+  auto chain = [&](int ops) {
+    Graph g("tiny_ops_" + std::to_string(ops));
+    Value x = g.input("x", DType::F32, {Dim("R"), Dim("C", 8)});
+    for (int i = 0; i < ops; ++i)
+      x = scale(x, 1.0 + 1.0 / (i + 2));
+    g.output("y", x);
+    Kernel k = compile(g, Target::host(), options);
+    TensorMap in = random_inputs(g, {{"R", 2}}, 1);
+    bench::TimingPolicy p;
+    p.min_runs = 200;
+    p.min_seconds = 0.3;
+    return bench::time_runs([&] { k.run(in); }, p).median_ms;
+  };
+  double one = chain(1), many = chain(33);
+  double per_loop_us = std::max(0.0, (many - one) / 32 * 1e3);
+  return {{"parallel_loops_per_layer", loops}, {"fork_join_us", per_loop_us},
+          {"per_layer_call_us", per_loop_us * static_cast<double>(loops)}};
+}
+
 int run_bench(const cli::Args &a, const Options &o) {
   std::vector<BenchCase> cases = {{256, 18, 32}, {256, 300, 16}};
   if (a.opts.count("sentences") || a.opts.count("words") || a.opts.count("batch"))
@@ -221,6 +255,19 @@ int run_bench(const cli::Args &a, const Options &o) {
                 << " words at batch " << c.batch << "...\n";
     j["cases"].push_back(bench_case(m, c, repeat));
   }
+  if (o.plan == KernelPlan::PerLayer) {
+    if (!o.json)
+      std::cerr << "[qkv embed] OpenMP's fork and join...\n";
+    json omp = openmp_overhead(m, o.compile);
+    // A layer call's share: the first case's time per batch, over the layers.
+    const json &first = j["cases"][0];
+    double batches = std::ceil(first["sentences"].get<double>() / first["batch"].get<double>());
+    double layer_us = first["ms"].get<double>() * 1e3 / batches /
+                      static_cast<double>(m.config().num_hidden_layers);
+    omp["layer_call_us"] = layer_us;
+    omp["pct_of_layer_call"] = 100 * omp["per_layer_call_us"].get<double>() / layer_us;
+    j["openmp"] = omp;
+  }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -234,6 +281,15 @@ int run_bench(const cli::Args &a, const Options &o) {
               << c["sentences_per_s"].get<double>() << " sentences/s, " << std::setprecision(0)
               << c["tokens_per_s"].get<double>() << " tokens/s (" << std::setprecision(0)
               << c["ms"].get<double>() << " ms, median of " << c["runs"].get<int>() << ")\n";
+  if (j.contains("openmp")) {
+    const json &omp = j["openmp"];
+    std::cout << "openmp: " << omp["parallel_loops_per_layer"].get<int>()
+              << " parallel loops per layer call, " << std::setprecision(1)
+              << omp["fork_join_us"].get<double>() << " us each (fork and join): "
+              << omp["per_layer_call_us"].get<double>() << " us of a "
+              << omp["layer_call_us"].get<double>() << " us layer call at the first case = "
+              << std::setprecision(2) << omp["pct_of_layer_call"].get<double>() << "%\n";
+  }
   return 0;
 }
 
