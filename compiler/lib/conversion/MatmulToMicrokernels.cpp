@@ -236,6 +236,35 @@ private:
     });
   }
 
+  /// How the tasks split C: `blocks` row blocks of `rows` rows by `ranges` ranges of
+  /// `panels` panels.
+  struct Partition {
+    Value blocks, rows, ranges, panels;
+  };
+
+  /// Row blocks of equal size, at most mc rows, as many as make a multiple of the thread
+  /// count (with all batches) where there are rows enough; the ranges split the panels so
+  /// that the tasks divide among the threads: one range when the row blocks already do
+  /// (each task then packs its rows of A once for all the panels), else one per thread
+  /// (a decode step's few rows).
+  Partition partition(KernelBuilder &kb, const GemmBlocking &g, Value nBatch, Value m,
+                      Value panels) {
+    ImplicitLocOpBuilder &ib = kb.builder();
+    Value threads = maxThreads(kb);
+    Value t = kb.max(threads, kb.idx(1));
+    Value least = kb.ceilDiv(m, g.mc);
+    Value want = kb.ceilDiv(kb.mul(nBatch, least), t);
+    want = kb.max(kb.ceilDiv(kb.mul(want, t), kb.max(nBatch, kb.idx(1))), least);
+    Partition p;
+    p.rows = kb.mul(kb.ceilDiv(kb.ceilDiv(m, kb.max(want, kb.idx(1))), g.mr), g.mr);
+    p.blocks = kb.ceilDiv(m, kb.max(p.rows, kb.idx(1)));
+    Value divides = kb.cmp(arith::CmpIPredicate::eq, kb.remu(kb.mul(nBatch, p.blocks), t), kb.idx(0));
+    Value ranges = arith::SelectOp::create(ib, divides, kb.idx(1), threads);
+    p.panels = kb.max(kb.ceilDiv(panels, kb.max(kb.min(ranges, panels), kb.idx(1))), kb.idx(1));
+    p.ranges = kb.ceilDiv(panels, p.panels);
+    return p;
+  }
+
   void emitGemm(KernelBuilder &kb, const MatmulOperands &o, const GemmBlocking &g,
                 const GemmStart &start, const GemmEpilogue *epilogue, Value full) {
     ImplicitLocOpBuilder &ib = kb.builder();
@@ -256,22 +285,7 @@ private:
       size = kb.mul(kb.mul(panels, k), g.nr());
     else
       std::tie(packed, size) = packB(kb, o, g, batchedB ? nBatch : kb.idx(1), panels, n, k);
-    // Row blocks of equal size, at most mc rows, as many as make a multiple of the thread
-    // count (with all batches) where there are rows enough; the column ranges split the
-    // panels so that the tasks divide among the threads: one range when the row blocks
-    // already do (each task then packs its rows of A once for all the panels), else one
-    // per thread (a decode step's few rows).
-    Value threads = maxThreads(kb);
-    Value t = kb.max(threads, kb.idx(1));
-    Value least = kb.ceilDiv(m, g.mc);
-    Value want = kb.ceilDiv(kb.mul(nBatch, least), t);
-    want = kb.max(kb.ceilDiv(kb.mul(want, t), kb.max(nBatch, kb.idx(1))), least);
-    Value mcEff = kb.mul(kb.ceilDiv(kb.ceilDiv(m, kb.max(want, kb.idx(1))), g.mr), g.mr);
-    Value blocks = kb.ceilDiv(m, kb.max(mcEff, kb.idx(1)));
-    Value divides = kb.cmp(arith::CmpIPredicate::eq, kb.remu(kb.mul(nBatch, blocks), t), kb.idx(0));
-    Value ranges = arith::SelectOp::create(ib, divides, kb.idx(1), threads);
-    Value perRange = kb.max(kb.ceilDiv(panels, kb.max(kb.min(ranges, panels), kb.idx(1))), kb.idx(1));
-    ranges = kb.ceilDiv(panels, perRange);
+    Partition part = partition(kb, g, nBatch, m, panels);
     func::FuncOp fn = gemmBlockFunction(module, o.elem, g, bias);
     // A task of at most mr rows (a decode step's) takes the skinny form: A read in place,
     // each panel of B once. Not made when M is static and larger.
@@ -280,11 +294,11 @@ private:
     func::FuncOp skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.mr
                               ? gemmSkinnyFunction(module, o.elem, g, bias)
                               : nullptr;
-    kb.parallel({nBatch, blocks, ranges}, [&](KernelBuilder &in, ValueRange iv) {
-      Value i0 = in.mul(iv[1], mcEff);
-      Value rows = in.min(mcEff, in.sub(m, i0));
-      Value p0 = in.mul(iv[2], perRange);
-      Value p1 = in.min(panels, in.add(p0, perRange));
+    kb.parallel({nBatch, part.blocks, part.ranges}, [&](KernelBuilder &in, ValueRange iv) {
+      Value i0 = in.mul(iv[1], part.rows);
+      Value rows = in.min(part.rows, in.sub(m, i0));
+      Value p0 = in.mul(iv[2], part.panels);
+      Value p1 = in.min(panels, in.add(p0, part.panels));
       Value bp = slice(in, packed, batchedB ? in.mul(iv[0], size) : in.idx(0), size);
       SmallVector<Value> args = {view2d(in, o.a, iv[0]), bp, view2d(in, o.c, iv[0]), i0, rows,
                                  p0, p1, n, k, fill, fromC};
