@@ -83,11 +83,14 @@ TEST(Gemm, ZeroKWritesTheStart) {
   g.output("out", linear(x, w, g.param("b", DType::F32, {Dim("N", 19)})));
   g.output("plain", linear(x, w));
   Kernel kern = compile(g, Target::host(), small_blocks());
-  TensorMap in = random_inputs(g, {{"M", 5}, {"K", 0}}, 3);
-  TensorMap out = kern.run(in);
-  for (std::int64_t i = 0; i < 5 * 19; ++i) {
-    EXPECT_EQ(out.at("out").get(i), in.at("b").get(i % 19)) << "at " << i;
-    EXPECT_EQ(out.at("plain").get(i), 0.0) << "at " << i;
+  // 3 rows take the skinny form, 40 the blocked one.
+  for (std::int64_t m : {3, 40}) {
+    TensorMap in = random_inputs(g, {{"M", m}, {"K", 0}}, 3);
+    TensorMap out = kern.run(in);
+    for (std::int64_t i = 0; i < m * 19; ++i) {
+      EXPECT_EQ(out.at("out").get(i), in.at("b").get(i % 19)) << "M=" << m << " at " << i;
+      EXPECT_EQ(out.at("plain").get(i), 0.0) << "M=" << m << " at " << i;
+    }
   }
 }
 
