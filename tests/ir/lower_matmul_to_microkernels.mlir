@@ -206,8 +206,9 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // The block function, made once: for each K block of 32 rows, A's rows of the task are
 // packed (row after row, kc apart), then every
 // 6 x 16 register tile of every panel runs over the block: packed B as vectors, packed A
-// broadcast. The first block's tiles start from the fill unless fromC (C is loaded
-// anyway, which brings its lines into the cache), later ones from C. Tiles whose rows or
+// broadcast. The first block's tiles start from the fill unless fromC and store without
+// reading C; later ones start from zero and add C, prefetched at the tile's start and
+// loaded after the K loop (no FMA waits on it). Tiles whose rows or
 // columns leave C read and write under masks. At least one K block runs, so with K = 0
 // the fill is still written. Internal and kept out of line in LLVM.
 // CHECK-LABEL: func.func private @qkv_gemm_block_f32_6x16_k32
@@ -248,8 +249,8 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // CHECK: %[[AB:.*]] = arith.muli %[[TT]], %c32
 // CHECK: scf.if
 // CHECK: %[[FILLV:.*]] = vector.broadcast %[[FILL]] : f32 to vector<8xf32>
-// CHECK: %[[CL:.*]] = vector.load %[[C]][%[[ROW]], %[[J0]]]
-// CHECK: %[[C0:.*]] = arith.select %[[FILLED]], %[[FILLV]], %[[CL]]
+// CHECK: memref.prefetch %[[C]][%[[ROW]], %[[J0]]], write, locality<3>, data
+// CHECK: %[[C0:.*]] = arith.select %[[FILLED]], %[[FILLV]], %[[ZERO:.*]] : vector<8xf32>
 // CHECK: %[[T:.*]]:12 = scf.for %[[KI:.*]] = %c0 to %[[KC]] step %c1 iter_args(%{{.*}} = %[[C0]],
 // CHECK: %[[BK:.*]] = arith.muli %[[KI]], %c16
 // CHECK: %[[BO:.*]] = arith.addi %[[BB]], %[[BK]]
@@ -258,7 +259,10 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 // CHECK: %[[AX2:.*]] = memref.load %[[AP]][%[[AO]]]
 // CHECK: %[[ABC:.*]] = vector.broadcast %[[AX2]] : f32 to vector<8xf32>
 // CHECK: vector.fma %[[ABC]], %[[BV]], %{{.*}} : vector<8xf32>
-// CHECK: vector.store %[[T]]#0, %[[C]][%[[ROW]], %[[J0]]]
+// CHECK: %[[OLD:.*]] = vector.load %[[C]][%[[ROW]], %[[J0]]]
+// CHECK: %[[SUM:.*]] = arith.addf %[[T]]#0, %[[OLD]]
+// CHECK: %[[NEW:.*]] = arith.select %[[FILLED]], %[[T]]#0, %[[SUM]]
+// CHECK: vector.store %[[NEW]], %[[C]][%[[ROW]], %[[J0]]]
 // the edge tiles: masked, rows clamped
 // CHECK: } else {
 // CHECK: vector.create_mask
