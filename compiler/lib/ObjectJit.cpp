@@ -4,6 +4,7 @@
 #include "ObjectJit.h"
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/buffer_cache.hpp>
 #include <qkv/runtime/checks.hpp>
 
 #include <algorithm>
@@ -167,12 +168,19 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
     main.addGenerator(std::move(*gen));
   }
   // What checked kernels call (qkv/runtime/checks.hpp), from this library's runtime.
+  // And where memref.alloc takes its memory (finalize-memref-to-llvm's generic functions):
+  // the buffer cache (qkv/runtime/buffer_cache.hpp). `extra` may bind them elsewhere.
   llvm::orc::SymbolMap own;
-  own[(*jit)->mangleAndIntern("qkv_check_failed")] = {
-      llvm::orc::ExecutorAddr::fromPtr(&qkv_check_failed), llvm::JITSymbolFlags::Exported};
-  for (const auto &[name, address] : extra)
+  auto bind = [&](const char *name, void *address) {
     own[(*jit)->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
                                           llvm::JITSymbolFlags::Exported};
+  };
+  bind("qkv_check_failed", reinterpret_cast<void *>(&qkv_check_failed));
+  bind("_mlir_memref_to_llvm_alloc", reinterpret_cast<void *>(&qkv_buffer_alloc));
+  bind("_mlir_memref_to_llvm_aligned_alloc", reinterpret_cast<void *>(&qkv_buffer_aligned_alloc));
+  bind("_mlir_memref_to_llvm_free", reinterpret_cast<void *>(&qkv_buffer_free));
+  for (const auto &[name, address] : extra)
+    bind(name.c_str(), address);
   if (auto e = main.define(llvm::orc::absoluteSymbols(std::move(own))))
     return e;
   for (const std::string &object : objects)

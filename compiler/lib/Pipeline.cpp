@@ -154,11 +154,13 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "llvm")
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
     // alloca scopes OpenMP wraps around each task must still be single blocks then.
+    // memref.alloc calls MLIR's generic allocation functions, which the JIT binds to the
+    // runtime's buffer cache (qkv/runtime/buffer_cache.hpp): no fresh pages per call.
     return "qkv-lower-checks,convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
            "},convert-vector-to-llvm{reassociate-fp-reductions" +
            (o.warpTiles ? " vector-contract-lowering=outerproduct" : "") +
            "},expand-strided-metadata,"
-           "lower-affine,finalize-memref-to-llvm,func.func(convert-scf-to-cf),"
+           "lower-affine,finalize-memref-to-llvm{use-generic-functions=true},func.func(convert-scf-to-cf),"
            "convert-openmp-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
            "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,"
            "convert-cf-to-llvm," + (o.warpTiles ? "convert-ub-to-llvm," : "") +

@@ -1,6 +1,8 @@
 // Tensors: storage, element access, conversions, printing and comparison.
 #include <qkv/runtime/tensor.hpp>
 
+#include <qkv/runtime/buffer_cache.hpp>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -89,9 +91,11 @@ std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, const Tensor &t, bool 
   // boundary and ask for transparent huge pages: a kernel walking a paged KV cache in
   // block-table order jumps between pages, and with 4 KiB pages every jump is a TLB miss.
   std::size_t align = n >= 2 * kHugePage ? kHugePage : kAlign;
+  // From the buffer cache (qkv/runtime/buffer_cache.hpp): a model's activations, freed
+  // and allocated again at every layer, reuse the same pages.
   std::byte *p = nullptr;
   try {
-    p = static_cast<std::byte *>(::operator new[](n, std::align_val_t{align}));
+    p = static_cast<std::byte *>(buffer_alloc(n, align));
   } catch (const std::bad_alloc &) {
     user_error("tensor " + t.type_str() + ": cannot allocate " + human_bytes(static_cast<double>(n)));
   }
@@ -99,8 +103,7 @@ std::shared_ptr<std::byte[]> allocate(std::size_t nbytes, const Tensor &t, bool 
     madvise(p, n / kHugePage * kHugePage, MADV_HUGEPAGE); // advice: failure changes nothing
   if (zero)
     std::memset(p, 0, n);
-  return std::shared_ptr<std::byte[]>(
-      p, [align](std::byte *q) { ::operator delete[](q, std::align_val_t{align}); });
+  return std::shared_ptr<std::byte[]>(p, [](std::byte *q) { buffer_free(q); });
 }
 
 
