@@ -938,7 +938,7 @@ void kv_cache(Checks &checks) {
                "change; its query is scored against all of them. A qkv::KVCache keeps them;\n"
                "each step's graph reads it in place (cache_view, cache_mask: no copy) and\n"
                "returns the new token's K and V, which the cache appends. qkv compiles\n"
-               "attention with at most 4 queries to its split-KV decode kernel\n"
+               "attention over at most one vector of queries to its split-KV decode kernel\n"
                "(docs/compiler.md). The last row recomputes everything each step instead,\n"
                "as if nothing were kept. Times: medians, on one thread.\n";
   qkv::Graph cg = causal_graph(), sg = step_graph();

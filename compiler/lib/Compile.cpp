@@ -88,6 +88,9 @@ ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
                std::to_string(s.threads));
   if (s.q_tile < 0 || s.kv_tile < 0)
     user_error("Schedule: tile sizes must be 0 (default) or positive");
+  if (s.decode_rows < 0)
+    user_error("Schedule::decode_rows must be 0 (default) or positive, got " +
+               std::to_string(s.decode_rows));
   if (s.gemm_k_block < 0 || s.gemm_m_block < 0)
     user_error("Schedule: GEMM block sizes must be 0 (from the host's caches) or positive, got "
                "gemm_k_block " + std::to_string(s.gemm_k_block) + ", gemm_m_block " +
@@ -99,6 +102,8 @@ ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
   o.vectorBits = s.vector_bits ? s.vector_bits : host_vector_bits();
   o.qTile = s.q_tile;
   o.kvTile = s.kv_tile;
+  if (s.decode_rows > 0)
+    o.decodeRows = s.decode_rows;
   o.threads = s.threads;
   o.l1Bytes = host_cache_bytes(1);
   o.l2Bytes = host_cache_bytes(2);
@@ -331,6 +336,10 @@ KernelEntry entry_of(jit::LoadedObject loaded, const std::string &symbol, bool c
   entry.symbol = symbol;
   entry.checked = checked;
   entry.packed_params = parse_packed_params(loaded.packed_params);
+  std::stringstream names(loaded.schedules);
+  for (std::string name; std::getline(names, name, ',');)
+    entry.schedules.push_back(name);
+  entry.schedule_runs = loaded.schedule_runs;
   return entry;
 }
 

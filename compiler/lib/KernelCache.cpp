@@ -126,6 +126,7 @@ Key make_key(const Graph &g, const CompileOptions &o, int vector_bits, const std
            " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
            " gemm_k_block=" + std::to_string(s.gemm_k_block) +
            " gemm_m_block=" + std::to_string(s.gemm_m_block) +
+           " decode_rows=" + std::to_string(s.decode_rows) +
            " l1=" + std::to_string(host_cache_bytes(1)) + " l2=" + std::to_string(host_cache_bytes(2)) +
            " opt_level=" + std::to_string(o.opt_level) +
            " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) +

@@ -213,6 +213,17 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
     out.packed_params = list->toPtr<const char *>();
   else
     llvm::consumeError(list.takeError());
+  // The attention schedules it counts (qkv-lower-attention-to-flash), if any.
+  auto names = (*jit)->lookup("qkv_schedules");
+  auto runs = (*jit)->lookup("qkv_schedule_runs");
+  if (names && runs) {
+    out.schedules = names->toPtr<const char *>();
+    out.schedule_runs = runs->toPtr<std::int64_t *>();
+  }
+  if (!names)
+    llvm::consumeError(names.takeError());
+  if (!runs)
+    llvm::consumeError(runs.takeError());
   out.owner = std::shared_ptr<llvm::orc::LLJIT>(
       jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {
         for (void (*f)() : finish)

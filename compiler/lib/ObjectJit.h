@@ -43,6 +43,11 @@ struct LoadedObject {
   /// The string global `qkv_packed_params` of the objects (the params the entry takes
   /// packed, after its outputs), or "" when they define none.
   std::string packed_params;
+  /// The attention schedules the kernel counts per call (qkv-lower-attention-to-flash):
+  /// the string global `qkv_schedules` naming them and its counters `qkv_schedule_runs`,
+  /// or "" and null.
+  std::string schedules;
+  std::int64_t *schedule_runs = nullptr;
 };
 
 /// Links `objects` (one kernel's parts) into a fresh JIT in this process, resolving their

@@ -44,6 +44,14 @@ Kernel::Kernel(Graph graph, KernelEntry entry,
   }
 }
 
+std::vector<std::pair<std::string, std::int64_t>> Kernel::schedule_runs() const {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (std::size_t i = 0; i < entry_.schedules.size(); ++i)
+    out.emplace_back(entry_.schedules[i],
+                     __atomic_load_n(entry_.schedule_runs + i, __ATOMIC_RELAXED));
+  return out;
+}
+
 std::string Kernel::ir(std::string_view stage) const {
   const auto &names = entry_.on_cuda ? cuda_stage_names() : stage_names();
   if (std::find(names.begin(), names.end(), stage) == names.end()) {

@@ -12,8 +12,9 @@ namespace {
 
 using DB = DimBindings;
 
-/// q (B, H, L, Dh), k/v (B, Hkv, S, Dh) with static H, Hkv, Dh. A static query length
-/// of at most 4 (`lq`) takes the split-KV decode kernel; a dynamic one the tiled kernel.
+/// q (B, H, L, Dh), k/v (B, Hkv, S, Dh) with static H, Hkv, Dh. At most one vector of
+/// queries (Schedule::decode_rows) takes the split-KV decode kernel, more the tiled
+/// kernel: a static query length (`lq`) when compiled, a dynamic one on each call.
 struct Qkv {
   Value q, k, v;
 };
@@ -62,6 +63,11 @@ TEST_P(HeadDim, EveryTileEdgeMatchesInterpreter) {
   std::int64_t dh = GetParam();
   check(
       "plain", [dh] { return plain(dh); }, kEdges);
+  // The tiled kernel for every length but 1 (the default gives the shortest to decode).
+  CompileOptions tiled;
+  tiled.schedule.decode_rows = 1;
+  check(
+      "plain_tiled", [dh] { return plain(dh); }, kEdges, tiled);
 }
 
 // The decode kernel: 1, 3 and 4 queries (static), keys below, at and past a split.
@@ -320,6 +326,61 @@ TEST(Flash, HeadsReadAndWrittenInPlace) {
         {{{"B", 2}, {"L", 2}, {"S", 300}}, {{"B", 1}, {"L", 67}, {"S", 65}}});
 }
 
+/// The calls of `k` so far that ran `schedule` of its attention ("decode", "tiled(q=16)").
+std::int64_t runs(const Kernel &k, const std::string &schedule) {
+  for (const auto &[name, n] : k.schedule_runs())
+    if (name.ends_with(":" + schedule))
+      return n;
+  ADD_FAILURE() << "no schedule " << schedule;
+  return -1;
+}
+
+TEST(Flash, ScheduleChosenPerCall) {
+  // A dynamic query length: at most decode_rows queries take the decode kernel, more the
+  // tiled one, on each call of the same kernel. Both at the threshold's edges, GQA, a
+  // document mask gathered from a tensor, keys not a multiple of any tile or split.
+  auto build = [] {
+    Graph g("per_call");
+    auto [q, k, v] = inputs(g, 4, 2, 32);
+    Value doc = g.input("doc", DType::I32, {g.dim("S")});
+    g.output("o", attention(q, k, v)
+                      .mask([&](auto, auto, auto qi, auto ki) { return doc[ki] <= doc[qi] + 1; })
+                      .value());
+    return g;
+  };
+  CompileOptions o;
+  o.schedule.decode_rows = 5;
+  o.schedule.q_tile = 16;
+  Kernel k = compile(build(), Target::host(), o);
+  ASSERT_EQ(k.schedule_runs().size(), 2u); // a mask: no shorter tiles for short lengths
+  for (auto [l, schedule] : {std::pair<std::int64_t, const char *>{4, "decode"},
+                             {5, "decode"}, {6, "tiled(q=16)"}, {1, "decode"}, {40, "tiled(q=16)"}}) {
+    std::int64_t before = runs(k, schedule);
+    TensorMap in = random_inputs(k.graph(), {{"B", 2}, {"L", l}, {"S", 301}}, 7);
+    k.run(in);
+    EXPECT_EQ(runs(k, schedule), before + 1) << "L = " << l << " did not run " << schedule;
+  }
+  check("per_call", build,
+        {{{"B", 2}, {"L", 4}, {"S", 301}}, {{"B", 2}, {"L", 5}, {"S", 301}},
+         {{"B", 1}, {"L", 6}, {"S", 301}}, {{"B", 1}, {"L", 1}, {"S", 3}}},
+        o);
+  // By default one vector of f32 queries takes the decode kernel; without a mask, up to
+  // two take tiles of two vectors, more the default tiles of four.
+  Kernel dflt = compile(plain(32));
+  std::int64_t lanes = host_vector_bits() / 32;
+  std::string two = "tiled(q=" + std::to_string(2 * lanes) + ")";
+  std::string four = "tiled(q=" + std::to_string(4 * lanes) + ")";
+  ASSERT_EQ(dflt.schedule_runs().size(), 3u);
+  for (auto [l, schedule] : {std::pair<std::int64_t, std::string>{lanes, "decode"},
+                             {lanes + 1, two}, {2 * lanes, two}, {2 * lanes + 1, four}}) {
+    std::int64_t before = runs(dflt, schedule);
+    dflt.run(random_inputs(dflt.graph(), {{"B", 1}, {"L", l}, {"S", 50}}, 8));
+    EXPECT_EQ(runs(dflt, schedule), before + 1) << "L = " << l << " did not run " << schedule;
+  }
+  check("plain_short_tiles", [] { return plain(32); },
+        {{{"B", 2}, {"L", lanes + 1}, {"S", 301}}, {{"B", 1}, {"L", 2 * lanes}, {"S", 7}}});
+}
+
 TEST(Flash, BadScheduleIsAnError) {
   CompileOptions o;
   o.schedule.vector_bits = 300;
@@ -336,6 +397,14 @@ TEST(Flash, BadScheduleIsAnError) {
     FAIL() << "threads=-1 was accepted";
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("threads"), std::string::npos) << e.what();
+  }
+  o = CompileOptions{};
+  o.schedule.decode_rows = -2;
+  try {
+    compile(plain(16), Target::host(), o);
+    FAIL() << "decode_rows=-2 was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("decode_rows must be"), std::string::npos) << e.what();
   }
 }
 

@@ -9,6 +9,12 @@
 
 // The decode kernel asks OpenMP how many threads it may split the keys over.
 // CHECK: func.func private @omp_get_max_threads() -> i32
+// Each attention op counts the calls that ran each of its kernels (one for a static query
+// length, decode and tiled for a dynamic one): a slot each of a public i64 global, named
+// by a string global (the node, from the op's location, then the kernel), which the
+// runtime reads (Kernel::schedule_runs).
+// CHECK: memref.global "public" @qkv_schedule_runs : memref<7xi64> = dense<0>
+// CHECK: llvm.mlir.global external constant @qkv_schedules("{{[^,]*}}:tiled(q=64),{{[^,]*}}:decode,{{[^,]*}}:tiled(q=64),
 
 // GQA (2 query heads on 1 kv head), an ALiBi-like score_mod and a causal mask, static
 // shapes: 33 queries (> decode-rows) take the tiled kernel only.
@@ -22,6 +28,9 @@
 // CHECK-DAG: %[[SCALE:.*]] = arith.constant dense<5.000000e-01> : vector<16xf32>
 // CHECK: %[[QM:.*]] = bufferization.to_buffer %[[Q]] read_only
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<2x33x3xf32>
+// the first op's only kernel ran once more
+// CHECK: %[[RUNS:.*]] = memref.get_global @qkv_schedule_runs : memref<7xi64>
+// CHECK: memref.atomic_rmw addi %c1_i64, %[[RUNS]][%c0] : (i64, memref<7xi64>) -> i64
 // one task per (head, query tile of 64)
 // CHECK: scf.parallel (%[[H:.*]]) = (%c0) to (%c2) step (%c1)
 // query head h reads kv head h / (Hq / Hkv)
@@ -137,10 +146,19 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
   return %a : tensor<2x33x3xf32>
 }
 
-// Dynamic lengths: the tiled kernel (right for any query length), which classifies
-// every key tile by the mask's intervals.
+// A dynamic query length: both kernels, chosen on each call. At most decode-rows (by
+// default one vector: 16 f32 at 512 bits) queries take the decode kernel, more the tiled
+// one, which classifies every key tile by the mask's intervals; each counts its runs.
 // CHECK-LABEL: func.func @dynamic_causal
-// CHECK-NOT: omp_get_max_threads
+// CHECK: %[[LQ:.*]] = tensor.dim %arg0, %c2 : tensor<1x16x?x64xf32>
+// CHECK: %[[FEW:.*]] = arith.cmpi ule, %[[LQ]], %c16 : index
+// CHECK: scf.if %[[FEW]] {
+// CHECK: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c1] : (i64, memref<7xi64>) -> i64
+// CHECK: func.call @omp_get_max_threads()
+// CHECK: memref.dealloc
+// CHECK: } else {
+// CHECK-NEXT: memref.get_global @qkv_schedule_runs
+// CHECK-NEXT: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c2] : (i64, memref<7xi64>) -> i64
 // tiled: groups of 8 key tiles (512 keys) are tested first, empty when q_hi < j0
 // CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
 // CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
@@ -177,7 +195,7 @@ func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, 
   return %a : tensor<1x16x?x64xf32>
 }
 
-// One query (a static length of at most 4): the split-KV decode kernel.
+// One query (a static length of at most decode-rows): the split-KV decode kernel.
 // CHECK-LABEL: func.func @decode_causal
 // decode: splits from the thread count, tasks over (kv head, split), partial results
 // CHECK: call @omp_get_max_threads() : () -> i32
@@ -205,6 +223,12 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // result, so neither reshape makes a copy (both ops are gone).
 // CHECK-LABEL: func.func @heads_in_place
 // DEFAULT-LABEL: func.func @heads_in_place
+// By default a dynamic query length without a mask gets three kernels: decode for up to
+// one vector of queries (16), tiles of two vectors (32) for up to two, the default tiles
+// (64 queries, 66 keys) beyond.
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<66x64xf32>
 // CHECK-SAME: (%[[X:.*]]: tensor<1x?x32xf32>)
 // CHECK-NOT: qkv.split_heads

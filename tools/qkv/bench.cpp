@@ -86,7 +86,8 @@ const char *const kBenchHelp =
     "compile_ms (= compile_cold_ms), compile_runs, compile_cold_ms, compile_warm_ms (null\n"
     "when the warm compiles did not come from the cache, e.g. under QKV_CACHE=0),\n"
     "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
-    "median cold compile's stages), compile_parts (the parts LLVM compiled), flops, gflops, kept_pairs and pairs (over all batches and\n"
+    "median cold compile's stages), compile_parts (the parts LLVM compiled), schedules (the\n"
+    "attention kernels qkv's runs took, with their runs), flops, gflops, kept_pairs and pairs (over all batches and\n"
     "heads), peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
     "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s.\n"
@@ -140,6 +141,8 @@ struct Report {
   std::int64_t kept = 0, pairs = 0; // (query, key) pairs kept and in all, per batch and head
   std::string no_baselines;         // why the baselines did not run, or ""
   std::vector<std::uint8_t> table;  // a mask expression's kept pairs, for the baselines
+  // The attention kernels qkv's timed runs took (Kernel::schedule_runs), with their runs.
+  std::vector<std::pair<std::string, std::int64_t>> schedules;
 };
 
 void progress(const std::string &s) { std::cerr << "[qkv bench] " << s << std::endl; }
@@ -260,7 +263,12 @@ Tensor time_qkv(const Kernel &k, const TensorMap &in, Report &r) {
   qb::settle();
   Tensor out;
   r.qkv.name = "qkv";
+  std::vector<std::pair<std::string, std::int64_t>> before = k.schedule_runs();
   r.qkv.t = qb::time_runs([&] { out = k.run(in).begin()->second; }, policy(r.c, kQkvBudgetS));
+  std::vector<std::pair<std::string, std::int64_t>> after = k.schedule_runs();
+  for (std::size_t i = 0; i < after.size(); ++i)
+    if (after[i].second > before[i].second)
+      r.schedules.emplace_back(after[i].first, after[i].second - before[i].second);
   progress("qkv: " + fixed(r.qkv.t.median_ms, 3) + " ms (median of " +
            std::to_string(r.qkv.t.runs) + ")");
   for (std::int64_t i = 0; i < out.numel(); ++i)
@@ -342,6 +350,9 @@ json to_json(const Report &r) {
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     j["compile_stages_ms"][stage] = ms;
   j["compile_parts"] = r.compile_stats.codegen_parts;
+  j["schedules"] = json::object();
+  for (const auto &[name, runs] : r.schedules)
+    j["schedules"][name] = runs;
   j["flops"] = r.flops;
   j["gflops"] = gflops(r, r.qkv);
   j["peak_gflops"] = r.peak.value;
@@ -429,6 +440,11 @@ void print_table(const Report &r) {
   else
     std::cout << fixed(qb::median(r.warm_compile_ms), 2) << " ms warm, from the kernel cache "
               << "(median of " << r.warm_compile_ms.size() << ")";
+  if (!r.schedules.empty()) {
+    std::cout << "\nschedule ";
+    for (const auto &[name, runs] : r.schedules)
+      std::cout << " " << name << " (" << runs << " runs)";
+  }
   std::cout << "\n\n"
             << "             median ms  runs    GFLOP/s  % peak  read GB/s    % bw  "
                "baseline/qkv  max abs err\n";

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -682,13 +683,124 @@ FlashSchedule resolveSchedule(const FlashOptions &o, Type ft, bool masked) {
   // same speed: attn at L=2048 ran at 84% of peak with 64, 60 and 66 keys).
   int64_t rows = gemmRowsFor(s.qTile / s.lanes, s.registers);
   s.kvTile = o.kvTile > 0 ? o.kvTile : masked ? s.qTile : (s.qTile + rows - 1) / rows * rows;
-  s.decodeRows = o.decodeRows;
+  // Up to one vector of queries the decode kernel wins: below that the query tiles leave
+  // most lanes idle. Measured with 2 threads on AVX2 (8 lanes), f32: the crossover was at
+  // 10 queries (S = 512, H8 Dh64), 13 (S = 2048, H16 Dh64) and 14 (S = 8192, H32 Dh128).
+  s.decodeRows = o.decodeRows > 0 ? o.decodeRows : s.lanes;
   s.minSplit = 256;
   return s;
 }
 
+/// One kernel an attention op may run: the decode kernel or the tiled one with its
+/// tiles, for calls of at most `maxRows` queries (0: any number).
+struct FlashVariant {
+  bool decode;
+  FlashSchedule s;
+  int64_t maxRows;
+  std::string name() const {
+    return decode ? "decode" : "tiled(q=" + std::to_string(s.qTile) + ")";
+  }
+};
+
+/// The kernels of `op`, the first whose maxRows admits the query length running: one
+/// for a static length, several for one bound at run time.
+SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
+  auto qt = cast<RankedTensorType>(op.getQ().getType());
+  Type ft = qt.getElementType();
+  bool masked = !op.getMask().empty();
+  FlashSchedule s = resolveSchedule(o, ft, masked);
+  int64_t l = qt.getDimSize(qt.getRank() - 2);
+  FlashVariant decode{true, s, s.decodeRows}, tiled{false, s, 0};
+  if (!ShapedType::isDynamic(l))
+    return {l <= s.decodeRows ? decode : tiled};
+  SmallVector<FlashVariant> v = {decode};
+  // Up to two vectors of queries in tiles of two vectors, where the default tiles are
+  // longer (no mask): those would leave half their lanes idle. Measured with 2 threads
+  // on AVX2, L = 16 over 8192 keys (H32 Dh128): 40 ms with 16-query tiles, 54 with 32.
+  int64_t two = 2 * s.lanes;
+  if (o.qTile == 0 && s.qTile > two && s.decodeRows < two) {
+    FlashOptions small = o;
+    small.qTile = two;
+    v.push_back({false, resolveSchedule(small, ft, masked), two});
+  }
+  v.push_back(tiled);
+  return v;
+}
+
+/// The kernels each call of a module's attention ops ran, counted by the kernel: the i64
+/// global `qkv_schedule_runs`, one slot per variant of each op (variantsOf, in order),
+/// and the string global `qkv_schedules` naming the slots ("<node>:<variant>", comma
+/// separated), which the runtime reads (Kernel::schedule_runs).
+struct ScheduleCounters {
+  static constexpr llvm::StringLiteral kRuns = "qkv_schedule_runs";
+  llvm::DenseMap<Operation *, int64_t> slot; ///< each attention op's first slot
+  int64_t slots = 0;
+
+  /// Adds 1 to slot `at`, atomically (a kernel may run on several threads at once).
+  void count(KernelBuilder &kb, int64_t at) const {
+    ImplicitLocOpBuilder &b = kb.builder();
+    auto type = MemRefType::get({slots}, b.getI64Type());
+    Value runs = memref::GetGlobalOp::create(b, type, kRuns);
+    Value one = arith::ConstantIntOp::create(b, b.getI64Type(), 1);
+    memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::addi, one, runs, ValueRange{kb.idx(at)});
+  }
+};
+
+/// The graph node an op came from (the import's locations name it), or "attention".
+std::string nodeName(Location loc) {
+  if (auto f = dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (isa<FileLineColLoc>(l))
+        return nodeName(l);
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return f.getFilename().str();
+  return "attention";
+}
+
+/// Numbers the attention ops' variants of `module` and declares the counters' globals.
+ScheduleCounters declareScheduleCounters(ModuleOp module, const FlashOptions &o) {
+  ScheduleCounters c;
+  std::string names;
+  module.walk([&](AttentionOp op) {
+    c.slot[op] = c.slots;
+    std::string node = nodeName(op.getLoc());
+    for (const FlashVariant &v : variantsOf(op, o)) {
+      names += (names.empty() ? "" : ",") + node + ":" + v.name();
+      ++c.slots;
+    }
+  });
+  if (c.slots == 0)
+    return c;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto type = MemRefType::get({c.slots}, b.getI64Type());
+  auto zeros = DenseElementsAttr::get(RankedTensorType::get({c.slots}, b.getI64Type()),
+                                      b.getI64IntegerAttr(0).getValue());
+  memref::GlobalOp::create(b, module.getLoc(), ScheduleCounters::kRuns, b.getStringAttr("public"),
+                           type, zeros, /*constant=*/false, /*alignment=*/b.getI64IntegerAttr(8));
+  names.push_back('\0');
+  auto text = LLVM::LLVMArrayType::get(b.getI8Type(), names.size());
+  LLVM::GlobalOp::create(b, module.getLoc(), text, /*isConstant=*/true, LLVM::Linkage::External,
+                         "qkv_schedules", b.getStringAttr(names));
+  return c;
+}
+
+/// The variants from `v` on, each behind a test of the query length against its bound
+/// (none for the last), each counting its runs from slot `at`.
+void emitVariants(KernelBuilder &kb, AttentionInfo &a, ArrayRef<FlashVariant> v,
+                  const ScheduleCounters &counters, int64_t at) {
+  auto emit = [&](KernelBuilder &in) {
+    counters.count(in, at);
+    (v[0].decode ? emitDecodeAttention : emitTiledAttention)(in, a, v[0].s);
+  };
+  if (v.size() == 1)
+    return emit(kb);
+  kb.ifThen(kb.cmp(arith::CmpIPredicate::ule, a.nL, kb.idx(v[0].maxRows)), emit,
+            [&](KernelBuilder &in) { emitVariants(in, a, v.drop_front(), counters, at + 1); });
+}
+
 struct FlashLowering : OpRewritePattern<AttentionOp> {
-  FlashLowering(MLIRContext *ctx, FlashOptions o) : OpRewritePattern(ctx), opts(o) {}
+  FlashLowering(MLIRContext *ctx, FlashOptions o, const ScheduleCounters &c)
+      : OpRewritePattern(ctx), opts(o), counters(c) {}
 
   LogicalResult matchAndRewrite(AttentionOp op, PatternRewriter &rw) const override {
     Type ft = cast<RankedTensorType>(op.getQ().getType()).getElementType();
@@ -697,29 +809,26 @@ struct FlashLowering : OpRewritePattern<AttentionOp> {
     ImplicitLocOpBuilder ib(op.getLoc(), rw);
     KernelBuilder kb(ib);
     AttentionInfo a = describe(kb, op);
-    FlashSchedule s = resolveSchedule(opts, ft, !op.getMask().empty());
-    // Few queries (a static query length of at most decode-rows, as a decode step has):
-    // split the keys instead of tiling the queries. A dynamic query length takes the
-    // tiled kernel, which is right for any length: emitting both and choosing at run time
-    // cost a third more compile time for a case decode graphs do not have.
-    int64_t l = cast<RankedTensorType>(op.getQ().getType()).getDimSize(a.rank - 2);
-    if (!ShapedType::isDynamic(l) && l <= s.decodeRows)
-      emitDecodeAttention(kb, a, s);
-    else
-      emitTiledAttention(kb, a, s);
+    // Few queries (at most decode-rows, as a decode step has): split the keys instead of
+    // tiling the queries. A query length bound at run time gets every variant and picks
+    // one on each call.
+    emitVariants(kb, a, variantsOf(op, opts), counters, counters.slot.lookup(op));
     replaceWithOutput(rw, ib, op, a);
     return success();
   }
 
   FlashOptions opts;
+  const ScheduleCounters &counters;
 };
 
 struct LowerAttentionToFlashPass
     : qkv::ir::impl::LowerAttentionToFlashBase<LowerAttentionToFlashPass> {
   using LowerAttentionToFlashBase::LowerAttentionToFlashBase;
   void runOnOperation() override {
+    FlashOptions options{vectorBits, qTile, kvTile, decodeRows};
+    ScheduleCounters counters = declareScheduleCounters(getOperation(), options);
     RewritePatternSet patterns(&getContext());
-    patterns.add<FlashLowering>(&getContext(), FlashOptions{vectorBits, qTile, kvTile, decodeRows});
+    patterns.add<FlashLowering>(&getContext(), options, counters);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))

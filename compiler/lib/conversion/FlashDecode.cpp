@@ -357,6 +357,9 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
               in.name(iv[2], "split"));
   });
   mergeSplits(kb, a, st, part);
+  // Freed here, in the block that made it: a query length bound at run time puts this
+  // kernel in a branch, where the pipeline's own deallocation would not reach.
+  memref::DeallocOp::create(ib, part);
 }
 
 } // namespace qkv::ir

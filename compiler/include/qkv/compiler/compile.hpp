@@ -56,6 +56,11 @@ struct Schedule {
   /// Most rows of C per GEMM task (their rows of A stay in L2), rounded up to whole
   /// register tiles; 0: from the host's L2 cache size.
   int gemm_m_block = 0;
+  /// Attention over at most this many queries takes the split-KV decode kernel instead
+  /// of query tiles; a query length bound at run time picks one or the other on each
+  /// call (docs/compiler.md, "The fused attention kernel"). 0: one vector of queries (8 f32
+  /// with AVX2, 16 with AVX-512).
+  int decode_rows = 0;
 };
 
 /// The on-disk kernel cache (docs/compiler.md, "Kernel cache"): compiled kernels are kept

@@ -68,6 +68,10 @@ struct KernelEntry {
   bool on_cuda = false;
   /// The params it takes packed, in the order of their arguments after the outputs.
   std::vector<PackedParam> packed_params;
+  /// The schedules the code counts as it runs ("<attention node>:decode", ":tiled"), and
+  /// its counters (one per name, in the code's memory, which `owner` keeps).
+  std::vector<std::string> schedules;
+  const std::int64_t *schedule_runs = nullptr;
 };
 
 class Kernel {
@@ -109,6 +113,12 @@ public:
   /// Bytes of the packed copies this kernel holds now.
   std::int64_t packed_bytes() const;
   const std::string &symbol() const { return entry_.symbol; }
+  /// For each fused attention of a CPU kernel and each of its schedules, how many calls
+  /// of this kernel (and of its copies) ran it so far: {"<attention node>:decode", n},
+  /// {"<attention node>:tiled", m}. A query length bound at run time picks the schedule
+  /// on each call (docs/compiler.md, "The fused attention kernel"). Empty for a kernel
+  /// without attention.
+  std::vector<std::pair<std::string, std::int64_t>> schedule_runs() const;
 
 private:
   /// Calls the entry on memref descriptors (MLIR's packed arguments).

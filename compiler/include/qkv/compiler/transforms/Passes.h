@@ -33,7 +33,7 @@ void buildCpuStage(mlir::OpPassManager &pm, llvm::StringRef stage);
 /// for the host): vector width, attention tiles, threads (0: OpenMP's default).
 struct CpuPipelineOptions {
   int64_t vectorBits = 512;
-  int64_t qTile = 0, kvTile = 0, decodeRows = 4;
+  int64_t qTile = 0, kvTile = 0, decodeRows = 0;
   int64_t threads = 0;
   /// The GEMM's blocking: cache sizes and overrides (0: derived from the caches).
   int64_t l1Bytes = 32768, l2Bytes = 524288, gemmKc = 0, gemmMc = 0;

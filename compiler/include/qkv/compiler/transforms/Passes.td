@@ -76,7 +76,8 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
     mask region is evaluated on intervals per tile: empty tiles are skipped, full tiles
     run without mask code. Tasks (b, h, query tile) are an scf.parallel. Few queries
     (at most decode-rows) take the split-KV decode kernel instead: the keys are split
-    across tasks and the partial results merged by log-sum-exp.
+    across tasks and the partial results merged by log-sum-exp. A query length bound at
+    run time gets both kernels behind an scf.if on the length.
   }];
   let options = [
     Option<"vectorBits", "vector-bits", "int64_t", "512",
@@ -85,10 +86,10 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
            "Query rows per tile, a multiple of the vector lanes (0: 4 vectors)">,
     Option<"kvTile", "kv-tile", "int64_t", "0",
            "Keys per tile (0: as many as the query tile with a mask; without one, the query tile rounded up to whole register tiles of the score kernel)">,
-    Option<"decodeRows", "decode-rows", "int64_t", "4",
-           "Attention with at most this many queries takes the split-KV decode kernel">,
+    Option<"decodeRows", "decode-rows", "int64_t", "0",
+           "Attention with at most this many queries takes the split-KV decode kernel (0: one vector of queries); a dynamic query length gets both kernels and picks one per call">,
   ];
-  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::func::FuncDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
