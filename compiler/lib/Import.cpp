@@ -146,14 +146,13 @@ private:
       i = SelectOp::create(b_, loc_, ok, i, zero);
   }
 
-  /// A checked compile's guard of an integer division: qkv.check reports a divisor of 0
-  /// (and INT64_MIN / -1, whose quotient does not fit) with the dividend and divisor; the
-  /// division then divides by 1 instead. -1 becomes 1 for a remainder, which is exact
-  /// (x % -1 == x % 1 == 0) and keeps INT64_MIN % -1 from trapping.
-  mlir::Value checked_divisor(const ExprNode &e, mlir::Value a, mlir::Value d) {
-    auto site = sites_.find(&e);
-    if (site == sites_.end())
-      return d;
+  /// The divisor of an integer division or remainder, guarded: a divisor of 0 (and
+  /// INT64_MIN / -1, whose quotient does not fit) would trap (SIGFPE), so the division
+  /// divides by 1 instead, in every compile; a checked one reports it first (qkv.check,
+  /// with the dividend and divisor), as the interpreter does. -1 becomes 1 for a
+  /// remainder, which is exact (x % -1 == x % 1 == 0) and keeps INT64_MIN % -1 from
+  /// trapping.
+  mlir::Value safe_divisor(const ExprNode &e, mlir::Value a, mlir::Value d) {
     using namespace mlir::arith;
     mlir::Value one = cst_index(1), minus1 = cst_index(-1);
     mlir::Value ok = CmpIOp::create(b_, loc_, CmpIPredicate::ne, d, cst_index(0));
@@ -164,9 +163,11 @@ private:
           b_, loc_, CmpIOp::create(b_, loc_, CmpIPredicate::eq, a, min), isMinus1);
       ok = AndIOp::create(b_, loc_, ok, XOrIOp::create(b_, loc_, overflow, cst_bool(true)));
     }
-    llvm::SmallVector<mlir::Value> values(pos_.begin(), pos_.begin() + 4);
-    values.append({a, d});
-    CheckOp::create(b_, loc_, ok, b_.getI64IntegerAttr(site->second), values);
+    if (auto site = sites_.find(&e); site != sites_.end()) {
+      llvm::SmallVector<mlir::Value> values(pos_.begin(), pos_.begin() + 4);
+      values.append({a, d});
+      CheckOp::create(b_, loc_, ok, b_.getI64IntegerAttr(site->second), values);
+    }
     mlir::Value safe = SelectOp::create(b_, loc_, ok, d, one);
     return e.op == ExprOp::Mod ? SelectOp::create(b_, loc_, isMinus1, one, safe) : safe;
   }
@@ -227,8 +228,8 @@ private:
     case ExprOp::Div:
       if (!is_int)
         return DivFOp::create(b_, loc_, arg(0), arg(1));
-      return DivSIOp::create(b_, loc_, arg(0), checked_divisor(e, arg(0), arg(1)));
-    case ExprOp::Mod: return RemSIOp::create(b_, loc_, arg(0), checked_divisor(e, arg(0), arg(1)));
+      return DivSIOp::create(b_, loc_, arg(0), safe_divisor(e, arg(0), arg(1)));
+    case ExprOp::Mod: return RemSIOp::create(b_, loc_, arg(0), safe_divisor(e, arg(0), arg(1)));
     case ExprOp::Min:
       return is_int ? mlir::Value(MinSIOp::create(b_, loc_, arg(0), arg(1)))
                     : mlir::Value(MinimumFOp::create(b_, loc_, arg(0), arg(1)));

@@ -139,6 +139,46 @@ TEST(Checked, IntegerDivisionByZeroIsTheInterpretersError) {
   EXPECT_TRUE(c.ok) << c.message;
 }
 
+/// An unchecked kernel never traps on a divisor of 0 (SIGFPE would end the host
+/// program): it divides by 1 instead, so its output is the graph's with that divisor 1.
+TEST(Unchecked, IntegerDivisionByZeroDividesByOne) {
+  Graph g("blocks");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto block = g.input<i32>("block", H);
+  auto period = g.input<i32>("period", H);
+  auto o = attention(q, q, q)
+               .named("att")
+               .mask([&](auto, auto h, auto qi, auto ki) { return qi / block[h] == ki / block[h]; })
+               .score_mod([&](auto s, auto, auto h, auto, auto ki) {
+                 return s + to_float(ki % period[h]);
+               });
+  g.output("o", o.value());
+  CompileOptions plain;
+  plain.cache = CacheOptions::off();
+  Kernel k = compile(g, Target::host(), plain);
+  for (bool decode : {false, true}) { // the tiled kernel, and the decode kernel at L = 1
+    TensorMap in = random_inputs(g, {{"B", 2}, {"L", decode ? 1 : 9}}, 7);
+    in["block"] = Tensor::from_values(DType::I32, {2}, {3, 0});
+    in["period"] = Tensor::from_values(DType::I32, {2}, {0, 2});
+    Tensor got = k.run(in).at("o");
+    in["block"] = Tensor::from_values(DType::I32, {2}, {3, 1});
+    in["period"] = Tensor::from_values(DType::I32, {2}, {1, 2});
+    Comparison c = compare(got, reference::run(g, in).at("o"), 1e-5, 1e-4);
+    EXPECT_TRUE(c.ok) << (decode ? "decode: " : "tiled: ") << c.message;
+  }
+}
+
+/// A checked kernel runs once per Kernel::run: its attention counts one call.
+TEST(Checked, RunsTheKernelOnce) {
+  Graph g = rel_bias_graph();
+  Kernel k = compile(g, Target::host(), checked());
+  k.run(random_inputs(g, {{"B", 1}, {"L", 1}}, 2)); // in bounds: kv - q = 0
+  std::int64_t calls = 0;
+  for (const auto &[name, n] : k.schedule_runs())
+    calls += n;
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(Checked, IntegerRemainderByZeroIsTheInterpretersError) {
   Graph g("stripes");
   auto q = g.input<f32>("q", B, H, L, Dh);
