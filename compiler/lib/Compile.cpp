@@ -340,6 +340,10 @@ KernelEntry entry_of(jit::LoadedObject loaded, const std::string &symbol, bool c
   for (std::string name; std::getline(names, name, ',');)
     entry.schedules.push_back(name);
   entry.schedule_runs = loaded.schedule_runs;
+  std::stringstream ops(loaded.attentions);
+  for (std::string name; std::getline(ops, name, ',');)
+    entry.attentions.push_back(name);
+  entry.tile_counts = loaded.tile_counts;
   return entry;
 }
 

@@ -213,17 +213,22 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
     out.packed_params = list->toPtr<const char *>();
   else
     llvm::consumeError(list.takeError());
-  // The attention schedules it counts (qkv-lower-attention-to-flash), if any.
-  auto names = (*jit)->lookup("qkv_schedules");
-  auto runs = (*jit)->lookup("qkv_schedule_runs");
-  if (names && runs) {
-    out.schedules = names->toPtr<const char *>();
-    out.schedule_runs = runs->toPtr<std::int64_t *>();
-  }
-  if (!names)
-    llvm::consumeError(names.takeError());
-  if (!runs)
-    llvm::consumeError(runs.takeError());
+  // What its attention kernels count (qkv-lower-attention-to-flash), if any.
+  auto counted = [&](const char *names, const char *counts, std::string &names_out,
+                     std::int64_t *&counts_out) {
+    auto n = (*jit)->lookup(names);
+    auto c = (*jit)->lookup(counts);
+    if (n && c) {
+      names_out = n->toPtr<const char *>();
+      counts_out = c->toPtr<std::int64_t *>();
+    }
+    if (!n)
+      llvm::consumeError(n.takeError());
+    if (!c)
+      llvm::consumeError(c.takeError());
+  };
+  counted("qkv_schedules", "qkv_schedule_runs", out.schedules, out.schedule_runs);
+  counted("qkv_attentions", "qkv_tile_counts", out.attentions, out.tile_counts);
   out.owner = std::shared_ptr<llvm::orc::LLJIT>(
       jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {
         for (void (*f)() : finish)

@@ -48,6 +48,10 @@ struct LoadedObject {
   /// or "" and null.
   std::string schedules;
   std::int64_t *schedule_runs = nullptr;
+  /// The attention ops whose tiles it counts (`qkv_attentions`) and the counts
+  /// (`qkv_tile_counts`, three per op), or "" and null.
+  std::string attentions;
+  std::int64_t *tile_counts = nullptr;
 };
 
 /// Links `objects` (one kernel's parts) into a fresh JIT in this process, resolving their

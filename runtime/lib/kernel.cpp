@@ -52,6 +52,16 @@ std::vector<std::pair<std::string, std::int64_t>> Kernel::schedule_runs() const 
   return out;
 }
 
+std::vector<TileCounts> Kernel::tile_counts() const {
+  std::vector<TileCounts> out;
+  for (std::size_t i = 0; i < entry_.attentions.size(); ++i) {
+    const std::int64_t *c = entry_.tile_counts + 3 * i;
+    out.push_back({entry_.attentions[i], __atomic_load_n(c, __ATOMIC_RELAXED),
+                   __atomic_load_n(c + 1, __ATOMIC_RELAXED), __atomic_load_n(c + 2, __ATOMIC_RELAXED)});
+  }
+  return out;
+}
+
 std::string Kernel::ir(std::string_view stage) const {
   const auto &names = entry_.on_cuda ? cuda_stage_names() : stage_names();
   if (std::find(names.begin(), names.end(), stage) == names.end()) {

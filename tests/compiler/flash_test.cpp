@@ -381,6 +381,130 @@ TEST(Flash, ScheduleChosenPerCall) {
         {{{"B", 2}, {"L", lanes + 1}, {"S", 301}}, {{"B", 1}, {"L", 2 * lanes}, {"S", 7}}});
 }
 
+/// Document ids that run in blocks of random lengths up to `longest` (sorted: packed
+/// documents; in descending order when `descending`), or random ones when `longest` is 0,
+/// for every row of `doc`.
+void document_ids(Tensor &doc, std::int64_t longest, std::uint64_t seed, bool descending = false) {
+  std::int64_t len = doc.shape().back(), rows = doc.numel() / std::max<std::int64_t>(len, 1);
+  std::uint64_t x = seed;
+  auto next = [&] { return x = x * 6364136223846793005ULL + 1442695040888963407ULL, x >> 33; };
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0, id = 0, end = 0; i < len; ++i) {
+      if (longest == 0)
+        id = static_cast<std::int64_t>(next() % 3);
+      else if (i == end)
+        end += 1 + static_cast<std::int64_t>(next() % longest), ++id;
+      doc.set(r * len + i, static_cast<double>(descending ? -id : id));
+    }
+}
+
+/// Masks that read tensors at a range of positions: the kernel classifies each tile from
+/// this call's values (range tables) and matches the interpreter, with tiles empty, full
+/// and partly kept, on one kernel and several inputs.
+TEST(Flash, BlockMapsFromTheData) {
+  auto packed = [] {
+    Graph g("packed_docs");
+    auto [q, k, v] = inputs(g, 2, 2, 16);
+    Value doc = g.input("doc", DType::I32, {g.dim("B"), g.dim("L")});
+    g.output("o", attention(q, k, v)
+                      .mask([&](auto b, auto, auto qi, auto ki) {
+                        return ki <= qi && doc(b, qi) == doc(b, ki);
+                      })
+                      .value());
+    return g;
+  };
+  // Tiles of 24 queries and 12 keys: no range is a power of two long, so each bound
+  // takes two runs of the tables (groups of 8 key tiles: 96 keys).
+  CompileOptions o;
+  o.schedule.q_tile = 24;
+  o.schedule.kv_tile = 12;
+  Kernel packedKernel = compile(packed(), Target::host(), o);
+  for (std::int64_t longest : {0, 5, 40, 300})
+    for (bool descending : {false, true}) {
+      DiffCase c;
+      c.name = "packed_docs_" + std::to_string(longest) + (descending ? "_descending" : "");
+      c.build = packed;
+      c.shapes = {{{"B", 2}, {"L", 300}, {"S", 300}}, {{"B", 1}, {"L", 37}, {"S", 37}}};
+      c.sums({"Dh", "S"});
+      c.inputs([=](TensorMap &in) { document_ids(in.at("doc"), longest, 11, descending); });
+      check_kernel(packedKernel, c);
+    }
+  // Keys from a 1-D table at an offset, a per-sequence prefix and padding (point loads).
+  auto mixed = [] {
+    Graph g("prefix_pad");
+    auto [q, k, v] = inputs(g, 2, 2, 16);
+    Value seg = g.input("seg", DType::I64, {g.dim("S")});
+    Value prefix = g.input("prefix", DType::I32, {g.dim("B")});
+    Value len = g.input("len", DType::I32, {g.dim("B")});
+    g.output("o", attention(q, k, v)
+                      .mask([&](auto b, auto, auto qi, auto ki) {
+                        return (ki <= qi || ki < prefix[b]) && ki < len[b] &&
+                               seg[min(ki + 1, len_kv() - 1)] >= seg[ki] - 1;
+                      })
+                      .value());
+    return g;
+  };
+  DiffCase c;
+  c.name = "prefix_pad";
+  c.build = mixed;
+  c.shapes = {{{"B", 3}, {"L", 70}, {"S", 70}}};
+  c.sums({"Dh", "S"});
+  c.inputs([](TensorMap &in) {
+    in["prefix"] = Tensor::from_values(DType::I32, {3}, {0, 20, 70});
+    in["len"] = Tensor::from_values(DType::I32, {3}, {70, 33, 1});
+    document_ids(in.at("seg"), 9, 3);
+  });
+  check_kernel(compile(c.build(), Target::host(), o), c);
+}
+
+/// The tiles a call skips follow the tensor it reads: the same kernel on the same shape
+/// skips more tiles when the documents are shorter, and what it skips matches a count of
+/// the tiles that hold no kept pair.
+TEST(Flash, TileCountsFollowTheData) {
+  Graph g("docs");
+  auto [q, k, v] = inputs(g, 1, 1, 16);
+  Value doc = g.input("doc", DType::I32, {g.dim("S")});
+  g.output("o", attention(q, k, v)
+                    .mask([&](auto, auto, auto qi, auto ki) { return doc[qi] == doc[ki]; })
+                    .value());
+  CompileOptions o;
+  o.schedule.q_tile = 8;
+  o.schedule.kv_tile = 8;
+  o.schedule.decode_rows = 1;
+  Kernel kern = compile(g, Target::host(), o);
+  std::int64_t n = 128;
+  auto run = [&](auto id) {
+    TensorMap in = random_inputs(g, {{"B", 1}, {"L", n}, {"S", n}}, 4);
+    for (std::int64_t i = 0; i < n; ++i)
+      in.at("doc").set(i, static_cast<double>(id(i)));
+    TileCounts before = kern.tile_counts().at(0);
+    kern.run(in);
+    TileCounts after = kern.tile_counts().at(0);
+    return TileCounts{after.attention, after.tiles - before.tiles,
+                      after.computed - before.computed, after.full - before.full};
+  };
+  TileCounts one = run([](std::int64_t) { return 7; });
+  EXPECT_EQ(one.tiles, 16 * 16);
+  EXPECT_EQ(one.empty(), 0);
+  EXPECT_EQ(one.full, 16 * 16) << "one document: no tile needs the mask";
+  // Documents of 16 positions, two tiles each: the diagonal's 2x2 blocks are kept whole.
+  TileCounts docs16 = run([](std::int64_t i) { return i / 16; });
+  EXPECT_EQ(docs16.tiles, 16 * 16);
+  EXPECT_EQ(docs16.full, 8 * 4);
+  EXPECT_EQ(docs16.empty(), 16 * 16 - 8 * 4);
+  // Documents of 12: tiles across a boundary are partial, those within one full.
+  TileCounts docs12 = run([](std::int64_t i) { return i / 12; });
+  std::int64_t kept = 0, whole = 0;
+  for (std::int64_t r = 0; r < 16; ++r)
+    for (std::int64_t c = 0; c < 16; ++c) {
+      std::int64_t lo = std::max(r * 8 / 12, c * 8 / 12), hi = std::min((r * 8 + 7) / 12, (c * 8 + 7) / 12);
+      kept += lo <= hi;
+      whole += r * 8 / 12 == (r * 8 + 7) / 12 && c * 8 / 12 == (c * 8 + 7) / 12 && r * 8 / 12 == c * 8 / 12;
+    }
+  EXPECT_EQ(docs12.computed, kept);
+  EXPECT_EQ(docs12.full, whole);
+}
+
 TEST(Flash, BadScheduleIsAnError) {
   CompileOptions o;
   o.schedule.vector_bits = 300;

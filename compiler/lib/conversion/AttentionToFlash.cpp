@@ -153,7 +153,7 @@ std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a,
                                   {j0, kb.sub(kb.add(j0, cols), one)},
                                   {a.nL, a.nL},
                                   {a.nS, a.nS}};
-  return classifyTile(kb, *a.mask, ranges, a.captures);
+  return classifyTile(kb, *a.mask, ranges, a.captures, a.tables);
 }
 
 } // namespace qkv::ir
@@ -167,7 +167,28 @@ struct TileBuffers {
   Value oT;   // Dv x qTile: the output accumulator, transposed
   Value m, l; // qTile: running max (log2 units) and sum
   Value corr; // qTile: this tile's rescale factor, at the end 1 / l
+  Value counts; // 3 x i64: the task's key tiles, those computed, those without mask code
 };
+
+/// counts[slot] += by (an index or i1), in a task's own buffer.
+void bump(KernelBuilder &kb, const TileBuffers &t, int64_t slot, Value by) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  Value n = by.getType().isInteger(1) ? Value(arith::ExtUIOp::create(b, b.getI64Type(), by))
+                                      : Value(arith::IndexCastOp::create(b, b.getI64Type(), by));
+  Value at = kb.idx(slot);
+  memref::StoreOp::create(b, arith::AddIOp::create(b, memref::LoadOp::create(b, t.counts, at), n),
+                          t.counts, at);
+}
+
+/// The task's counts added to the op's slots of the global (atomically: tasks run at once).
+void publishCounts(KernelBuilder &kb, const AttentionInfo &a, const TileBuffers &t) {
+  if (!a.tileCounts)
+    return;
+  for (int64_t i = 0; i < 3; ++i)
+    memref::AtomicRMWOp::create(kb.builder(), arith::AtomicRMWKind::addi,
+                                memref::LoadOp::create(kb.builder(), t.counts, kb.idx(i)),
+                                a.tileCounts, ValueRange{kb.idx(a.tileSlot + i)});
+}
 
 /// Offsets, in elements, from a row of `v`'s buffer to the next `lanes` rows (lane i: i
 /// rows down), for gathering a column of a tile or scattering one.
@@ -340,6 +361,11 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
     else
       tileSoftmax(in, a, s, t, b, h, i0, j0, cols, a.mask != nullptr);
     tileValues(in, a, s, t, seg, b, hk, j0, cols);
+    bump(in, t, 1, in.idx(1));
+    if (full)
+      bump(in, t, 2, *full);
+    else if (!a.mask)
+      bump(in, t, 2, in.idx(1));
   };
   std::optional<TileClass> cls = classifyKeys(kb, a, b, h, i0, rows, j0, cols);
   if (!cls) {
@@ -356,6 +382,7 @@ void segmentTiles(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule
                   const TileBuffers &t, const KeySegment &seg, Value b, Value h, Value hk, Value i0,
                   Value rows) {
   Value nKT = kb.ceilDiv(kb.max(kb.sub(seg.end, seg.begin), kb.idx(0)), s.kvTile);
+  bump(kb, t, 0, nKT);
   auto tiles = [&](KernelBuilder &in, Value from, Value to) {
     in.forLoop(from, to, 1, [&](KernelBuilder &x, Value kt) {
       x.name(kt, "kv_tile");
@@ -421,6 +448,7 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
   t.m = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.l = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.corr = kb.stackBuffer(a.ft, {s.qTile}, {});
+  t.counts = kb.stackBuffer(kb.builder().getI64Type(), {3}, {});
   return t;
 }
 
@@ -430,6 +458,9 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   VectorType vt = kb.vec(a.ft, s.lanes);
   Value zero = kb.fconst(vt, 0.0);
   Value ninf = kb.fconst(vt, -std::numeric_limits<double>::infinity());
+  Value none = arith::ConstantIntOp::create(kb.builder(), kb.builder().getI64Type(), 0);
+  for (int64_t i = 0; i < 3; ++i)
+    memref::StoreOp::create(kb.builder(), none, t.counts, ValueRange{kb.idx(i)});
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
     in.vstore(ninf, t.m, {c});
     in.vstore(zero, t.l, {c});
@@ -458,6 +489,7 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
     initTile(in, a, s, t);
     keyTiles(in, a, s, t, b, h, hk, i0, rows);
     writeTile(in, a, s, t, b, h, i0, rows);
+    publishCounts(in, a, t);
   });
 }
 
@@ -727,14 +759,25 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   return v;
 }
 
-/// The kernels each call of a module's attention ops ran, counted by the kernel: the i64
-/// global `qkv_schedule_runs`, one slot per variant of each op (variantsOf, in order),
-/// and the string global `qkv_schedules` naming the slots ("<node>:<variant>", comma
-/// separated), which the runtime reads (Kernel::schedule_runs).
+/// What the kernels count as they run, for the runtime to read (Kernel::schedule_runs,
+/// Kernel::tile_counts): the i64 global `qkv_schedule_runs`, one slot per variant of each
+/// attention op (variantsOf, in order), named by the string global `qkv_schedules`
+/// ("<node>:<variant>", comma separated); and the i64 global `qkv_tile_counts`, three
+/// slots per op (the tiled kernel's key tiles, those computed, those computed without
+/// mask code), the ops named in `qkv_attentions`.
 struct ScheduleCounters {
   static constexpr llvm::StringLiteral kRuns = "qkv_schedule_runs";
+  static constexpr llvm::StringLiteral kTiles = "qkv_tile_counts";
   llvm::DenseMap<Operation *, int64_t> slot; ///< each attention op's first slot
+  llvm::DenseMap<Operation *, int64_t> index; ///< each attention op's number
   int64_t slots = 0;
+
+  /// The tile counts' global, for `a` to add to.
+  void bindTiles(ImplicitLocOpBuilder &b, Operation *op, AttentionInfo &a) const {
+    a.tileCounts = memref::GetGlobalOp::create(
+        b, MemRefType::get({3 * int64_t(index.size())}, b.getI64Type()), kTiles);
+    a.tileSlot = 3 * index.lookup(op);
+  }
 
   /// Adds 1 to slot `at`, atomically (a kernel may run on several threads at once).
   void count(KernelBuilder &kb, int64_t at) const {
@@ -760,10 +803,12 @@ std::string nodeName(Location loc) {
 /// Numbers the attention ops' variants of `module` and declares the counters' globals.
 ScheduleCounters declareScheduleCounters(ModuleOp module, const FlashOptions &o) {
   ScheduleCounters c;
-  std::string names;
+  std::string names, ops;
   module.walk([&](AttentionOp op) {
     c.slot[op] = c.slots;
     std::string node = nodeName(op.getLoc());
+    ops += (c.index.empty() ? "" : ",") + node;
+    c.index[op] = static_cast<int64_t>(c.index.size());
     for (const FlashVariant &v : variantsOf(op, o)) {
       names += (names.empty() ? "" : ",") + node + ":" + v.name();
       ++c.slots;
@@ -772,15 +817,23 @@ ScheduleCounters declareScheduleCounters(ModuleOp module, const FlashOptions &o)
   if (c.slots == 0)
     return c;
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto type = MemRefType::get({c.slots}, b.getI64Type());
-  auto zeros = DenseElementsAttr::get(RankedTensorType::get({c.slots}, b.getI64Type()),
-                                      b.getI64IntegerAttr(0).getValue());
-  memref::GlobalOp::create(b, module.getLoc(), ScheduleCounters::kRuns, b.getStringAttr("public"),
-                           type, zeros, /*constant=*/false, /*alignment=*/b.getI64IntegerAttr(8));
-  names.push_back('\0');
-  auto text = LLVM::LLVMArrayType::get(b.getI8Type(), names.size());
-  LLVM::GlobalOp::create(b, module.getLoc(), text, /*isConstant=*/true, LLVM::Linkage::External,
-                         "qkv_schedules", b.getStringAttr(names));
+  auto counters = [&](StringRef name, int64_t n) {
+    auto zeros = DenseElementsAttr::get(RankedTensorType::get({n}, b.getI64Type()),
+                                        b.getI64IntegerAttr(0).getValue());
+    memref::GlobalOp::create(b, module.getLoc(), name, b.getStringAttr("public"),
+                             MemRefType::get({n}, b.getI64Type()), zeros, /*constant=*/false,
+                             /*alignment=*/b.getI64IntegerAttr(8));
+  };
+  auto text = [&](StringRef name, std::string value) {
+    value.push_back('\0');
+    auto type = LLVM::LLVMArrayType::get(b.getI8Type(), value.size());
+    LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true, LLVM::Linkage::External,
+                           name, b.getStringAttr(value));
+  };
+  counters(ScheduleCounters::kRuns, c.slots);
+  text("qkv_schedules", names);
+  counters(ScheduleCounters::kTiles, 3 * int64_t(c.index.size()));
+  text("qkv_attentions", ops);
   return c;
 }
 
@@ -809,10 +862,14 @@ struct FlashLowering : OpRewritePattern<AttentionOp> {
     ImplicitLocOpBuilder ib(op.getLoc(), rw);
     KernelBuilder kb(ib);
     AttentionInfo a = describe(kb, op);
+    if (a.mask)
+      a.tables = buildRangeTables(kb, *a.mask, a.captures);
+    counters.bindTiles(ib, op, a);
     // Few queries (at most decode-rows, as a decode step has): split the keys instead of
     // tiling the queries. A query length bound at run time gets every variant and picks
     // one on each call.
     emitVariants(kb, a, variantsOf(op, opts), counters, counters.slot.lookup(op));
+    freeRangeTables(kb, a.tables);
     replaceWithOutput(rw, ib, op, a);
     return success();
   }

@@ -69,6 +69,13 @@ struct AttentionInfo {
   HeadView q, out; // out: a fresh buffer
   RowSource k, v;
   llvm::SmallVector<mlir::Value> captures;          // memrefs with identity layout
+  /// The mask's range tables (TileClassifier.h), one entry per capture, built from this
+  /// call's data before the CPU kernels (qkv-lower-attention-to-flash) and freed after.
+  llvm::SmallVector<std::optional<RangeTable>> tables;
+  /// The tiled kernel's tile counts of this op (qkv-lower-attention-to-flash): the i64
+  /// global it adds to, at slots tileSlot .. tileSlot + 2 (tiles, computed, full), or null.
+  mlir::Value tileCounts;
+  int64_t tileSlot = 0;
   mlir::Value nB, nH, nHk, nL, nS, nDh, nDv, group; // sizes (index)
   std::optional<int64_t> staticDh, staticDv;
   mlir::Value scale;                              // the softmax scale (1/sqrt(Dh) by default)

@@ -214,7 +214,7 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
                                     {j0, kb.sub(kb.add(j0, cols), one)},
                                     {a.nL, a.nL},
                                     {a.nS, a.nS}};
-    cls = classifyTile(kb, *a.mask, ranges, a.captures);
+    cls = classifyTile(kb, *a.mask, ranges, a.captures, a.tables);
   }
   if (!cls)
     return work(kb, std::nullopt);

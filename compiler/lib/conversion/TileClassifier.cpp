@@ -1,6 +1,7 @@
 #include "TileClassifier.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
@@ -20,7 +21,11 @@ public:
   explicit IntervalEval(KernelBuilder &kb) : kb_(kb), b_(kb.builder()) {}
 
   void bind(Value v, Interval i) { map_[v] = i; }
-  void bindCapture(Value arg, Value mem) { captures_[arg] = mem; }
+  void bindCapture(Value arg, Value mem, std::optional<RangeTable> table) {
+    captures_[arg] = mem;
+    if (table)
+      tables_[arg] = *table;
+  }
   std::optional<Interval> get(Value v) {
     auto it = map_.find(v);
     if (it != map_.end())
@@ -91,20 +96,48 @@ private:
   }
 
   /// A load at indices that are points (the same value at both ends) is made once for the
-  /// tile: its value is a point too.
+  /// tile: its value is a point too. At a range along the last dim (points elsewhere), the
+  /// values lie between the range's min and max, which the capture's table gives.
   std::optional<Interval> evalLoad(tensor::ExtractOp ex) {
     auto mem = captures_.find(ex.getTensor());
     if (mem == captures_.end() || !ex.getType().isIntOrIndex())
       return std::nullopt;
-    SmallVector<Value> idx;
+    SmallVector<Interval> idx;
     for (Value i : ex.getIndices()) {
       auto in = get(i);
-      if (!in || in->lo != in->hi)
+      if (!in)
         return std::nullopt;
-      idx.push_back(in->lo);
+      idx.push_back(*in);
     }
-    Value v = kb_.load(mem->second, idx);
-    return Interval{v, v};
+    auto point = [](const Interval &i) { return i.lo == i.hi; };
+    if (llvm::all_of(idx, point)) {
+      SmallVector<Value> at;
+      for (const Interval &i : idx)
+        at.push_back(i.lo);
+      Value v = kb_.load(mem->second, at);
+      return Interval{v, v};
+    }
+    auto table = tables_.find(ex.getTensor());
+    if (table == tables_.end() || !llvm::all_of(ArrayRef(idx).drop_back(), point))
+      return std::nullopt;
+    return rangeOf(table->second, idx.size() == 2 ? idx[0].lo : kb_.idx(0), idx.back());
+  }
+
+  /// The min and max of row `row` over [at.lo, at.hi] (clamped to the row: a position
+  /// outside it would be read out of bounds by the mask itself) from the sparse tables:
+  /// the runs of 2^k from lo and to hi, k = floor(log2(length)), cover it.
+  Interval rangeOf(const RangeTable &t, Value row, Interval at) {
+    Value zero = kb_.idx(0), one = kb_.idx(1);
+    Value last = kb_.max(kb_.sub(t.n, one), zero);
+    Value lo = kb_.min(kb_.max(at.lo, zero), last);
+    Value hi = kb_.max(kb_.min(at.hi, last), lo);
+    Value len = arith::IndexCastOp::create(b_, b_.getI64Type(), kb_.add(kb_.sub(hi, lo), one));
+    Value clz = math::CountLeadingZerosOp::create(b_, len);
+    Value k = kb_.sub(kb_.idx(63), arith::IndexCastOp::create(b_, b_.getIndexType(), clz));
+    Value from = kb_.add(kb_.sub(hi, arith::ShLIOp::create(b_, one, k)), one);
+    Value mn = kb_.min(kb_.load(t.min, {k, row, lo}), kb_.load(t.min, {k, row, from}));
+    Value mx = kb_.max(kb_.load(t.max, {k, row, lo}), kb_.load(t.max, {k, row, from}));
+    return Interval{mn, mx};
   }
 
   /// A capture's extent (a checked compile's bounds) is the same for the whole tile.
@@ -253,6 +286,7 @@ private:
   ImplicitLocOpBuilder &b_;
   llvm::DenseMap<Value, Interval> map_;
   llvm::DenseMap<Value, Value> captures_;
+  llvm::DenseMap<Value, RangeTable> tables_;
 };
 
 bool isConstant(Value v, bool expected) {
@@ -260,16 +294,104 @@ bool isConstant(Value v, bool expected) {
   return matchPattern(v, m_ConstantInt(&c)) && c.getBoolValue() == expected;
 }
 
+/// The captures (by their index among the mask's capture arguments, which follow the six
+/// positions) that need a range table: integer tensors of rank 1 or 2 loaded at an index
+/// along the last dim that depends on q or kv, and at others that do not.
+llvm::SmallDenseSet<unsigned> rangedCaptures(Region &mask) {
+  Block &block = mask.front();
+  DenseSet<Value> moving = {block.getArgument(2), block.getArgument(3)};
+  llvm::SmallDenseSet<unsigned> out;
+  for (Operation &op : block.without_terminator()) {
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return moving.contains(v); }))
+      for (Value r : op.getResults())
+        moving.insert(r);
+    auto ex = dyn_cast<tensor::ExtractOp>(op);
+    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
+    if (!arg || arg.getOwner() != &block || arg.getArgNumber() < 6 ||
+        !ex.getType().isIntOrIndex() || ex.getIndices().empty() || ex.getIndices().size() > 2)
+      continue;
+    auto idx = ex.getIndices();
+    if (moving.contains(idx.back()) &&
+        llvm::none_of(idx.drop_back(), [&](Value v) { return moving.contains(v); }))
+      out.insert(arg.getArgNumber() - 6);
+  }
+  return out;
+}
+
+/// The sparse tables of `mem` ((rows, n) or (n)): level 0 its values, level k the min
+/// (max) of levels k-1 at i and i + 2^(k-1). A row of n = 0 gets one 0.
+RangeTable buildTable(KernelBuilder &kb, Value mem) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  auto mt = cast<MemRefType>(mem.getType());
+  int64_t rank = mt.getRank();
+  Value one = kb.idx(1);
+  RangeTable t;
+  t.n = memref::DimOp::create(b, mem, rank - 1);
+  Value rows = rank == 2 ? Value(memref::DimOp::create(b, mem, 0)) : one;
+  Value n1 = kb.max(t.n, one);
+  Value n64 = arith::IndexCastOp::create(b, b.getI64Type(), n1);
+  Value levels = kb.sub(kb.idx(64), arith::IndexCastOp::create(
+                                        b, b.getIndexType(), math::CountLeadingZerosOp::create(b, n64)));
+  int64_t d = ShapedType::kDynamic;
+  auto type = MemRefType::get({d, d, d}, mt.getElementType());
+  t.min = memref::AllocOp::create(b, type, ValueRange{levels, rows, n1});
+  t.max = memref::AllocOp::create(b, type, ValueRange{levels, rows, n1});
+  Value zero = kb.idx(0);
+  kb.forLoop(zero, rows, 1, [&](KernelBuilder &rl, Value r) {
+    Value z = arith::ConstantOp::create(rl.builder(), rl.builder().getIntegerAttr(mt.getElementType(), 0));
+    memref::StoreOp::create(rl.builder(), z, t.min, ValueRange{zero, r, zero});
+    memref::StoreOp::create(rl.builder(), z, t.max, ValueRange{zero, r, zero});
+    rl.forLoop(zero, t.n, 1, [&](KernelBuilder &il, Value i) {
+      Value v = il.load(mem, rank == 2 ? SmallVector<Value>{r, i} : SmallVector<Value>{i});
+      memref::StoreOp::create(il.builder(), v, t.min, ValueRange{zero, r, i});
+      memref::StoreOp::create(il.builder(), v, t.max, ValueRange{zero, r, i});
+    });
+  });
+  kb.forLoop(one, levels, 1, [&](KernelBuilder &kl, Value k) {
+    Value half = arith::ShLIOp::create(kl.builder(), one, kl.sub(k, one));
+    Value prev = kl.sub(k, one);
+    Value count = kl.add(kl.sub(n1, kl.add(half, half)), one);
+    kl.forLoop(zero, rows, 1, [&](KernelBuilder &rl, Value r) {
+      rl.forLoop(zero, count, 1, [&](KernelBuilder &il, Value i) {
+        Value j = il.add(i, half);
+        Value mn = il.min(il.load(t.min, {prev, r, i}), il.load(t.min, {prev, r, j}));
+        Value mx = il.max(il.load(t.max, {prev, r, i}), il.load(t.max, {prev, r, j}));
+        memref::StoreOp::create(il.builder(), mn, t.min, ValueRange{k, r, i});
+        memref::StoreOp::create(il.builder(), mx, t.max, ValueRange{k, r, i});
+      });
+    });
+  });
+  return t;
+}
+
 } // namespace
 
+SmallVector<std::optional<RangeTable>> buildRangeTables(KernelBuilder &kb, Region &mask,
+                                                        ValueRange captures) {
+  SmallVector<std::optional<RangeTable>> tables(captures.size());
+  for (unsigned i : rangedCaptures(mask))
+    tables[i] = buildTable(kb, captures[i]);
+  return tables;
+}
+
+void freeRangeTables(KernelBuilder &kb, ArrayRef<std::optional<RangeTable>> tables) {
+  for (const std::optional<RangeTable> &t : tables)
+    if (t) {
+      memref::DeallocOp::create(kb.builder(), t->min);
+      memref::DeallocOp::create(kb.builder(), t->max);
+    }
+}
+
 std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<Interval> ranges,
-                                      ValueRange captures) {
+                                      ValueRange captures,
+                                      ArrayRef<std::optional<RangeTable>> tables) {
   Block &block = mask.front();
   IntervalEval ev(kb);
   for (unsigned i = 0; i < ranges.size(); ++i)
     ev.bind(block.getArgument(i), ranges[i]);
   for (unsigned i = 0; i < captures.size(); ++i)
-    ev.bindCapture(block.getArgument(ranges.size() + i), captures[i]);
+    ev.bindCapture(block.getArgument(ranges.size() + i), captures[i],
+                   i < tables.size() ? tables[i] : std::nullopt);
   for (Operation &op : block.without_terminator())
     ev.eval(op);
   auto r = ev.get(cast<YieldOp>(block.getTerminator()).getValue());

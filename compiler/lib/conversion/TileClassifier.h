@@ -3,8 +3,9 @@
 // empty (the mask is false everywhere in it: skipped, no loads, no math), full (true
 // everywhere: no mask code) or neither (partial: the mask runs per element). Causal,
 // sliding-window, prefix and block-diagonal masks are classified this way with no
-// special case for their names; what the analysis cannot follow (a load from a captured
-// tensor, float math) makes a tile partial, which is always correct.
+// special case for their names, and so are masks that read tensors (lengths, prefixes,
+// document ids: RangeTable); what the analysis cannot follow (float math, a load at
+// ranges along two dims) makes a tile partial, which is always correct.
 #pragma once
 
 #include <optional>
@@ -24,14 +25,36 @@ struct TileClass {
   mlir::Value empty; // i1: the mask is false at every position of the tile
 };
 
+/// The smallest and largest values of every run of a captured integer tensor's last dim,
+/// from the data of one call: sparse tables, level k holding the min (max) of the 2^k
+/// elements from each position, (levels, rows, n) for a tensor (rows, n) or (n). Any run
+/// [lo, hi] is then two loads per bound, so a mask that loads at a tile's range of
+/// positions (`doc[kv] == doc[q]`: packed documents) is classified from the values the
+/// tile reads, in O(1) per tile after O(n log n) per call.
+struct RangeTable {
+  mlir::Value min, max; ///< memref<?x?x?xT>
+  mlir::Value n;        ///< the last dim's extent
+};
+
+/// The range tables of the captures `mask` loads at a range of positions along their last
+/// dim (an index that depends on q or kv; the others do not), built from `captures`
+/// (memrefs) now; nullopt for the others. Integer tensors of rank 1 and 2 only.
+llvm::SmallVector<std::optional<RangeTable>> buildRangeTables(KernelBuilder &kb,
+                                                              mlir::Region &mask,
+                                                              mlir::ValueRange captures);
+/// Frees what buildRangeTables allocated.
+void freeRangeTables(KernelBuilder &kb, llvm::ArrayRef<std::optional<RangeTable>> tables);
+
 /// Emits the interval evaluation of `mask` (a mask region: b, h, q, kv, len_q, len_kv,
 /// captures...) for positions in `ranges` (six intervals, in that order). A load from a
 /// captured tensor (`captures`: memrefs) at indices known exactly for the tile (b, h, or
 /// constants) is made, so `kv <= lengths[b] + q` is classified too; a load at a range of
-/// indices is unknown. Returns nullopt when the expression cannot say anything about any
-/// tile (then every tile is partial).
+/// indices along the last dim takes the range's min and max from the capture's table
+/// (`tables`, one entry per capture), and is unknown without one. Returns nullopt when the
+/// expression cannot say anything about any tile (then every tile is partial).
 std::optional<TileClass> classifyTile(KernelBuilder &kb, mlir::Region &mask,
                                       llvm::ArrayRef<Interval> ranges,
-                                      mlir::ValueRange captures = {});
+                                      mlir::ValueRange captures = {},
+                                      llvm::ArrayRef<std::optional<RangeTable>> tables = {});
 
 } // namespace qkv::ir

@@ -72,6 +72,23 @@ struct KernelEntry {
   /// its counters (one per name, in the code's memory, which `owner` keeps).
   std::vector<std::string> schedules;
   const std::int64_t *schedule_runs = nullptr;
+  /// The attention nodes whose tiles the code counts, and its counts (three per node:
+  /// tiles, computed, full; Kernel::tile_counts).
+  std::vector<std::string> attentions;
+  const std::int64_t *tile_counts = nullptr;
+};
+
+/// What the tiled attention kernel did with the (query tile, key tile) tiles of one
+/// attention node, summed over the calls so far (Kernel::tile_counts): of `tiles`, it
+/// skipped `empty()` (the mask false everywhere in them), ran `full` without mask code
+/// (true everywhere) and `partial()` with the mask per element. Its tiles are classified
+/// on each call from the mask's expression and the data it reads (lengths, prefixes,
+/// document ids: docs/compiler.md, "Block sparsity").
+struct TileCounts {
+  std::string attention;
+  std::int64_t tiles = 0, computed = 0, full = 0;
+  std::int64_t empty() const { return tiles - computed; }
+  std::int64_t partial() const { return computed - full; }
 };
 
 class Kernel {
@@ -119,6 +136,10 @@ public:
   /// on each call (docs/compiler.md, "The fused attention kernel"). Empty for a kernel
   /// without attention.
   std::vector<std::pair<std::string, std::int64_t>> schedule_runs() const;
+  /// For each fused attention of a CPU kernel, what the tiled kernel did with its tiles
+  /// in the calls so far (the decode kernel's calls count nothing). Empty for a kernel
+  /// without attention.
+  std::vector<TileCounts> tile_counts() const;
 
 private:
   /// Calls the entry on memref descriptors (MLIR's packed arguments).
