@@ -10,6 +10,7 @@ peers you want to measure (each is skipped, with the reason, when it is not inst
     python3 bench/peers.py --threads 2               # every case below
     python3 bench/peers.py --threads 2 --case attn --seq 2048 --json
     python3 bench/peers.py --threads 2 --suite gemm  # torch matmul (qkv bench gemm's shapes)
+    python3 bench/peers.py --threads 2 --suite gemm --shape 640x384x1536  # one shape
     pip install transformers
     python3 bench/peers.py --threads 2 --suite llama # qkv-generate --random's model
 
@@ -233,14 +234,14 @@ GEMM_SHAPES = [(2048, 512, 2048), (4096, 384, 1536), (8192, 1536, 384), (4096, 4
                (640, 384, 384), (640, 384, 1536), (640, 1536, 384)]
 
 
-def gemm_suite(threads, dtype, as_json, rng):
+def gemm_suite(threads, dtype, as_json, rng, shapes=GEMM_SHAPES):
     """torch.matmul at qkv bench gemm's shapes; returns True when a result is wrong."""
     import torch
 
     torch.set_num_threads(threads)
     tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
     wrong = False
-    for m, k, n in GEMM_SHAPES:
+    for m, k, n in shapes:
         x = rng.uniform(-1, 1, size=(m, k)).astype(np.float32)
         w = (rng.uniform(-1, 1, size=(k, n)) / math.sqrt(k)).astype(np.float32)
         tx, tw = torch.from_numpy(x).to(tdtype), torch.from_numpy(w).to(tdtype)
@@ -347,11 +348,19 @@ def main():
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
                     help="--suite gemm and llama: the element type")
     ap.add_argument("--context", default="512,4096", help="--suite llama: prompt lengths")
+    ap.add_argument("--shape", help="--suite gemm: only MxKxN (any sizes)")
     a = ap.parse_args()
     if a.threads < 1:
         ap.error("--threads must be at least 1")
     if a.suite == "gemm":
-        return 1 if gemm_suite(a.threads, a.dtype, a.json, np.random.default_rng(1)) else 0
+        shapes = GEMM_SHAPES
+        if a.shape:
+            try:
+                shapes = [tuple(int(v) for v in a.shape.split("x"))]
+                assert len(shapes[0]) == 3 and min(shapes[0]) > 0
+            except (ValueError, AssertionError):
+                ap.error(f"--shape must be MxKxN with positive sizes, got '{a.shape}'")
+        return 1 if gemm_suite(a.threads, a.dtype, a.json, np.random.default_rng(1), shapes) else 0
     if a.suite == "llama":
         llama_suite(a.threads, a.dtype, [int(c) for c in a.context.split(",")], a.json)
         return 0

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""qkv and its peers side by side in one run: each case alternates the two, round after round.
+
+Run by hand, never by the tests or CI, with a Python that has the peers (the venv of
+bench/peers.py and bench/embed_peer.py):
+
+    python3 bench/side_by_side.py --python /tmp/peers/bin/python --threads 2 [--rounds 3]
+                                  [--suite gemm,minilm,llama] [--build build]
+
+On a machine shared with other work the time of one run says little: the load moves in
+seconds. Each case therefore runs qkv, then the peer, then qkv again..., `--rounds` times,
+and reports the median of each side and the median of the rounds' ratios (peer time / qkv
+time, so > 1 means qkv is faster), each ratio taken between two adjacent runs. Cases:
+
+  gemm    y = x . w at the issue's shapes (2048x512x2048, 4096x384x1536, 8192x1536x384,
+          4096x4096x4096): `qkv bench gemm --no-baselines --json` against torch.matmul
+          (`bench/peers.py --suite gemm --shape MxKxN --json`).
+  minilm  all-MiniLM-L6-v2 on 256 sentences of 20 and of 256 tokens: `qkv embed --bench
+          --json` against sentence-transformers (`bench/embed_peer.py --json`).
+  llama   the Llama-shaped decoder of `qkv-generate --random` (2 layers, hidden 512, vocab
+          32000), prefill of 512 and 4096 tokens and a decode step after it: `bench_llama`
+          (contiguous cache) against transformers (`bench/peers.py --suite llama --json`).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEMM_SHAPES = [(2048, 512, 2048), (4096, 384, 1536), (8192, 1536, 384), (4096, 4096, 4096)]
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"side_by_side: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return out.stdout
+
+
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def report(name, unit, qkv, peer, lower_is_better=True):
+    """Medians of both sides and the median of the per-round ratios."""
+    ratios = [(p / q if lower_is_better else q / p) for q, p in zip(qkv, peer)]
+    print(f"{name:<34} qkv {statistics.median(qkv):10.2f} {unit}   peer "
+          f"{statistics.median(peer):10.2f} {unit}   qkv faster by {statistics.median(ratios):5.2f}x"
+          f"  (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+    sys.stdout.flush()
+
+
+def gemm(a):
+    for m, k, n in GEMM_SHAPES:
+        qkv, peer = [], []
+        for _ in range(a.rounds):
+            j = json.loads(run([a.qkv, "bench", "gemm", "--m", str(m), "--k", str(k), "--n", str(n),
+                                "--threads", str(a.threads), "--no-baselines", "--json"]))
+            qkv.append(j["ms"])
+            p = json_lines(run([a.python, os.path.join(HERE, "peers.py"), "--suite", "gemm",
+                                "--threads", str(a.threads), "--shape", f"{m}x{k}x{n}", "--json"]))
+            if not p[0]["ok"]:
+                sys.exit(f"side_by_side: torch.matmul {m}x{k}x{n} disagrees with NumPy")
+            peer.append(p[0]["ms"])
+        report(f"matmul f32 {m}x{k}x{n}", "ms", qkv, peer)
+
+
+def minilm(a):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    cases = [(256, 18, 32), (256, 300, 16)]
+    for n, words, batch in cases:
+        qkv, peer = [], []
+        shape = ["--sentences", str(n), "--words", str(words), "--batch", str(batch)]
+        for _ in range(a.rounds):
+            j = json.loads(run([a.qkv, "embed", "--bench", "--threads", str(a.threads), "--json"] +
+                               shape))
+            qkv.append(j["cases"][0]["sentences_per_s"])
+            p = json.loads(run([a.python, os.path.join(HERE, "embed_peer.py"), "--threads",
+                                str(a.threads), "--json"] + shape, env))
+            peer.append(p["cases"][0]["sentences_per_s"])
+        tokens = 20 if words == 18 else 256
+        report(f"all-MiniLM-L6-v2 {tokens} tokens, batch {batch}", "sent/s", qkv, peer,
+               lower_is_better=False)
+
+
+def bench_llama_rows(text):
+    """context -> (prefill ms, decode step ms) from bench_llama's contiguous-cache rows."""
+    rows = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) > 6 and f[1] == "contiguous":
+            rows[int(f[0])] = (float(f[2]), float(f[5]))
+    return rows
+
+
+def llama(a):
+    contexts = [512, 4096]
+    qkv = {c: ([], []) for c in contexts}
+    peer = {c: ([], []) for c in contexts}
+    for _ in range(a.rounds):
+        rows = bench_llama_rows(run([a.bench_llama, "--threads", str(a.threads), "--context",
+                                     ",".join(map(str, contexts)), "--steps", "16"]))
+        for c in contexts:
+            qkv[c][0].append(rows[c][0])
+            qkv[c][1].append(rows[c][1])
+        for r in json_lines(run([a.python, os.path.join(HERE, "peers.py"), "--suite", "llama",
+                                 "--threads", str(a.threads), "--context",
+                                 ",".join(map(str, contexts)), "--json"])):
+            peer[r["context"]][0].append(r["prefill_ms"])
+            peer[r["context"]][1].append(r["decode_step_ms"])
+    for c in contexts:
+        report(f"Llama decoder prefill {c}", "ms", qkv[c][0], peer[c][0])
+        report(f"Llama decoder decode step at {c}", "ms", qkv[c][1], peer[c][1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", default=sys.executable, help="a Python with the peers installed")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--suite", default="gemm,minilm,llama")
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    a = ap.parse_args()
+    if a.rounds < 1 or a.threads < 1:
+        ap.error("--rounds and --threads must be at least 1")
+    a.qkv = os.path.join(a.build, "bin", "qkv")
+    a.bench_llama = os.path.join(a.build, "bin", "bench_llama")
+    suites = {"gemm": gemm, "minilm": minilm, "llama": llama}
+    for s in a.suite.split(","):
+        if s not in suites:
+            ap.error(f"unknown suite '{s}' (gemm, minilm, llama)")
+    print(f"side by side, {a.threads} threads, {a.rounds} rounds; host: "
+          f"{open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
+    for s in a.suite.split(","):
+        suites[s](a)
+
+
+if __name__ == "__main__":
+    main()
