@@ -180,6 +180,25 @@ BoolExpr operator&&(const BoolExpr &a, const BoolExpr &b);
 BoolExpr operator||(const BoolExpr &a, const BoolExpr &b);
 BoolExpr operator!(const BoolExpr &a);
 
+namespace detail {
+template <class T>
+inline constexpr bool is_mod_value =
+    std::derived_from<std::decay_t<T>, Expr> || std::same_as<std::decay_t<T>, BoolExpr>;
+} // namespace detail
+
+/// No comma operator on mod values: C++20 reads `slopes[q, kv]` as `slopes[(q, kv)]`, a
+/// load of slopes[kv], which the interpreter and the kernel would then index differently.
+/// The return type keeps the one message from burying itself under follow-on errors.
+template <class A, class B>
+  requires(detail::is_mod_value<A> || detail::is_mod_value<B>)
+const B &operator,(const A &, const B &b) {
+  static_assert(detail::always_false<A>,
+                "a comma between mod values: t[i, j] is C++'s comma operator and would load "
+                "t[j]; index a tensor with more dims as t(i, j), and a 1-D tensor with one "
+                "index, t[i]");
+  return b;
+}
+
 /// select(cond, a, b): a where cond holds, else b (both sides are evaluated).
 Expr select(const BoolExpr &c, const Expr &a, const Expr &b);
 BoolExpr select(const BoolExpr &c, const BoolExpr &a, const BoolExpr &b);
