@@ -148,24 +148,28 @@ void init_passes() {
   });
 }
 
-/// The stages QKV_DUMP and options.dump ask for ("all" means every stage).
+/// The stages QKV_DUMP and options.dump ask for ("all" means every stage); an unknown
+/// stage is an error naming where it came from.
 std::vector<std::string> dump_list(const CompileOptions &o) {
-  std::vector<std::string> out = o.dump;
+  std::vector<std::pair<std::string, const char *>> asked;
+  for (const std::string &s : o.dump)
+    asked.emplace_back(s, "CompileOptions::dump");
   if (const char *env = std::getenv("QKV_DUMP")) {
     std::stringstream ss(env);
     std::string s;
     while (std::getline(ss, s, ','))
       if (!s.empty())
-        out.push_back(s);
+        asked.emplace_back(s, "QKV_DUMP");
   }
-  for (const auto &s : out) {
+  std::vector<std::string> out;
+  const auto &names = Kernel::stage_names();
+  for (const auto &[s, from] : asked) {
     if (s == "all")
-      return Kernel::stage_names();
-    const auto &names = Kernel::stage_names();
+      return names;
     if (std::find(names.begin(), names.end(), s) == names.end())
-      user_error("QKV_DUMP: unknown stage '" + s +
-                 "' (graph, qkv, linalg, loops, llvm, "
-                 "llvm-ir, asm, all)");
+      user_error(std::string(from) + ": unknown stage '" + s +
+                 "' (graph, qkv, linalg, loops, llvm, llvm-ir, asm, all)");
+    out.push_back(s);
   }
   return out;
 }
@@ -487,11 +491,15 @@ Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &
   return compile_cold(g, target, options, popts, dump, keep_all, cu, t_all);
 }
 
-void check_compile_threads(const CompileOptions &options) {
+/// The CompileOptions fields that no target takes out of range.
+void check_options(const CompileOptions &options) {
   if (options.compile_threads < 0)
     user_error("CompileOptions::compile_threads must be 0 (the host's hardware threads, at "
                "most 4) or positive, got " +
                std::to_string(options.compile_threads));
+  if (options.opt_level < 0 || options.opt_level > 3)
+    user_error("CompileOptions::opt_level must be an LLVM optimisation level, 0 to 3, got " +
+               std::to_string(options.opt_level));
 }
 
 /// `options`, with checks on when QKV_CHECKED=1.
@@ -522,7 +530,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   auto t_all = Clock::now();
   init_target(); // the CUDA target's host code is JIT-compiled for the CPU too
   g.verify();
-  check_compile_threads(options);
+  check_options(options);
   if (target.kind == Target::Kind::Cuda)
     return cuda_target::compile(g, target, options);
   CompileOptions o = host_options(target, options);
@@ -532,19 +540,19 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
 std::string lower_to(const Graph &g, const Target &target, const std::string &stage,
                      const CompileOptions &options) {
   g.verify();
+  check_options(options);
   if (target.kind == Target::Kind::Cuda)
     return cuda_target::lower(g, target, stage, options);
   if (stage == "graph")
     return g.str();
   // One compile that keeps every stage's text (compile() keeps none).
-  check_compile_threads(options);
   CompileOptions o = host_options(target, options);
   return compile_impl(g, target, o, dump_list(o), /*keep_all=*/true, Clock::now()).ir(stage);
 }
 
 std::vector<Kernel> compile_all(const std::vector<Graph> &graphs, const Target &target,
                                 const CompileOptions &options) {
-  check_compile_threads(options);
+  check_options(options);
   std::vector<std::optional<Kernel>> done(graphs.size());
   std::vector<std::exception_ptr> failed(graphs.size());
   std::atomic<std::size_t> next{0};

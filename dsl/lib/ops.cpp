@@ -3,6 +3,8 @@
 #include <qkv/dsl/infer.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace qkv {
@@ -70,6 +72,9 @@ void check_mod(const Graph &g, const ExprPtr &e, bool is_mask, const std::vector
   if (!e)
     return;
   const char *mod = is_mask ? "mask_mod" : "score_mod";
+  // Compiled kernels evaluate an f32, f16 or bf16 op's mods in f32 (the interpreter in
+  // double): a constant past f32's range would become +-inf there and nowhere else.
+  bool f32_mods = !inputs.empty() && g.node(inputs[0]).dtype != DType::F64;
   if (is_mask && e->type != ExprType::Bool)
     user_error(std::string(op) + ": mask_mod must be a condition, got " + to_string(e));
   if (!is_mask && e->type == ExprType::Bool)
@@ -80,6 +85,19 @@ void check_mod(const Graph &g, const ExprPtr &e, bool is_mask, const std::vector
     stack.pop_back();
     if (is_mask && n->op == ExprOp::Score)
       user_error(std::string(op) + ": mask_mod cannot use the score (use a score_mod)");
+    if (f32_mods && n->op == ExprOp::ConstFloat && std::isfinite(n->fval) &&
+        std::fabs(n->fval) > static_cast<double>(std::numeric_limits<float>::max())) {
+      std::vector<std::string> names;
+      for (const Node &x : g.nodes())
+        names.push_back(x.name);
+      std::ostringstream v;
+      v << n->fval;
+      user_error(std::string(op) + ": " + mod + " constant " + v.str() +
+                 " is outside f32's range (|x| <= 3.4e+38): compiled kernels evaluate the " +
+                 mod + " of a " + std::string(dtype_name(g.node(inputs[0]).dtype)) +
+                 " op in f32, where it would be " + (n->fval < 0 ? "-inf" : "inf") +
+                 " (the interpreter computes in double); in `" + to_string(e, &names) + "`");
+    }
     if (n->op == ExprOp::Load) {
       auto it = std::find(inputs.begin() + num_operands, inputs.end(), n->tensor);
       if (it == inputs.end())

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -159,10 +160,18 @@ std::uint32_t read_le(const unsigned char *p, int n) {
 } // namespace
 
 Tensor load_npy(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail(path, "it is a directory, not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f)
     fail(path, "cannot open it for reading");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try { // libstdc++'s filebuf throws std::ios_base::failure on a read error
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure &e) {
+    fail(path, std::string("cannot read it (") + e.what() + ")");
+  }
   const auto *u = reinterpret_cast<const unsigned char *>(bytes.data());
   if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
     fail(path, "not a .npy file (no \\x93NUMPY magic)");

@@ -315,11 +315,31 @@ TEST(Cuda, LowerToGivesEachStageWithoutAGpu) {
   EXPECT_EQ(lower_to(g, Target::cuda(), "graph"), g.str());
 }
 
+// The error names where the stage came from: the option, or the environment.
 TEST(Compile, UnknownDumpStageIsAnError) {
   CompileOptions o;
   o.dump = {"bogus"};
-  std::string e = error_of([&] { compile(small_graph(), Target::host(), o); });
-  EXPECT_NE(e.find("unknown stage 'bogus'"), std::string::npos) << e;
+  EXPECT_TRUE(test::ErrorSays([&] { compile(small_graph(), Target::host(), o); },
+                              {"CompileOptions::dump: unknown stage 'bogus'"}));
+  EXPECT_EQ(error_of([&] { compile(small_graph(), Target::host(), o); }).find("QKV_DUMP"),
+            std::string::npos);
+  ::setenv("QKV_DUMP", "qkv,nosuch", 1);
+  std::string e = error_of([&] { compile(small_graph(), Target::host(), CompileOptions{}); });
+  ::unsetenv("QKV_DUMP");
+  EXPECT_NE(e.find("QKV_DUMP: unknown stage 'nosuch'"), std::string::npos) << e;
+}
+
+// LLVM's levels are 0-3; 7 used to be taken (and clamped to 3 when optimising).
+TEST(Compile, OptLevelOutOfRangeIsAnError) {
+  for (int level : {7, -1}) {
+    CompileOptions o;
+    o.opt_level = level;
+    EXPECT_TRUE(test::ErrorSays([&] { compile(small_graph(), Target::host(), o); },
+                                {"CompileOptions::opt_level must be an LLVM optimisation level, "
+                                 "0 to 3, got " + std::to_string(level)}));
+    EXPECT_TRUE(test::ErrorSays([&] { lower_to(small_graph(), Target::cuda(), "ptx", o); },
+                                {"CompileOptions::opt_level"}));
+  }
 }
 
 // f16 and bf16 graphs compile (computed in f32, rounded at every node, as the interpreter

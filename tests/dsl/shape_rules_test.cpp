@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -358,6 +359,34 @@ TEST_F(ShapeRules, ModLoadsAreChecked) {
   // A mask load of a float tensor is fine; the value is captured as an input.
   Value m = mask(s, [&](Expr, Expr hh, Expr, Expr) { return slopes[hh] > 0.0; });
   EXPECT_EQ(m.node().inputs, (std::vector<NodeId>{s.id(), slopes.id()}));
+}
+
+// A float constant past f32's range: the compiled kernel's f32 mod would see -inf (every
+// score masked, output 0) and the interpreter's double mod a finite shift (the mean of v).
+// Refused when the op is built, naming the mod, the constant and the expression; in an
+// f64 op it is an ordinary number, and infinities are what they say.
+TEST_F(ShapeRules, ModConstantsOutsideF32sRangeAreRefused) {
+  Value x = in("x", {H, L, Dh}), slopes = in("slopes", {H});
+  EXPECT_EQ(error_of([&] {
+              attention(x, x, x).score_mod(
+                  [&](Expr s, Expr, Expr hh, Expr, Expr) { return s * slopes[hh] - 1e39; });
+            }),
+            "attention: score_mod constant 1e+39 is outside f32's range (|x| <= 3.4e+38): "
+            "compiled kernels evaluate the score_mod of a f32 op in f32, where it would be inf "
+            "(the interpreter computes in double); in `score * slopes[h] - 1e+39`");
+  Value s = in("s", {L, S}), half = in("half", {L, S}, DType::BF16);
+  EXPECT_TRUE(ErrorSays([&] { score_mod(half, [](Expr sc, Expr, Expr, Expr, Expr) { return sc + -4e38; }); },
+                        {"score_mod: score_mod constant -4e+38 is outside f32's range",
+                         "a bf16 op in f32, where it would be -inf"}));
+  EXPECT_TRUE(ErrorSays(
+      [&] { mask(s, [](Expr, Expr, Expr qi, Expr) { return to_float(qi) < 1e300; }); },
+      {"mask: mask_mod constant 1e+300"}));
+  EXPECT_NO_THROW(mask(s, [](Expr, Expr, Expr qi, Expr) { return to_float(qi) < 3e38; }));
+  EXPECT_NO_THROW(score_mod(s, [](Expr sc, Expr, Expr, Expr, Expr) {
+    return max(sc, -std::numeric_limits<double>::infinity());
+  }));
+  Value s64 = in("s64", {L, S}, DType::F64);
+  EXPECT_NO_THROW(score_mod(s64, [](Expr sc, Expr, Expr, Expr, Expr) { return sc - 1e39; }));
 }
 
 // ---- rope, norms, swiglu, embedding -----------------------------------------------------

@@ -187,5 +187,13 @@ TEST(Npy, RejectsBrokenFiles) {
                {"/nonexistent-dir/x.npy", "cannot open"});
 }
 
+// A directory opens as a file on Linux, and libstdc++'s filebuf then throws
+// std::ios_base::failure on the first read: a qkv::Error naming the path instead.
+TEST(Npy, ADirectoryIsNotAFile) {
+  std::string dir = fs::temp_directory_path().string();
+  expect_error([&] { load_npy(dir); }, {"npy file '" + dir + "'", "is a directory"});
+  expect_error([&] { save_npy(dir, Tensor(DType::F32, {1})); }, {dir, "cannot open"});
+}
+
 } // namespace
 } // namespace qkv
