@@ -15,6 +15,7 @@
 // separately (compile time apart).
 #include <qkv/models/llama.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -88,6 +89,38 @@ std::vector<std::int64_t> parse_ids(const std::string &s) {
   return ids;
 }
 
+/// An option below `min`: an error naming it, what it counts and its value.
+void at_least(const char *option, std::int64_t v, std::int64_t min, const char *what) {
+  if (v < min)
+    throw std::invalid_argument(std::string(option) + " must be at least " + std::to_string(min) +
+                                " (" + what + "), got " + std::to_string(v));
+}
+
+/// The options' values, checked before a model is built (the random model's sizes when
+/// --random).
+void check_options(const Args &a, std::int64_t batch) {
+  at_least("--new", a.sampling.max_new_tokens, 0, "tokens to generate");
+  at_least("--top-k", a.sampling.top_k, 0, "0 samples from every token");
+  at_least("--batch", batch, 1, "sequences");
+  if (!(a.sampling.temperature >= 0) || std::isinf(a.sampling.temperature))
+    throw std::invalid_argument("--temperature must be a finite number, 0 (greedy) or "
+                                "positive, got " + std::to_string(a.sampling.temperature));
+  if (!a.random)
+    return;
+  at_least("--context", a.context, 1, "the random prompt's tokens");
+  at_least("--hidden", a.size.hidden_size, 1, "the model dim");
+  at_least("--heads", a.size.num_attention_heads, 1, "query heads");
+  at_least("--kv-heads", a.size.num_key_value_heads, 1, "key/value heads");
+  at_least("--layers", a.size.num_hidden_layers, 1, "decoder layers");
+  at_least("--intermediate", a.size.intermediate_size, 1, "the MLP's width");
+  at_least("--vocab", a.size.vocab_size, 1, "tokens");
+  if (a.size.hidden_size % a.size.num_attention_heads != 0)
+    throw std::invalid_argument("--heads " + std::to_string(a.size.num_attention_heads) +
+                                " does not divide --hidden " +
+                                std::to_string(a.size.hidden_size) +
+                                ": the head dim is hidden / heads");
+}
+
 Args parse(int argc, char **argv) {
   Args a;
   a.sampling.max_new_tokens = 16;
@@ -147,6 +180,7 @@ Args parse(int argc, char **argv) {
     else
       throw std::invalid_argument("unknown option " + arg);
   }
+  check_options(a, batch);
   if (a.random) {
     a.size.head_dim = a.size.hidden_size / a.size.num_attention_heads;
     a.size.max_position_embeddings = a.context + a.sampling.max_new_tokens;
@@ -209,12 +243,15 @@ int main(int argc, char **argv) try {
                               : 0.0);
   return 0;
 } catch (const qkv::Error &e) {
+  std::fflush(stdout); // what was printed before (the "model:" line) comes first
   std::fprintf(stderr, "error: %s\n", e.what());
   return 1;
 } catch (const std::invalid_argument &e) {
+  std::fflush(stdout);
   std::fprintf(stderr, "error: %s\n\n%s", e.what(), kUsage);
   return 2;
 } catch (const std::exception &e) {
+  std::fflush(stdout);
   std::fprintf(stderr, "error: %s\n", e.what());
   return 2;
 }

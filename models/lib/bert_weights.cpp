@@ -11,6 +11,7 @@ namespace qkv {
 
 namespace {
 
+using models_detail::load_weight;
 using models_detail::transposed;
 using Spec = models_detail::WeightSpec;
 
@@ -69,7 +70,7 @@ BertWeights BertWeights::load(const std::string &path, const BertConfig &c) {
   BertWeights w;
   auto take = [&](const std::string &prefix, const std::vector<Spec> &specs) {
     for (const Spec &s : specs) {
-      Tensor t = file.load(root + prefix + s.name, DType::F32, s.shape);
+      Tensor t = load_weight(file, root + prefix + s.name, s.shape);
       w.all_.emplace(prefix + s.name, s.linear_weight ? transposed(t) : t);
     }
   };

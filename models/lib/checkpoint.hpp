@@ -3,8 +3,10 @@
 // that qkv's `linear` takes. Private to models/lib.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include <qkv/runtime/safetensors.hpp>
 #include <qkv/runtime/tensor.hpp>
 
 namespace qkv::models_detail {
@@ -15,6 +17,19 @@ struct WeightSpec {
   Shape shape;
   bool linear_weight = false; // stored (out, in); the graphs take (in, out)
 };
+
+/// Weight `name` of `file` as f32, after checking it has exactly `shape` and a float
+/// dtype: F32, F16, BF16 and F64 are converted to F32; anything else (an I32 tensor of the
+/// same byte count, say, whose bits would convert to numbers near -1e9) is a qkv::Error
+/// naming the file, the tensor and both dtypes.
+inline Tensor load_weight(const SafeTensors &file, const std::string &name, const Shape &shape) {
+  const SafeTensorInfo &info = file.info(name);
+  std::optional<DType> dtype = info.qkv_dtype();
+  if (!dtype || !is_float(*dtype))
+    user_error(file.path() + ": tensor '" + name + "' is stored as " + info.dtype +
+               ", but the model expects F32 weights (F32, F16, BF16 or F64, converted to F32)");
+  return file.load(name, DType::F32, shape);
+}
 
 /// A 2-D f32 tensor transposed: (out, in) -> (in, out).
 inline Tensor transposed(const Tensor &w) {

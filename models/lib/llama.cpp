@@ -180,6 +180,7 @@ Graph llama_head_graph(const LlamaConfig &c) {
 
 namespace {
 
+using models_detail::load_weight;
 using models_detail::transposed;
 using Spec = models_detail::WeightSpec;
 
@@ -205,7 +206,7 @@ LlamaWeights LlamaWeights::load(const std::string &path, const LlamaConfig &c) {
   SafeTensors file = SafeTensors::open(path);
   LlamaWeights w;
   auto take = [&](const std::string &name, const Shape &shape, bool linear_weight) {
-    Tensor t = file.load(name, DType::F32, shape);
+    Tensor t = load_weight(file, name, shape);
     return linear_weight ? transposed(t) : t;
   };
   std::int64_t D = c.hidden_size, V = c.vocab_size;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 #include <numeric>
+#include <sstream>
 
 #include <qkv/compiler/compile.hpp>
 #include <qkv/dsl/error.hpp>
@@ -293,7 +294,14 @@ GenerationResult generate(LlamaModel &model, const std::vector<std::vector<std::
              "generate: " + std::to_string(prompts.size()) + " prompts for a model that decodes " +
                  std::to_string(batch) + " sequences at once");
   user_check(o.max_new_tokens >= 0, "generate: max_new_tokens must not be negative");
-  user_check(o.temperature >= 0, "generate: temperature must not be negative");
+  if (!(o.temperature >= 0) || std::isinf(o.temperature)) {
+    std::ostringstream t;
+    t << o.temperature;
+    user_error("generate: temperature must be a finite number, 0 (greedy) or positive, got " +
+               t.str());
+  }
+  user_check(o.top_k >= 0, "generate: top_k must be 0 (every token) or positive, got " +
+                               std::to_string(o.top_k));
   std::vector<std::int64_t> counts;
   for (const auto &p : prompts) {
     user_check(!p.empty(), "generate: an empty prompt (sequence " +
@@ -302,6 +310,12 @@ GenerationResult generate(LlamaModel &model, const std::vector<std::vector<std::
   }
   std::int64_t longest = *std::max_element(counts.begin(), counts.end());
   std::int64_t need = longest + o.max_new_tokens;
+  std::int64_t positions = model.config().max_position_embeddings;
+  user_check(need <= positions,
+             "generate: the longest prompt (" + std::to_string(longest) + " tokens) plus " +
+                 std::to_string(o.max_new_tokens) + " new tokens needs " + std::to_string(need) +
+                 " positions; the model was trained for " + std::to_string(positions) +
+                 " (max_position_embeddings in its config.json)");
   user_check(need <= model.cache().capacity(),
              "generate: the longest prompt (" + std::to_string(longest) + " tokens) plus " +
                  std::to_string(o.max_new_tokens) + " new tokens needs " + std::to_string(need) +

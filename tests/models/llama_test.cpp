@@ -256,6 +256,15 @@ TEST_F(BrokenModel, WeightsOfTheWrongShape) {
                         {"model.safetensors", "model.layers.1.mlp.up_proj.weight", "176", "64"}));
 }
 
+// An I32 tensor of the same byte count is not a float weight: converted, its bits would be
+// numbers near -1e9 and the model would run on them.
+TEST_F(BrokenModel, WeightsOfAnIntegerDtype) {
+  edit_weights([](nlohmann::json &h) { h["model.layers.0.mlp.down_proj.weight"]["dtype"] = "I32"; });
+  EXPECT_TRUE(ErrorSays([&] { LlamaModel::load(dir()); },
+                        {"model.safetensors", "tensor 'model.layers.0.mlp.down_proj.weight'",
+                         "stored as I32", "expects F32 weights"}));
+}
+
 TEST_F(BrokenModel, AMissingTensor) {
   edit_weights([](nlohmann::json &h) {
     h["model.layers.0.self_attn.k_proj.weigth"] = h["model.layers.0.self_attn.k_proj.weight"];
@@ -282,6 +291,21 @@ TEST(LlamaErrors, BadCallsNameWhatIsWrong) {
   many.max_new_tokens = 60;
   EXPECT_TRUE(ErrorSays([&] { generate(model, {{1, 2, 3, 4, 5}, {1}}, many); },
                         {"65 positions", "holds 64"}));
+  // A NaN temperature is not "negative", and a negative top_k is not "every token".
+  SamplingOptions nan_t;
+  nan_t.temperature = std::nan("");
+  EXPECT_TRUE(ErrorSays([&] { generate(model, {{1, 2}, {3}}, nan_t); },
+                        {"temperature must be a finite number, 0 (greedy) or positive, got nan"}));
+  SamplingOptions neg_k;
+  neg_k.temperature = 1;
+  neg_k.top_k = -5;
+  EXPECT_TRUE(ErrorSays([&] { generate(model, {{1, 2}, {3}}, neg_k); },
+                        {"top_k must be 0 (every token) or positive, got -5"}));
+  // Past the positions the model was trained for (512), whatever the cache could hold.
+  SamplingOptions far;
+  far.max_new_tokens = 600;
+  EXPECT_TRUE(ErrorSays([&] { generate(model, {{1, 2}, {3}}, far); },
+                        {"needs 602 positions", "trained for 512 (max_position_embeddings"}));
   // A failed step leaves the cache as it was.
   EXPECT_EQ(model.cache().length(0), 0);
 }

@@ -238,17 +238,33 @@ TEST(MiniLMFiles, UnsupportedModulesAndPoolingAreRefused) {
                         {m.path("1_Pooling/config.json"), "'pooling_mode_cls_token' is true"}));
 }
 
-TEST(MiniLMFiles, MissingWeightsNameTheTensor) {
-  ModelCopy m;
-  std::string header = R"({"embeddings.word_embeddings.weight":)"
-                       R"({"dtype":"F32","shape":[30522,384],"data_offsets":[0,0]}})";
+/// A .safetensors file of one word-embeddings entry with this dtype and data offsets,
+/// followed by `data` bytes.
+std::string word_embeddings_file(const std::string &dtype, std::uint64_t end, std::size_t data) {
+  std::string header = R"({"embeddings.word_embeddings.weight":{"dtype":")" + dtype +
+                       R"(","shape":[30522,384],"data_offsets":[0,)" + std::to_string(end) + "]}}";
   std::string len(8, '\0');
   std::uint64_t n = header.size();
   std::memcpy(len.data(), &n, 8);
-  m.write("model.safetensors", len + header);
+  return len + header + std::string(data, '\0');
+}
+
+TEST(MiniLMFiles, MissingWeightsNameTheTensor) {
+  ModelCopy m;
+  m.write("model.safetensors", word_embeddings_file("F32", 0, 0));
   EXPECT_TRUE(ErrorSays([&] { SentenceEncoder::load(m.dir()); },
                         {m.path("model.safetensors"), "'embeddings.word_embeddings.weight'",
                          "needs 46881792 bytes"}));
+}
+
+// A weight stored as I32 with the bytes of the F32 one it replaces is refused, naming the
+// file, the tensor and both dtypes (converted, its bits would be floats near -1.1e9).
+TEST(MiniLMFiles, IntegerWeightsAreRefused) {
+  ModelCopy m;
+  m.write("model.safetensors", word_embeddings_file("I32", 46881792, 46881792));
+  EXPECT_TRUE(ErrorSays([&] { SentenceEncoder::load(m.dir()); },
+                        {m.path("model.safetensors"), "'embeddings.word_embeddings.weight'",
+                         "stored as I32", "expects F32 weights"}));
 }
 
 } // namespace

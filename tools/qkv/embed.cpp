@@ -98,9 +98,11 @@ double dot(const Tensor &e, std::int64_t i, std::int64_t j) {
   return s;
 }
 
+/// 0 for a zero vector; NaN when either vector holds a NaN (as its norm then is), never a
+/// plausible number.
 double cosine(const Tensor &e, std::int64_t i, std::int64_t j) {
   double d = std::sqrt(dot(e, i, i) * dot(e, j, j));
-  return d > 0 ? dot(e, i, j) / d : 0.0;
+  return d > 0 || std::isnan(d) ? dot(e, i, j) / d : 0.0;
 }
 
 /// Cosine and max abs diff of row i of a (f32) and of b (f64).
