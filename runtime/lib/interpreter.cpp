@@ -828,36 +828,56 @@ struct AttnShape {
   }
 };
 
+/// The scores of query i of (batch b, query head h) of an attention node, as its softmax
+/// sees them: scale * q.k, then the score_mod, then -inf where the mask drops them.
+class AttentionScores {
+public:
+  explicit AttentionScores(const Ctx &c) : c_(c), a_(c) {
+    scale_ = c.n.attrs.scale ? *c.n.attrs.scale : 1.0 / std::sqrt(static_cast<double>(a_.Dh));
+    if (c.n.attrs.score)
+      score_mod_.emplace(c, "score_mod");
+    if (c.n.attrs.mask)
+      mask_.emplace(c, "mask_mod");
+  }
+  const AttnShape &shape() const { return a_; }
+  void row(std::int64_t b, std::int64_t h, std::int64_t i, std::vector<double> &s) const {
+    const double *q = c_.ptr(0), *k = c_.ptr(1);
+    std::int64_t hk = a_.kv_head(h);
+    for (std::int64_t j = 0; j < a_.S; ++j) {
+      double dot = 0;
+      for (std::int64_t d = 0; d < a_.Dh; ++d)
+        dot += q[a_.q_off(b, h, i) + d] * k[a_.k_off(b, hk, j) + d];
+      ModPoint pt{b, h, i, j, a_.L, a_.S, scale_ * dot};
+      s[j] = score_mod_ ? score_mod_->number(*c_.n.attrs.score, pt) : pt.score;
+      if (mask_ && !mask_->condition(*c_.n.attrs.mask, pt))
+        s[j] = kNegInf;
+    }
+  }
+
+private:
+  const Ctx &c_;
+  AttnShape a_;
+  double scale_ = 1;
+  std::optional<ModEvaluator> score_mod_, mask_;
+};
+
 /// For each (b, query head h, query i): s_j = scale * q_i . k_j (scale = attrs.scale, or
 /// 1/sqrt(Dh)), then s_j = score_mod(s_j, b, h, i, j) if set, then s_j = -inf where the
 /// mask is false, then softmax over j (a fully masked row gives an output of 0), and
 /// out_i = sum_j p_j v_j. The h given to the mods is the query head; len_q = L and
 /// len_kv = S. Both mods are evaluated at every (i, j), masked or not.
 Tensor eval_attention(const Ctx &c) {
-  AttnShape a(c);
+  AttentionScores scores(c);
+  const AttnShape &a = scores.shape();
   Tensor out = make_out(c);
-  const double *q = c.ptr(0), *k = c.ptr(1), *v = c.ptr(2);
+  const double *v = c.ptr(2);
   double *o = out_ptr(out);
-  double scale = c.n.attrs.scale ? *c.n.attrs.scale : 1.0 / std::sqrt(static_cast<double>(a.Dh));
-  std::optional<ModEvaluator> score_mod, mask;
-  if (c.n.attrs.score)
-    score_mod.emplace(c, "score_mod");
-  if (c.n.attrs.mask)
-    mask.emplace(c, "mask_mod");
   std::vector<double> s(a.S), p(a.S);
   for (std::int64_t b = 0; b < a.B; ++b)
     for (std::int64_t h = 0; h < a.Hq; ++h) {
       std::int64_t hk = a.kv_head(h);
       for (std::int64_t i = 0; i < a.L; ++i) {
-        for (std::int64_t j = 0; j < a.S; ++j) {
-          double dot = 0;
-          for (std::int64_t d = 0; d < a.Dh; ++d)
-            dot += q[a.q_off(b, h, i) + d] * k[a.k_off(b, hk, j) + d];
-          ModPoint pt{b, h, i, j, a.L, a.S, scale * dot};
-          s[j] = score_mod ? score_mod->number(*c.n.attrs.score, pt) : pt.score;
-          if (mask && !mask->condition(*c.n.attrs.mask, pt))
-            s[j] = kNegInf;
-        }
+        scores.row(b, h, i, s);
         softmax_row(s.data(), p.data(), a.S, 1);
         for (std::int64_t e = 0; e < a.Dv; ++e) {
           double acc = 0;
@@ -1074,6 +1094,33 @@ std::int64_t kept_pairs(const Graph &g, const TensorMap &inputs, NodeId node) {
     for (std::int64_t h = 0; h < (by_h ? m.heads : 1); ++h)
       total += eval_mask_map(g, inputs, m, b, h).kept();
   return total * (by_b ? 1 : m.batch) * (by_h ? 1 : m.heads);
+}
+
+double max_abs_score(const Graph &g, const TensorMap &inputs, const std::vector<Tensor> &values,
+                     NodeId node) {
+  user_check(node >= 0 && node < static_cast<NodeId>(g.nodes().size()) &&
+                 g.node(node).op == OpKind::Attention,
+             "max_abs_score: node %" + std::to_string(node) + " of graph '" + g.name() +
+                 "' is not an attention");
+  user_check(values.size() == g.nodes().size(),
+             "max_abs_score: " + std::to_string(values.size()) + " values for the " +
+                 std::to_string(g.nodes().size()) + " nodes of graph '" + g.name() +
+                 "' (pass what run_all returned)");
+  DimBindings dims = bind_dims(g, signature(inputs));
+  Ctx c{g, g.node(node), dims, values, inputs};
+  AttentionScores scores(c);
+  const AttnShape &a = scores.shape();
+  std::vector<double> s(a.S);
+  double top = 0;
+  for (std::int64_t b = 0; b < a.B; ++b)
+    for (std::int64_t h = 0; h < a.Hq; ++h)
+      for (std::int64_t i = 0; i < a.L; ++i) {
+        scores.row(b, h, i, s);
+        for (double x : s)
+          if (std::isfinite(x))
+            top = std::max(top, std::fabs(x));
+      }
+  return top;
 }
 
 std::vector<Tensor> run_all(const Graph &g, const TensorMap &inputs) {

@@ -7,6 +7,7 @@
 #include "packed_weights.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -296,6 +297,24 @@ TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t s
     } catch (const Error &e) {
       user_error("random_inputs: '" + n.name + "' of graph '" + g.name() + "': " + e.what());
     }
+  }
+  return out;
+}
+
+TensorMap random_inputs(const Graph &g, const DimBindings &dims, const RandomOptions &options) {
+  TensorMap out = random_inputs(g, dims, options.seed, options.ranges);
+  if (!options.scale_params)
+    return out;
+  for (NodeId id : g.arguments()) {
+    const Node &n = g.node(id);
+    if (n.op != OpKind::Param || !is_float(n.dtype) || options.ranges.count(n.name))
+      continue;
+    Tensor &t = out.at(n.name);
+    if (t.rank() == 0 || t.shape().front() == 0)
+      continue;
+    double f = 1.0 / std::sqrt(static_cast<double>(t.shape().front()));
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      t.set(i, t.get(i) * f);
   }
   return out;
 }

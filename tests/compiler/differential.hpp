@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/check_reference.hpp>
 #include <qkv/runtime/interpreter.hpp>
 
 namespace qkv::test {
@@ -51,25 +52,15 @@ namespace qkv::test {
 // the kernels compute in f32 and round once, as the interpreter rounds its double result
 // once (at most an ulp apart), and the tensor-core kernel's P rounding adds at most
 // 2^-9 * max|v| in bf16 (docs/gpu.md).
-inline constexpr double kTolC = 8;
+//
+// The rule itself is the library's (qkv/runtime/check_reference.hpp), which
+// check_against_reference applies for users.
+inline constexpr double kTolC = kToleranceC;
 
-inline double machine_eps(DType d) {
-  switch (d) {
-  case DType::F64: return 0x1p-52;
-  case DType::F32: return 0x1p-23;
-  case DType::F16: return 0x1p-10;
-  case DType::BF16: return 0x1p-7;
-  default: return 0; // integer outputs must match exactly
-  }
-}
-
-struct Tolerance {
-  double atol = 0, rtol = 0;
-};
+inline double machine_eps(DType d) { return machine_epsilon(d); }
 
 inline Tolerance tolerance(DType dtype, double n, double magnitude) {
-  double r = kTolC * machine_eps(dtype) * n;
-  return {r * magnitude, r};
+  return tolerance_rule(dtype, n, magnitude);
 }
 
 struct DiffCase {

@@ -35,22 +35,16 @@
 #include <vector>
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/check_reference.hpp>
 #include <qkv/runtime/interpreter.hpp>
 
 namespace qkv::fuzz {
 namespace {
 
-// ---- the tolerance rule: the same constants as tests/compiler/differential.hpp ----------
-constexpr double kTolC = 8;
-double machine_eps(DType d) {
-  switch (d) {
-  case DType::F64: return 0x1p-52;
-  case DType::F32: return 0x1p-23;
-  case DType::F16: return 0x1p-10;
-  case DType::BF16: return 0x1p-7;
-  default: return 0;
-  }
-}
+// ---- the tolerance rule: the library's (qkv/runtime/check_reference.hpp), as in
+// tests/compiler/differential.hpp --------------------------------------------------------
+constexpr double kTolC = kToleranceC;
+double machine_eps(DType d) { return machine_epsilon(d); }
 
 using Fn = std::function<double(const DimBindings &)>;
 Fn konst(double c) {

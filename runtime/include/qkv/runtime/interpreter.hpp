@@ -32,6 +32,12 @@ TensorMap run(const Graph &g, const TensorMap &inputs);
 /// included), for step-by-step walkthroughs and debugging.
 std::vector<Tensor> run_all(const Graph &g, const TensorMap &inputs);
 
+/// The largest |score| of attention node `node` over the pairs its mask keeps, every batch
+/// and head: scale * q.k after the score_mod, what the softmax's exp sees. `values` are
+/// run_all(g, inputs)'s (q, k and the captured tensors are read from them).
+double max_abs_score(const Graph &g, const TensorMap &inputs, const std::vector<Tensor> &values,
+                     NodeId node);
+
 /// A mask_mod evaluated at every (q, kv) of one (batch, head): keep[q * len_kv + kv] is 1
 /// where the mask keeps the score.
 struct MaskMap {

@@ -173,4 +173,19 @@ using RandomRanges = std::map<std::string, std::pair<double, double>>;
 TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
                         const RandomRanges &ranges = {});
 
+/// random_inputs' settings, for the overload below:
+///   random_inputs(g, dims, {.seed = 1, .scale_params = true})
+struct RandomOptions {
+  std::uint64_t seed = 1;
+  RandomRanges ranges = {};
+  /// Float params (weights) multiplied by 1/sqrt(fan-in), their first extent, as models
+  /// initialise them and as the qkv tool draws them (`qkv run`, `qkv bench`): a block's
+  /// outputs then stay O(1) instead of growing with the model dim. A param with its own
+  /// range in `ranges` keeps it.
+  bool scale_params = false;
+};
+/// random_inputs(g, dims, options.seed, options.ranges), then the params scaled when
+/// options.scale_params.
+TensorMap random_inputs(const Graph &g, const DimBindings &dims, const RandomOptions &options);
+
 } // namespace qkv
