@@ -23,6 +23,7 @@
 
 #include "qkv_bench/machine.hpp"
 #include "qkv_bench/timing.hpp"
+#include "gallery.hpp"
 #include "workload.hpp"
 
 namespace {

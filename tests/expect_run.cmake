@@ -1,8 +1,10 @@
-# cmake -DEXIT_CODE=<n> -DOUTPUT=<regex> -P expect_run.cmake -- <command> [args...]
+# cmake -DEXIT_CODE=<n> -DOUTPUT=<regex> [-DNOT_OUTPUT=<regex>] -P expect_run.cmake --
+#       <command> [args...]
 #
 # Runs the command and fails unless it exits with EXIT_CODE and its output (stdout and
-# stderr together) matches OUTPUT (CMake regex syntax). ctest's PASS_REGULAR_EXPRESSION
-# ignores the exit code and WILL_FAIL ignores the message; this checks both.
+# stderr together) matches OUTPUT (CMake regex syntax), and does not match NOT_OUTPUT
+# when given. ctest's PASS_REGULAR_EXPRESSION ignores the exit code and WILL_FAIL ignores
+# the message; this checks both.
 foreach(var EXIT_CODE OUTPUT)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "expect_run.cmake: -D${var}=... is required")
@@ -31,5 +33,9 @@ endif()
 if(NOT out MATCHES "${OUTPUT}")
   message(FATAL_ERROR "`${shown}` exited with ${rc} as expected, but its output does not match\n"
                       "  ${OUTPUT}\nIt said:\n${out}")
+endif()
+if(DEFINED NOT_OUTPUT AND out MATCHES "${NOT_OUTPUT}")
+  message(FATAL_ERROR "`${shown}` exited with ${rc} as expected, but its output matches\n"
+                      "  ${NOT_OUTPUT}\nwhich it must not. It said:\n${out}")
 endif()
 message(STATUS "`${shown}` exited with ${rc} and said what it should")

@@ -11,6 +11,7 @@
 #include <qkv/compiler/compile.hpp>
 
 #include <algorithm>
+#include <functional>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -153,6 +154,7 @@ void resolve_tiles(TileMap &t, const TileMapOptions &o, mlir::Type elem, bool ma
 TileMap tile_map(const Graph &g, const DimBindings &dims, const TileMapOptions &o) {
   g.verify();
   user_check(o.q_tile >= 0 && o.kv_tile >= 0, "tile_map: tile sizes must be 0 or positive");
+  user_check(o.one_by_one >= 0, "tile_map: one_by_one must not be negative");
   const Node &node = attention_node(g, o.attention);
   DimBindings all = complete_dims(g, dims);
   Shape q = resolve(g.node(node.inputs[0]).dims, all),
@@ -181,13 +183,38 @@ TileMap tile_map(const Graph &g, const DimBindings &dims, const TileMapOptions &
   if (!fn)
     return t;
   t.analysed = true;
-  for (std::int64_t r = 0; r < t.rows; ++r)
-    for (std::int64_t c = 0; c < t.cols; ++c) {
-      std::int64_t q0 = r * t.q_tile, k0 = c * t.kv_tile;
-      std::int64_t q1 = std::min(t.len_q, q0 + t.q_tile) - 1;
-      std::int64_t k1 = std::min(t.len_kv, k0 + t.kv_tile) - 1;
-      t.tiles[r * t.cols + c] = classify(fn, {o.batch, o.head, q0, q1, k0, k1, t.len_q, t.len_kv});
-    }
+  // Tiles [r0, r1) x [c0, c1) as one box of queries and keys.
+  auto box = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+    return classify(fn, {o.batch, o.head, r0 * t.q_tile, std::min(t.len_q, r1 * t.q_tile) - 1,
+                         c0 * t.kv_tile, std::min(t.len_kv, c1 * t.kv_tile) - 1, t.len_q,
+                         t.len_kv});
+  };
+  if (t.rows * t.cols <= o.one_by_one) {
+    for (std::int64_t r = 0; r < t.rows; ++r)
+      for (std::int64_t c = 0; c < t.cols; ++c)
+        t.tiles[r * t.cols + c] = box(r, r + 1, c, c + 1);
+    return t;
+  }
+  // Past a million tiles (qkv show at L = 100000), boxes of tiles first: what the interval
+  // analysis proves of a box it proves of every tile inside (the intervals only narrow),
+  // so a proved box is filled and an unproved one is split, down to single tiles.
+  std::function<void(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> split =
+      [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+        TileKind k = box(r0, r1, c0, c1);
+        if (k != TileKind::Partial || (r1 - r0 == 1 && c1 - c0 == 1)) {
+          for (std::int64_t r = r0; r < r1; ++r)
+            std::fill_n(t.tiles.begin() + r * t.cols + c0, c1 - c0, k);
+          return;
+        }
+        if (r1 - r0 >= c1 - c0) {
+          split(r0, (r0 + r1) / 2, c0, c1);
+          split((r0 + r1) / 2, r1, c0, c1);
+        } else {
+          split(r0, r1, c0, (c0 + c1) / 2);
+          split(r0, r1, (c0 + c1) / 2, c1);
+        }
+      };
+  split(0, t.rows, 0, t.cols);
   return t;
 }
 

@@ -1048,20 +1048,33 @@ MaskSite mask_site(const Graph &g, const TensorMap &inputs, NodeId node) {
   return m;
 }
 
-MaskMap eval_mask_map(const Graph &g, const TensorMap &inputs, const MaskSite &m, std::int64_t b,
-                      std::int64_t h) {
+void check_position(const MaskSite &m, std::int64_t b, std::int64_t h) {
   user_check(b >= 0 && b < m.batch && h >= 0 && h < m.heads,
              "mask_map: (b=" + std::to_string(b) + ", h=" + std::to_string(h) +
                  ") is outside node '" + m.n->name + "' (" + std::to_string(m.batch) +
                  " batches, " + std::to_string(m.heads) + " heads)");
-  MaskMap out{m.len_q, m.len_kv, std::vector<std::uint8_t>(m.len_q * m.len_kv, 1)};
-  if (!m.mask)
-    return out;
+}
+
+/// keep[j - kv_begin] for the keys [kv_begin, kv_end) of query row i.
+void eval_mask_row(const Graph &g, const TensorMap &inputs, const MaskSite &m, std::int64_t b,
+                   std::int64_t h, std::int64_t i, std::int64_t kv_begin, std::int64_t kv_end,
+                   std::uint8_t *keep) {
+  if (!m.mask) {
+    std::fill(keep, keep + (kv_end - kv_begin), std::uint8_t{1});
+    return;
+  }
   Ctx c{g, *m.n, m.dims, m.vals, inputs};
   ModEvaluator ev(c, "mask_mod");
+  for (std::int64_t j = kv_begin; j < kv_end; ++j)
+    keep[j - kv_begin] = ev.condition(*m.mask, {b, h, i, j, m.len_q, m.len_kv, 0});
+}
+
+MaskMap eval_mask_map(const Graph &g, const TensorMap &inputs, const MaskSite &m, std::int64_t b,
+                      std::int64_t h) {
+  check_position(m, b, h);
+  MaskMap out{m.len_q, m.len_kv, std::vector<std::uint8_t>(m.len_q * m.len_kv, 1)};
   for (std::int64_t i = 0; i < m.len_q; ++i)
-    for (std::int64_t j = 0; j < m.len_kv; ++j)
-      out.keep[i * m.len_kv + j] = ev.condition(*m.mask, {b, h, i, j, m.len_q, m.len_kv, 0});
+    eval_mask_row(g, inputs, m, b, h, i, 0, m.len_kv, out.keep.data() + i * m.len_kv);
   return out;
 }
 
@@ -1076,6 +1089,35 @@ bool reads(const ExprNode *e, ExprOp which) {
 }
 
 } // namespace
+
+struct MaskRows::Impl {
+  const Graph &g;
+  TensorMap inputs;
+  MaskSite site;
+  std::int64_t b, h;
+};
+
+MaskRows::MaskRows(const Graph &g, const TensorMap &inputs, NodeId node, std::int64_t b,
+                   std::int64_t h)
+    : impl_(new Impl{g, inputs, mask_site(g, inputs, node), b, h}) {
+  check_position(impl_->site, b, h);
+}
+
+MaskRows::~MaskRows() = default;
+MaskRows::MaskRows(MaskRows &&) noexcept = default;
+
+std::int64_t MaskRows::len_q() const { return impl_->site.len_q; }
+std::int64_t MaskRows::len_kv() const { return impl_->site.len_kv; }
+
+void MaskRows::row(std::int64_t i, std::int64_t kv_begin, std::int64_t kv_end,
+                   std::uint8_t *keep) const {
+  const MaskSite &m = impl_->site;
+  if (i < 0 || i >= m.len_q || kv_begin < 0 || kv_end > m.len_kv || kv_begin > kv_end)
+    internal_error("MaskRows::row(" + std::to_string(i) + ", " + std::to_string(kv_begin) + ", " +
+                   std::to_string(kv_end) + ") outside " + std::to_string(m.len_q) + " x " +
+                   std::to_string(m.len_kv));
+  eval_mask_row(impl_->g, impl_->inputs, m, impl_->b, impl_->h, i, kv_begin, kv_end, keep);
+}
 
 std::int64_t MaskMap::kept() const {
   return static_cast<std::int64_t>(std::count(keep.begin(), keep.end(), std::uint8_t{1}));

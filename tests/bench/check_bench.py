@@ -37,10 +37,14 @@ VARIANT_MASKS = {
     "alibi": lambda i, j, W: j <= i,
     "multihead": lambda i, j, W: True,
     "rope_block": lambda i, j, W: j <= i,
+    # graphs of tests/tools/user_graphs.cpp (a user's tool): prefix_alibi's prefix is
+    # 13 * b tokens, none at the batch of 1 it is benchmarked at
+    "user_prefix_lm": lambda i, j, W: j <= i or j < 16,
+    "prefix_alibi": lambda i, j, W: j <= i,
 }
 VARIANT_BLOCKS = {"multihead", "rope_block"}
-# Variants whose graphs the baselines do not compute (a score_mod, RoPE).
-NO_BASELINES = {"alibi", "rope_block"}
+# Graphs the baselines do not compute (a score_mod, RoPE, a mask that reads the batch).
+NO_BASELINES = {"alibi", "rope_block", "prefix_alibi"}
 
 
 def fail(msg):

@@ -105,6 +105,41 @@ TEST(TileMap, LongformerProvesEveryEmptyTile) {
   EXPECT_EQ(c.compiler.at(0, 0), TileKind::Partial);
 }
 
+// Past a million tiles, boxes of tiles are classified first and split where nothing is
+// proved (qkv show at L = 100000): the map must be the one tile by tile gives, for every
+// mask of the gallery (one_by_one = 0 takes the boxes at any size).
+TEST(TileMap, BoxesOfTilesGiveTheSameMap) {
+  int checked = 0;
+  for (const auto &e : gallery::entries()) {
+    if (!has_mask(e))
+      continue;
+    gallery::GraphShape s = e.shape;
+    s.seq = s.kv_len = 333;
+    Graph g = e.build(s);
+    TensorMap in = e.inputs(g, s);
+    const Node *att = nullptr;
+    for (const Node &n : g.nodes())
+      if (n.op == OpKind::Attention && !att)
+        att = &n;
+    for (auto [qt, kt] : {std::pair{16, 16}, {32, 48}}) {
+      TileMapOptions o;
+      o.attention = att->name;
+      o.q_tile = qt;
+      o.kv_tile = kt;
+      TileMap one = tile_map(g, e.dims(s), o);
+      o.one_by_one = 0;
+      TileMap boxes = tile_map(g, e.dims(s), o);
+      EXPECT_EQ(boxes.tiles, one.tiles) << e.name << " tiles " << qt << "x" << kt;
+      EXPECT_EQ(boxes.analysed, one.analysed) << e.name;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 14);
+  TileMapOptions bad;
+  bad.one_by_one = -1;
+  EXPECT_THROW(tile_map(gallery::find("causal_lm").build(), {{"B", 1}, {"L", 8}}, bad), Error);
+}
+
 TEST(TileMap, NoMaskIsAllFull) {
   TileComparison c = compare_entry(gallery::find("t5_bias"), 100, 32, 32);
   EXPECT_FALSE(c.compiler.analysed);

@@ -5,6 +5,7 @@
 
 #include <qkv/runtime/interpreter.hpp>
 
+#include "gallery.hpp"
 #include "workload.hpp"
 
 namespace qkv::test {

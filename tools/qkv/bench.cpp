@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 
 #include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/interpreter.hpp>
+#include <qkv/tool.hpp>
 
 #include "qkv_bench/baselines.hpp"
 #include "qkv_bench/machine.hpp"
@@ -109,6 +111,7 @@ constexpr double kTolerance = 1e-3; // of max(1, max |qkv output|)
 
 struct Config {
   const Entry *entry = nullptr;
+  bool progress = true; // progress lines on stderr
   GraphShape shape;
   int threads = 1;
   bool json = false;
@@ -145,7 +148,12 @@ struct Report {
   std::vector<std::pair<std::string, std::int64_t>> schedules;
 };
 
-void progress(const std::string &s) { std::cerr << "[qkv bench] " << s << std::endl; }
+bool g_progress = true; // Config::progress of the benchmark running
+
+void progress(const std::string &s) {
+  if (g_progress)
+    std::cerr << "[qkv bench] " << s << std::endl;
+}
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -167,13 +175,13 @@ Config config_of(const cli::Args &a) {
     if (a.opts.count(flag) && !a.opts.at(flag).empty())
       user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
   Config c;
-  c.entry = &gallery::find(a.name);
+  c.entry = &gallery::registered(a.name);
   c.shape = cli::shape_from_opts(*c.entry, a, c.entry->bench_shape);
   c.threads = static_cast<int>(cli::int_opt(a, "threads").value_or(qb::hardware_threads()));
   c.json = a.opts.count("json") > 0;
   c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
   c.baselines = a.opts.count("no-baselines") == 0;
-  c.compile_threads = static_cast<int>(cli::int_opt(a, "compile-threads").value_or(0));
+  c.compile_threads = static_cast<int>(cli::int_opt(a, "compile-threads", 0).value_or(0));
   return c;
 }
 
@@ -315,6 +323,9 @@ json shape_json(const Config &c) {
     if (s.paged)
       j["page_rows"] = GraphShape::kPageRows;
   }
+  if (c.entry->user) // its dynamic dims by name (the fields above: its attention's sizes)
+    for (const auto &[d, n] : c.entry->dims(s))
+      j["dims"][d] = n;
   return j;
 }
 
@@ -326,6 +337,12 @@ std::string mask_label(const Entry &e) {
   if (e.workload.cache)
     return "cache";
   return std::string(qb::mask_name(attention_problem(e, GraphShape{}).mask));
+}
+
+/// The openblas baseline ran (its configuration line is printed then only).
+bool ran_openblas(const Report &r) {
+  return std::any_of(r.baselines.begin(), r.baselines.end(),
+                     [](const Result &b) { return b.name == "openblas"; });
 }
 
 json to_json(const Report &r) {
@@ -372,11 +389,11 @@ json to_json(const Report &r) {
                               {"pct_peak", pct_peak(r, b)},
                               {"max_abs_err", b.max_abs_err},
                               {"ok", b.ok}};
-  if (!qb::missing_baselines_reason().empty())
+  if (!qb::missing_baselines_reason().empty() && r.no_baselines.empty())
     j["baselines_missing"] = qb::missing_baselines_reason();
   if (!r.no_baselines.empty())
     j["baselines_not_run"] = r.no_baselines;
-  if (!qb::blas_config().empty())
+  if (!qb::blas_config().empty() && ran_openblas(r))
     j["blas"] = qb::blas_config();
   j["tolerance"] = kTolerance * r.out_scale;
   j["wall_s"] = r.wall_s;
@@ -390,7 +407,7 @@ std::string work_line(const Report &r) {
   if (is_block(e))
     s += " (projections " + sig(block_problem(e, r.c.shape).projection_flops() * 1e-9) +
          " + attention " + sig(p.flops() * 1e-9) + ")";
-  if (e.variant)
+  if (e.fixed())
     s += "; counted node by node, attention 2*(Dh+Dv)*pairs with " + std::to_string(r.kept) +
          " of " + std::to_string(r.pairs) + " pairs kept (all batches and heads)";
   else
@@ -405,7 +422,7 @@ std::string work_line(const Report &r) {
          "written once)";
 }
 
-void print_row(const Report &r, const Result &x, bool is_qkv) {
+void print_row(std::ostream &os, const Report &r, const Result &x, bool is_qkv) {
   char buf[256];
   std::string ratio = is_qkv ? "-" : fixed(x.t.median_ms / r.qkv.t.median_ms, 3) + "x";
   char err[32] = "-";
@@ -414,12 +431,12 @@ void print_row(const Report &r, const Result &x, bool is_qkv) {
   std::snprintf(buf, sizeof buf, "%-10s %12.3f %5d %10.2f %7.2f%% %9.2f %7.2f%% %12s  %s\n",
                 x.name.c_str(), x.t.median_ms, x.t.runs, gflops(r, x), pct_peak(r, x), gbs(r, x),
                 100 * gbs(r, x) / r.bandwidth.value, ratio.c_str(), err);
-  std::cout << buf;
+  os << buf;
 }
 
-void print_table(const Report &r) {
+void print_table(std::ostream &os, const Report &r) {
   const Config &c = r.c;
-  std::cout << "qkv bench " << c.entry->name << ": " << c.entry->sizes(c.shape) << ", mask "
+  os << "qkv bench " << c.entry->name << ": " << c.entry->sizes(c.shape) << ", mask "
             << mask_label(*c.entry) << ", " << c.threads << " threads\n"
             << "machine   " << qb::isa_name(r.isa) << " FMA peak " << fixed(r.peak.value, 1)
             << " GFLOP/s, read bandwidth " << fixed(r.bandwidth.value, 1) << " GB/s (on "
@@ -431,33 +448,33 @@ void print_table(const Report &r) {
             << r.compile_ms.size() << "):";
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     if (stage != "graph")
-      std::cout << " " << stage << "=" << fixed(ms, 1);
-  std::cout << " (LLVM in " << r.compile_stats.codegen_parts << " part"
+      os << " " << stage << "=" << fixed(ms, 1);
+  os << " (LLVM in " << r.compile_stats.codegen_parts << " part"
             << (r.compile_stats.codegen_parts == 1 ? "" : "s") << ")\n          ";
   if (r.warm_compile_ms.empty())
-    std::cout << "warm: not measured, the kernel cache did not serve it (" << r.warm_cache_note
+    os << "warm: not measured, the kernel cache did not serve it (" << r.warm_cache_note
               << ")";
   else
-    std::cout << fixed(qb::median(r.warm_compile_ms), 2) << " ms warm, from the kernel cache "
+    os << fixed(qb::median(r.warm_compile_ms), 2) << " ms warm, from the kernel cache "
               << "(median of " << r.warm_compile_ms.size() << ")";
   if (!r.schedules.empty()) {
-    std::cout << "\nschedule ";
+    os << "\nschedule ";
     for (const auto &[name, runs] : r.schedules)
-      std::cout << " " << name << " (" << runs << " runs)";
+      os << " " << name << " (" << runs << " runs)";
   }
-  std::cout << "\n\n"
+  os << "\n\n"
             << "             median ms  runs    GFLOP/s  % peak  read GB/s    % bw  "
                "baseline/qkv  max abs err\n";
-  print_row(r, r.qkv, true);
+  print_row(os, r, r.qkv, true);
   for (const Result &b : r.baselines)
-    print_row(r, b, false);
-  if (!qb::missing_baselines_reason().empty())
-    std::cout << "(" << qb::missing_baselines_reason() << ")\n";
+    print_row(os, r, b, false);
+  if (!qb::missing_baselines_reason().empty() && r.no_baselines.empty())
+    os << "(" << qb::missing_baselines_reason() << ")\n";
   if (!r.no_baselines.empty())
-    std::cout << "(baselines not run: " << r.no_baselines << ")\n";
-  if (!qb::blas_config().empty())
-    std::cout << "openblas  " << qb::blas_config() << "\n";
-  std::cout << "wall time " << fixed(r.wall_s, 1) << " s\n";
+    os << "(baselines not run: " << r.no_baselines << ")\n";
+  if (!qb::blas_config().empty() && ran_openblas(r))
+    os << "openblas  " << qb::blas_config() << "\n";
+  os << "wall time " << fixed(r.wall_s, 1) << " s\n";
 }
 
 int verdict(const Report &r) {
@@ -476,7 +493,7 @@ int verdict(const Report &r) {
 /// the other entries' by their fixed forms.
 void count_work(Report &r, const Graph &g, const TensorMap &in) {
   const Entry &e = *r.c.entry;
-  if (!e.variant) {
+  if (!e.fixed()) {
     r.flops = gallery::flops(e, r.c.shape);
     r.bytes = gallery::bytes(e, r.c.shape);
     qb::AttentionProblem p = attention_problem(e, r.c.shape);
@@ -499,12 +516,12 @@ void count_work(Report &r, const Graph &g, const TensorMap &in) {
     }
 }
 
-} // namespace
-
-int cmd_bench(const cli::Args &a) {
+/// The whole benchmark of c, in the order the help states.
+Report run(const Config &c) {
   double t0 = qb::now_ms();
+  g_progress = c.progress;
   Report r;
-  r.c = config_of(a);
+  r.c = c;
   const Entry &e = *r.c.entry;
   Graph g = e.build(r.c.shape);
   progress(e.name + ": " + e.sizes(r.c.shape) + ", " + std::to_string(r.c.threads) + " threads");
@@ -524,11 +541,59 @@ int cmd_bench(const cli::Args &a) {
   }
   measure_machine(r, "after the runs");
   r.wall_s = (qb::now_ms() - t0) * 1e-3;
+  return r;
+}
+
+} // namespace
+
+int cmd_bench(const cli::Args &a) {
+  Report r = run(config_of(a));
   if (r.c.json)
     std::cout << to_json(r).dump(2) << "\n";
   else
-    print_table(r);
+    print_table(std::cout, r);
   return verdict(r);
+}
+
+bool BenchReport::ok() const {
+  return std::all_of(baselines.begin(), baselines.end(), [](const BenchBaseline &b) { return b.ok; });
+}
+
+BenchReport bench(const Graph &g, const TensorMap &inputs, const BenchOptions &options) {
+  user_check(options.threads >= 0 && options.compile_threads >= 0 && options.repeat >= 0,
+             "bench: BenchOptions::threads, compile_threads and repeat must not be negative");
+  gallery::Entry e = gallery::program_entry(g, inputs);
+  Config c;
+  c.entry = &e;
+  c.shape = e.shape;
+  c.threads = options.threads > 0 ? options.threads : qb::hardware_threads();
+  c.repeat = options.repeat;
+  c.baselines = options.baselines;
+  c.compile_threads = options.compile_threads;
+  c.progress = options.progress;
+  Report r = run(c);
+  BenchReport out;
+  out.ms = r.qkv.t.median_ms;
+  out.min_ms = r.qkv.t.min_ms;
+  out.runs = r.qkv.t.runs;
+  out.compile_ms = qb::median(r.compile_ms);
+  out.flops = r.flops;
+  out.gflops = gflops(r, r.qkv);
+  out.peak_gflops = r.peak.value;
+  out.pct_peak = pct_peak(r, r.qkv);
+  out.bytes = r.bytes;
+  out.read_gbs = gbs(r, r.qkv);
+  out.bandwidth_gbs = r.bandwidth.value;
+  out.pct_bandwidth = 100 * out.read_gbs / r.bandwidth.value;
+  for (const Result &b : r.baselines)
+    out.baselines.push_back({b.name, b.t.median_ms, b.t.median_ms / r.qkv.t.median_ms, b.t.runs,
+                             b.max_abs_err, b.ok});
+  out.baselines_not_run = r.no_baselines;
+  std::ostringstream table;
+  print_table(table, r);
+  out.table = table.str();
+  out.json = to_json(r).dump(2);
+  return out;
 }
 
 } // namespace qkv::tool

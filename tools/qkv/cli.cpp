@@ -1,6 +1,7 @@
 #include "cli.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -23,7 +24,7 @@ Args parse(int argc, char **argv) {
       else if (!flag && i + 1 < argc)
         val = argv[++i];
       else if (!flag)
-        user_error("option --" + key + " needs a value");
+        a.valueless.insert(key);
       a.opts[key] = val;
     } else if (a.cmd.empty()) {
       a.cmd = s;
@@ -40,18 +41,38 @@ void check_opts(const Args &a, std::initializer_list<const char *> allowed) {
   for (const auto &[k, v] : a.opts)
     if (std::find_if(allowed.begin(), allowed.end(), [&](const char *s) { return k == s; }) ==
         allowed.end())
-      user_error("qkv " + a.cmd + ": unknown option --" + k + " (see qkv " + a.cmd + " --help)");
+      user_error(program() + " " + a.cmd + ": unknown option --" + k + " (see " + program() + " " +
+                 a.cmd + " --help)");
+  if (!a.valueless.empty())
+    user_error("option --" + *a.valueless.begin() + " needs a value");
 }
 
-double number_opt(const Args &a, const char *key, double dflt) {
+double number_opt(const Args &a, const char *key, double dflt, std::optional<double> min) {
   auto it = a.opts.find(key);
   if (it == a.opts.end())
     return dflt;
   char *end = nullptr;
   double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0')
+  if (end == it->second.c_str() || *end != '\0' || std::isnan(v))
     user_error(std::string("--") + key + ": not a number: '" + it->second + "'");
+  if (min && !(v >= *min)) {
+    std::ostringstream m;
+    m << *min;
+    user_error(std::string("--") + key + ": expected a number of at least " + m.str() + ", got '" +
+               it->second + "'");
+  }
   return v;
+}
+
+namespace {
+std::string g_program = "qkv";
+} // namespace
+
+const std::string &program() { return g_program; }
+
+void set_program(const std::string &argv0) {
+  std::string p = argv0.substr(argv0.find_last_of('/') + 1);
+  g_program = p.empty() ? "qkv" : p;
 }
 
 std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t min) {
@@ -118,6 +139,29 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
     if (!e.workload.cache)
       user_error("--paged: graph '" + e.name + "' reads no KV cache (decode does)");
     s.paged = true;
+  }
+  if (e.user) {
+    // A user's graph: the static sizes and the dtype are in its code, and a shape option
+    // sets the dynamic dim it names when the graph has it.
+    for (const char *key : {"heads", "kv-heads", "head-dim", "dtype"})
+      if (a.opts.count(key))
+        user_error(std::string("--") + key + ": graph '" + e.name +
+                   "' has its static sizes and dtype in its own code (" +
+                   (e.statics.empty() ? std::string("no static dims") : e.statics) +
+                   "); only its dynamic dims take options");
+    const std::pair<const char *, const char *> sets[] = {
+        {"batch", "B"}, {"seq", "L"}, {"kv-len", "S"}};
+    for (auto [key, dim] : sets)
+      if (a.opts.count(key) &&
+          std::find(e.dynamic.begin(), e.dynamic.end(), dim) == e.dynamic.end()) {
+        std::string names;
+        for (const std::string &x : e.dynamic)
+          names += (names.empty() ? "" : ",") + x + "=N";
+        user_error(std::string("--") + key + " sets dim " + dim + ", which graph '" + e.name +
+                   "' does not have" +
+                   (names.empty() ? std::string(" (it has no dynamic dims)")
+                                  : "; set its dynamic dims with --dims " + names));
+      }
   }
   if (a.opts.count("dtype")) {
     const std::string &t = a.opts.at("dtype");

@@ -2,13 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "gallery.hpp"
+#include "entry.hpp"
 
 namespace qkv::cli {
 
@@ -16,18 +18,40 @@ struct Args {
   std::string cmd, name;         // name: the first positional argument after the command
   std::vector<std::string> args; // every positional argument after the command
   std::map<std::string, std::string> opts;
+  /// Options that take a value but came last, without one (check_opts reports them, after
+  /// the options the command does not take).
+  std::set<std::string> valueless;
   bool help = false;
 };
 
 /// `qkv CMD NAME... --key value --key=value --flag`; --check, --checked, --json,
 /// --no-baselines, --bench, --reference, --paged and --bias take no value.
 Args parse(int argc, char **argv);
-/// Throws qkv::Error naming an option that `a.cmd` does not take.
+/// Throws qkv::Error naming an option that `a.cmd` does not take, then one that needs a
+/// value and came without.
 void check_opts(const Args &a, std::initializer_list<const char *> allowed);
-/// --key as a number (dflt when absent); throws qkv::Error naming the option otherwise.
-double number_opt(const Args &a, const char *key, double dflt);
+/// --key as a number, not NaN, at least `min` when given (dflt when absent); throws
+/// qkv::Error naming the option otherwise.
+double number_opt(const Args &a, const char *key, double dflt,
+                  std::optional<double> min = std::nullopt);
 /// --key as an integer >= min, if given; throws qkv::Error naming the option otherwise.
 std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t min = 1);
+
+/// The program's name in messages and usage: argv[0]'s last part ("qkv", "mytool").
+const std::string &program();
+void set_program(const std::string &argv0);
+
+/// A command besides the tool's own (list, dump, run, bench, show, cache): the qkv binary
+/// adds `embed`.
+struct Command {
+  std::string name;
+  std::string summary; ///< its line in the usage: "SENTENCE...    sentence embeddings ..."
+  const char *help = nullptr;
+  std::function<int(const Args &)> run;
+};
+void add_command(Command c);
+/// The usage's first line after the program's name ("compile, inspect and check ...").
+void set_about(std::string about);
 
 /// The options that set a graph's shape: batch, heads, kv-heads, seq, kv-len, head-dim,
 /// window, paged, dims.
@@ -53,8 +77,8 @@ std::optional<std::int64_t> int_opt(const Args &a, const char *key, std::int64_t
   "                  instead of one contiguous buffer of C = S rows (cache_view)\n"                \
   "  --dtype T      element type of the float inputs and weights: f32 (default), f16\n"       \
   "                  or bf16 (computed in f32, each node rounded to T); not the variants\n"       \
-  "  --dims D=N,...  set dynamic dims by name (B, L, S; C for decode), after the options\n"        \
-  "                  above\n"
+  "  --dims D=N,...  set dynamic dims by name (B, L, S; C for decode; any dim of a graph\n"       \
+  "                  a tool registered), after the options above\n"
 
 /// `base` with the shape options applied (--dims last: B=, L=, S= (C= for decode) set
 /// batch, seq, kv_len; --paged sets paged, for graphs over a KV cache only). --seq also

@@ -195,10 +195,10 @@ json bench_case(SentenceEncoder &m, const BenchCase &c, int repeat) {
     tokens += static_cast<std::int64_t>(ids.size());
     longest = std::max(longest, static_cast<std::int64_t>(ids.size()));
   }
-  bench::TimingPolicy policy;
+  qkv::bench::TimingPolicy policy;
   policy.runs = repeat;
   policy.slow_seconds = 1e9; // always one untimed warm-up
-  bench::Timing t = bench::time_runs([&] { m.embed(s, c.batch); }, policy);
+  qkv::bench::Timing t = qkv::bench::time_runs([&] { m.embed(s, c.batch); }, policy);
   double sec = t.median_ms / 1e3;
   return {{"sentences", c.sentences},
           {"words", c.words},
@@ -228,10 +228,10 @@ json openmp_overhead(const SentenceEncoder &m, const CompileOptions &options) {
     g.output("y", x);
     Kernel k = compile(g, Target::host(), options);
     TensorMap in = random_inputs(g, {{"R", 2}}, 1);
-    bench::TimingPolicy p;
+    qkv::bench::TimingPolicy p;
     p.min_runs = 200;
     p.min_seconds = 0.3;
-    return bench::time_runs([&] { k.run(in); }, p).median_ms;
+    return qkv::bench::time_runs([&] { k.run(in); }, p).median_ms;
   };
   double one = chain(1), many = chain(33);
   double per_loop_us = std::max(0.0, (many - one) / 32 * 1e3);

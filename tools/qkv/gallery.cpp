@@ -341,6 +341,7 @@ Entry variant_entry(const Variant &v) {
   if (v.inputs)
     e.prepare = [f = v.inputs](TensorMap &in, const GraphShape &) { f(in); };
   e.variant = &v;
+  e.window = v.uses_window;
   return e;
 }
 
@@ -355,107 +356,11 @@ std::vector<Entry> make() {
 
 } // namespace
 
-DimBindings Entry::dims(const GraphShape &s) const {
-  DimBindings b;
-  for (const std::string &d : dynamic)
-    b[d] = d == "B" ? s.batch : d == "L" ? s.seq : s.kv_len;
-  if (s.paged && workload.cache) {
-    b.erase("C");
-    b["M"] = s.pages_per_seq();
-    b["P"] = s.batch * s.pages_per_seq();
-  }
-  return b;
-}
-
-GraphShape Entry::with_dims(GraphShape s, const DimBindings &bindings) const {
-  for (const auto &[d, n] : bindings) {
-    if (std::find(dynamic.begin(), dynamic.end(), d) == dynamic.end()) {
-      std::string names;
-      for (const std::string &x : dynamic)
-        names += (names.empty() ? "" : ", ") + x;
-      user_error("graph '" + name + "' has no dynamic dim '" + d + "' (its dynamic dims: " + names +
-                 ")");
-    }
-    (d == "B" ? s.batch : d == "L" ? s.seq : s.kv_len) = n;
-  }
-  return s;
-}
-
-bool Entry::self_attention() const {
-  // Keys from the queries' own sequence: the graph has no key length (S, or a cache's C)
-  // of its own.
-  return std::all_of(dynamic.begin(), dynamic.end(),
-                     [](const std::string &d) { return d == "B" || d == "L"; });
-}
-
-bool Entry::uses_window() const {
-  return workload.mask == Mask::Window || (variant && variant->uses_window);
-}
-
-TensorMap Entry::inputs(const Graph &g, const GraphShape &s, std::uint64_t seed,
-                        bool scale_weights) const {
-  TensorMap in = random_weighted_inputs(g, dims(s), seed, scale_weights);
-  if (prepare)
-    prepare(in, s);
-  return in;
-}
-
-TensorMap random_weighted_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
-                                 bool scale_weights) {
-  TensorMap in = random_inputs(g, dims, seed);
-  for (NodeId id : g.arguments()) {
-    const Node &n = g.node(id);
-    if (!scale_weights || n.op != OpKind::Param)
-      continue;
-    Tensor &t = in.at(n.name);
-    double f = 1.0 / std::sqrt(static_cast<double>(t.shape().front()));
-    for (std::int64_t i = 0; i < t.numel(); ++i)
-      t.set(i, t.get(i) * f);
-  }
-  return in;
-}
-
-std::string Entry::sizes(const GraphShape &s) const {
-  std::string out;
-  auto put = [&](const char *name, std::int64_t v) {
-    out += (out.empty() ? "" : " ") + std::string(name) + "=" + std::to_string(v);
-  };
-  // Only the single-head seed graph has no batch dim, and no heads either.
-  bool seed = std::find(dynamic.begin(), dynamic.end(), "B") == dynamic.end();
-  if (!seed) {
-    put("B", s.batch);
-    put("H", s.heads);
-  }
-  if (s.kv_heads != s.heads)
-    put("Hkv", s.kv_heads);
-  put("L", s.seq);
-  if (!self_attention())
-    put("S", s.kv_len);
-  put("Dh", s.head_dim);
-  if (workload.form == Workload::Form::Block && !seed)
-    put("D", s.model_dim());
-  if (uses_window())
-    put("W", s.window);
-  if (s.paged)
-    put("page", GraphShape::kPageRows);
-  if (s.dtype != DType::F32)
-    out += " " + std::string(dtype_name(s.dtype));
-  return out;
-}
-
 const std::vector<Entry> &entries() {
   static const std::vector<Entry> all = make();
   return all;
 }
 
-const Entry &find(const std::string &name) {
-  std::string names;
-  for (const Entry &e : entries()) {
-    if (e.name == name)
-      return e;
-    names += (names.empty() ? "" : ", ") + e.name;
-  }
-  user_error("no gallery graph named '" + name + "'; try one of: " + names);
-}
+const Entry &find(const std::string &name) { return find_entry(entries(), name, "gallery graph"); }
 
 } // namespace qkv::gallery

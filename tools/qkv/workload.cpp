@@ -159,8 +159,10 @@ std::string baseline_gap(const Entry &e, const Graph &g, const GraphShape &s) {
   if (s.dtype != DType::F32)
     return "they compute in f32 from f32 tensors; this graph is " +
            std::string(dtype_name(s.dtype));
-  if (!e.variant)
+  if (!e.fixed())
     return "";
+  if (!e.baseline_gap.empty())
+    return e.baseline_gap;
   const Node *att = first_attention(g);
   if (!att)
     return "they compute softmax attention; '" + e.name + "' has none";

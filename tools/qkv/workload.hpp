@@ -9,7 +9,7 @@
 
 #include <qkv/runtime/tensor.hpp>
 
-#include "gallery.hpp"
+#include "entry.hpp"
 #include "qkv_bench/baselines.hpp"
 #include "qkv_bench/problem.hpp"
 

@@ -1,7 +1,9 @@
-// A user's program: typed DSL -> compile -> run -> check against the interpreter.
+// A user's program: typed DSL -> compile -> run -> check against the interpreter, and the
+// qkv tool's commands as C++ calls (<qkv/tool.hpp>).
 #include <iostream>
 
 #include <qkv/qkv.hpp>
+#include <qkv/tool.hpp>
 
 int main() {
   using namespace qkv;
@@ -15,15 +17,23 @@ int main() {
   g.output("y", y.value());
 
   Kernel k = compile(g);
-  TensorMap in = random_inputs(g, {{"L", 5}}, 42);
-  Tensor got = k.run(in).at("y");
-  Tensor want = reference::run(g, in).at("y");
-  Comparison c = compare(got, want, 1e-5, 1e-4);
+  TensorMap in = random_inputs(g, {{"L", 5}}, {.seed = 42, .scale_params = true});
+  ReferenceCheck c = check_against_reference(k, g, in);
   if (!c.ok) {
-    std::cout << "consumer: mismatch: " << c.message << "\n";
+    std::cout << "consumer: mismatch: " << c.message;
     return 1;
   }
+  std::cout << c.message;
   std::cout << "consumer: compiled kernel agrees with the interpreter (max_abs_err="
-            << c.max_abs_err << ", " << got.type_str() << ")\n";
+            << c.outputs.at(0).comparison.max_abs_err << ")\n";
+  // <qkv/qkv.hpp> has the .safetensors reader too.
+  try {
+    SafeTensors::open("/nonexistent/model.safetensors");
+    return 1;
+  } catch (const Error &e) {
+    std::cout << "consumer: SafeTensors says: " << e.what() << "\n";
+  }
+  std::string picture = tool::show(g, in);
+  std::cout << picture.substr(0, picture.find('\n')) << "\n";
   return 0;
 }

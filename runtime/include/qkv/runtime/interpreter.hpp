@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <qkv/dsl/graph.hpp>
@@ -53,6 +54,24 @@ struct MaskMap {
 /// (a load out of bounds, b or h out of range) are qkv::Error naming the op and the mod.
 MaskMap mask_map(const Graph &g, const TensorMap &inputs, NodeId node, std::int64_t b,
                  std::int64_t h);
+
+/// mask_map one row at a time, for masks too large to hold at once (`qkv show` at
+/// L = 100000): node's mask at batch b and head h on `inputs`, its captured tensors
+/// computed once. g must outlive it. Errors as mask_map's.
+class MaskRows {
+public:
+  MaskRows(const Graph &g, const TensorMap &inputs, NodeId node, std::int64_t b, std::int64_t h);
+  ~MaskRows();
+  MaskRows(MaskRows &&) noexcept;
+  std::int64_t len_q() const;
+  std::int64_t len_kv() const;
+  /// keep[j - kv_begin] = 1 where query i keeps key j, for j in [kv_begin, kv_end).
+  void row(std::int64_t i, std::int64_t kv_begin, std::int64_t kv_end, std::uint8_t *keep) const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// The (q, kv) pairs node's mask keeps, summed over every batch and head: the pairs whose
 /// scores count. The mask is evaluated once per batch and head it depends on (once in
