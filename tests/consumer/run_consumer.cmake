@@ -3,10 +3,14 @@
 # its own graphs), each subcommand once.
 #
 #   cmake -DQKV_BUILD_DIR=<qkv build> -DPROJECT_DIR=... -DWORK_DIR=... -DCXX=...
-#         -P run_consumer.cmake
+#         [-DPACKAGE=install|build-tree] -P run_consumer.cmake
 #
-# It installs the built tree into a fresh prefix and finds the package there; it does not
-# rebuild qkv.
+# PACKAGE=install (the default) installs the built tree into a fresh prefix and finds the
+# package there; build-tree finds it in the build tree itself (CMAKE_PREFIX_PATH=build),
+# builds the program alone and runs it. Neither rebuilds qkv.
+if(NOT DEFINED PACKAGE)
+  set(PACKAGE install)
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -25,17 +29,28 @@ function(expect regex)
   message(STATUS "ok: ${ARGN}")
 endfunction()
 
-run(${CMAKE_COMMAND} --install ${QKV_BUILD_DIR} --prefix ${WORK_DIR}/prefix)
-set(prefix ${WORK_DIR}/prefix)
+if(PACKAGE STREQUAL "install")
+  run(${CMAKE_COMMAND} --install ${QKV_BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+  set(prefix ${WORK_DIR}/prefix)
+else()
+  set(prefix ${QKV_BUILD_DIR})
+endif()
 run(${CMAKE_COMMAND} -S ${PROJECT_DIR} -B ${WORK_DIR}/build -G Ninja
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX}
     -DCMAKE_PREFIX_PATH=${prefix}
     # The sanitize build's libraries are instrumented: the program must link the
     # sanitizer runtimes too (SANITIZE_FLAGS is empty in a normal build).
     "-DCMAKE_CXX_FLAGS=${SANITIZE_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZE_FLAGS}")
-run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+if(PACKAGE STREQUAL "install")
+  run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+else()
+  run(${CMAKE_COMMAND} --build ${WORK_DIR}/build --target consumer)
+endif()
 expect("output 'y' f32.5, 8.: ok .rule f32.*consumer: compiled kernel agrees with the interpreter.*SafeTensors says: .*/nonexistent/model.safetensors.*qkv show consumer: D=8 L=5"
        ${WORK_DIR}/build/consumer)
+if(NOT PACKAGE STREQUAL "install")
+  return()
+endif()
 
 # The tool over the project's graphs: every subcommand.
 set(tool ${WORK_DIR}/build/consumer_tool)
