@@ -2,6 +2,7 @@
 #include <qkv/models/llama.hpp>
 
 #include <cmath>
+#include <optional>
 
 #include <qkv/dsl/error.hpp>
 #include <qkv/runtime/safetensors.hpp>
@@ -14,23 +15,30 @@ namespace qkv {
 
 namespace {
 
-/// RoPE's base, and a refusal of scaled RoPE variants (Llama 3's "llama3", "linear",
-/// "dynamic", YaRN): those change the frequencies, which qkv's rope does not model.
+/// The object that holds the RoPE settings, where transformers 5 looks for it: the legacy
+/// `rope_scaling` when it is a non-empty object (transformers 4 wrote scaled RoPE there),
+/// else `rope_parameters` (where transformers 5 writes rope_theta and rope_type).
+std::optional<JsonConfig> rope_settings(const JsonConfig &j) {
+  for (const char *key : {"rope_scaling", "rope_parameters"})
+    if (j.has(key) && !j.at(key).keys().empty())
+      return j.at(key);
+  return std::nullopt;
+}
+
+/// RoPE's base: the settings' rope_theta, else the top-level one (transformers 4), else
+/// 10000; and a refusal of scaled RoPE variants (Llama 3's "llama3", "linear", "dynamic",
+/// YaRN; named by rope_type or by the older type): those change the frequencies, which
+/// qkv's rope does not model.
 double read_rope_theta(const JsonConfig &j) {
-  if (j.has("rope_parameters")) {
-    JsonConfig rp = j.at("rope_parameters");
-    std::string type = rp.string("rope_type", "default");
-    if (type != "default")
-      rp.fail("rope_type", "is '" + type + "'; qkv's Llama supports only \"default\" RoPE");
-    return rp.number("rope_theta", j.number("rope_theta", 10000.0));
-  }
-  if (j.has("rope_scaling")) {
-    JsonConfig rs = j.at("rope_scaling");
-    std::string type = rs.string("rope_type", rs.string("type", "default"));
-    if (type != "default")
-      rs.fail("rope_type", "is '" + type + "'; qkv's Llama supports only unscaled RoPE");
-  }
-  return j.number("rope_theta", 10000.0);
+  double top = j.number("rope_theta", 10000.0);
+  std::optional<JsonConfig> rs = rope_settings(j);
+  if (!rs)
+    return top;
+  const char *key = rs->has("rope_type") ? "rope_type" : "type";
+  std::string type = rs->string(key, "default");
+  if (type != "default")
+    rs->fail(key, "is '" + type + "'; qkv's Llama supports only \"default\" (unscaled) RoPE");
+  return rs->number("rope_theta", top);
 }
 
 } // namespace

@@ -1,6 +1,8 @@
 // The Llama decoder against Hugging Face transformers: a tiny random LlamaForCausalLM
 // (2 layers, GQA 4/2, hidden 64, vocab 128) whose config, weights, prompt logits and greedy
-// continuations scripts/make-llama-fixtures.py wrote once (tests/models/data/tiny-llama).
+// continuations scripts/make-llama-fixtures.py wrote once (tests/models/data/tiny-llama),
+// and the same weights under Llama 3's RoPE base 500000 (tiny-llama-rope: its config.json
+// as transformers 5 saved it, and its outputs), read from each config layout.
 //
 // Tolerance: a logit passes when |qkv - transformers| <= 1e-4 * max |transformers logit|
 // over the tensor compared (the logits are of order 1; a per-element relative test would
@@ -14,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -25,7 +28,10 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string fixture_dir() { return std::string(QKV_MODEL_TEST_DATA) + "/tiny-llama"; }
-Tensor fixture(const std::string &name) { return load_npy(fixture_dir() + "/" + name); }
+std::string rope_fixture_dir() { return std::string(QKV_MODEL_TEST_DATA) + "/tiny-llama-rope"; }
+Tensor fixture(const std::string &name, const std::string &dir = fixture_dir()) {
+  return load_npy(dir + "/" + name);
+}
 
 /// The prompts of the fixture, each without its padding.
 std::vector<std::vector<std::int64_t>> prompts() {
@@ -72,12 +78,10 @@ std::string label(LlamaOptions::Backend backend, bool paged) {
 }
 
 /// Prompt logits (one batched prefill, prompts padded) and the greedy continuation of 16
-/// tokens with the logits that chose them, against transformers.
-void matches_transformers(LlamaOptions::Backend backend, bool paged) {
-  SCOPED_TRACE(label(backend, paged));
-  LlamaModel model = LlamaModel::load(fixture_dir(), options(backend, paged));
+/// tokens with the logits that chose them, against the transformers outputs in `dir`.
+void matches_transformers(LlamaModel &model, const std::string &dir = fixture_dir()) {
   auto ps = prompts();
-  Tensor ids = fixture("prompt_ids.npy"), want = fixture("prompt_logits.npy");
+  Tensor ids = fixture("prompt_ids.npy", dir), want = fixture("prompt_logits.npy", dir);
   std::vector<std::int64_t> counts = {static_cast<std::int64_t>(ps[0].size()),
                                       static_cast<std::int64_t>(ps[1].size())};
   Tensor logits = model.forward(ids.to(DType::I64), counts);
@@ -89,7 +93,8 @@ void matches_transformers(LlamaOptions::Backend backend, bool paged) {
   greedy.max_new_tokens = 16;
   greedy.keep_logits = true;
   GenerationResult r = generate(model, ps, greedy);
-  Tensor want_ids = fixture("greedy_ids.npy"), want_logits = fixture("greedy_logits.npy");
+  Tensor want_ids = fixture("greedy_ids.npy", dir);
+  Tensor want_logits = fixture("greedy_logits.npy", dir);
   ASSERT_EQ(r.logits.size(), 16u);
   for (std::int64_t b = 0; b < 2; ++b) {
     std::vector<std::int64_t> expected;
@@ -109,6 +114,12 @@ void matches_transformers(LlamaOptions::Backend backend, bool paged) {
   EXPECT_EQ(r.decode_tokens, 2 * 15);
 }
 
+void matches_transformers(LlamaOptions::Backend backend, bool paged) {
+  SCOPED_TRACE(label(backend, paged));
+  LlamaModel model = LlamaModel::load(fixture_dir(), options(backend, paged));
+  matches_transformers(model);
+}
+
 TEST(Llama, CompiledMatchesTransformers) {
   matches_transformers(LlamaOptions::Backend::Compiled, false);
 }
@@ -119,6 +130,42 @@ TEST(Llama, CompiledPagedMatchesTransformers) {
 
 TEST(Llama, InterpreterMatchesTransformers) {
   matches_transformers(LlamaOptions::Backend::Interpreter, false);
+}
+
+/// The rope fixture's config.json (transformers 5: rope_parameters.rope_theta 500000) with
+/// `edit` applied, read with tiny-llama's weights, compiled.
+LlamaModel rope_model(const std::function<void(nlohmann::json &)> &edit) {
+  std::ifstream in(rope_fixture_dir() + "/config.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  edit(j);
+  LlamaConfig c = LlamaConfig::from_json(JsonConfig::parse(j.dump(), "config.json"));
+  return LlamaModel(c, LlamaWeights::load(fixture_dir() + "/model.safetensors", c),
+                    options(LlamaOptions::Backend::Compiled, false));
+}
+
+TEST(LlamaRopeBase, Transformers5ConfigMatchesTransformers) {
+  // As saved: rope_theta only under rope_parameters. A loader that read the top level
+  // would run base 10000, whose logits differ from these by up to 0.53 (meta.json).
+  LlamaModel model = rope_model([](nlohmann::json &) {});
+  EXPECT_EQ(model.config().rope_theta, 500000);
+  matches_transformers(model, rope_fixture_dir());
+}
+
+TEST(LlamaRopeBase, Transformers4ConfigMatchesTransformers) {
+  // The layout transformers 4 wrote: rope_theta at the top level, rope_scaling null.
+  LlamaModel model = rope_model([](nlohmann::json &j) {
+    j["rope_theta"] = j["rope_parameters"]["rope_theta"];
+    j.erase("rope_parameters");
+    j["rope_scaling"] = nullptr;
+  });
+  EXPECT_EQ(model.config().rope_theta, 500000);
+  matches_transformers(model, rope_fixture_dir());
+}
+
+TEST(LlamaRopeBase, AbsentIsTenThousand) {
+  // No rope_theta anywhere: transformers' default 10000, tiny-llama's own outputs.
+  LlamaModel model = rope_model([](nlohmann::json &j) { j.erase("rope_parameters"); });
+  matches_transformers(model, fixture_dir());
 }
 
 TEST(Llama, SamplingIsSeededAndTopOneIsGreedy) {

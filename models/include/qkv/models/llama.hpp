@@ -45,7 +45,7 @@ struct LlamaConfig {
   std::int64_t head_dim = 0;            // config default: hidden_size / num_attention_heads
   std::int64_t max_position_embeddings = 0;
   double rms_norm_eps = 0;
-  double rope_theta = 10000; // top-level, or rope_parameters.rope_theta (transformers >= 5)
+  double rope_theta = 10000; // as transformers 5 finds it: rope_scaling/rope_parameters, top level
   bool tie_word_embeddings = false;
 
   /// Reads and checks the fields. A missing or ill-typed required field, a model_type
