@@ -1,6 +1,9 @@
 // WordPieceTokenizer: the real model's tokenizer.json and vocab.txt give exactly the ids
-// Hugging Face's tokenizers gave on every fixture case; a small tokenizer.json written
-// here checks each rule on its own, and broken files give errors naming the field.
+// Hugging Face's tokenizers gave on every fixture case and on the corpus of limits
+// (minilm_tokenizer_corpus.json: words of 99-101 characters in scripts of 1-3 UTF-8
+// bytes, lengths that normalization changes, texts around max_seq_length, accents, CJK,
+// control characters, empty input); a small tokenizer.json written here checks each rule
+// on its own, and broken files give errors naming the field.
 #include <qkv/models/tokenizer.hpp>
 
 #include <cstdio>
@@ -22,20 +25,36 @@ using test::ErrorSays;
 using Ids = std::vector<std::int32_t>;
 using namespace std::string_literals;
 
-/// Every fixture case: the text and the ids sentence-transformers fed the model.
-std::vector<std::pair<std::string, Ids>> fixture_cases() {
+/// Every case of a fixture file: the text and the ids sentence-transformers fed the model.
+std::vector<std::pair<std::string, Ids>> fixture_cases(const std::string &file) {
   std::vector<std::pair<std::string, Ids>> out;
-  json fixture = test::read_json(test::fixture("minilm_tokenizer_cases.json"));
+  json fixture = test::read_json(test::fixture(file));
   for (const json &c : fixture["cases"])
     out.emplace_back(c["text"].get<std::string>(), c["input_ids"].get<Ids>());
   return out;
 }
 
-void expect_fixture_ids(const WordPieceTokenizer &t) {
-  auto cases = fixture_cases();
-  ASSERT_GE(cases.size(), 40u);
+/// The text with its control characters and non-ASCII bytes escaped, for a failure message.
+std::string escaped(const std::string &text) {
+  std::string out;
+  for (unsigned char c : text)
+    if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
+    else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  return out;
+}
+
+void expect_fixture_ids(const WordPieceTokenizer &t,
+                        const std::string &file = "minilm_tokenizer_cases.json",
+                        std::size_t at_least = 40) {
+  auto cases = fixture_cases(file);
+  ASSERT_GE(cases.size(), at_least);
   for (const auto &[text, ids] : cases)
-    EXPECT_EQ(t.encode(text, 256), ids) << "text: " << text;
+    EXPECT_EQ(t.encode(text, 256), ids) << "text (" << text.size() << " bytes): " << escaped(text);
 }
 
 TEST(MiniLMTokenizer, TokenizerJsonGivesTheFixtureIds) {
@@ -52,6 +71,14 @@ TEST(MiniLMTokenizer, VocabTxtGivesTheSameIds) {
   std::string dir = test::minilm_dir();
   expect_fixture_ids(
       WordPieceTokenizer::from_vocab_txt(dir + "/vocab.txt", dir + "/tokenizer_config.json"));
+}
+
+TEST(MiniLMTokenizer, TheCorpusOfLimitsGivesTokenizersIds) {
+  std::string dir = test::minilm_dir();
+  for (const WordPieceTokenizer &t :
+       {WordPieceTokenizer::from_tokenizer_json(dir + "/tokenizer.json"),
+        WordPieceTokenizer::from_vocab_txt(dir + "/vocab.txt", dir + "/tokenizer_config.json")})
+    expect_fixture_ids(t, "minilm_tokenizer_corpus.json", 90);
 }
 
 // ---- a small tokenizer.json, one rule at a time ------------------------------------------
@@ -138,6 +165,43 @@ TEST(WordPiece, GreedyLongestMatchWithContinuationPieces) {
   EXPECT_EQ(t.tokenize("aaaaaaaaa"), nine_a);
   EXPECT_EQ(t.tokenize("aaaaaaaaaa"), (Pieces{"[UNK]"}));
   EXPECT_EQ(t.tokenize("中中中中中中中中中中"), (Pieces(10, "中"))); // each ideograph: a word
+}
+
+TEST(WordPiece, TheWordLimitCountsCharactersNotBytes) {
+  // max_input_chars_per_word (9 here) counts the characters of the normalized word:
+  // Cyrillic takes 2 UTF-8 bytes, kana 3, U+1D41A (a mathematical bold a) 4 and two UTF-16
+  // units; an accent NFD splits off and drops is not counted, nor a dropped control char.
+  json j = small_tokenizer();
+  json &vocab = j["model"]["vocab"];
+  int next = static_cast<int>(kVocab.size());
+  for (const char *piece : {"ж", "##ж", "カ", "##カ", "\U0001D41A", "##\U0001D41A"})
+    vocab[piece] = next++;
+  TempJson f(j);
+  WordPieceTokenizer t = WordPieceTokenizer::from_tokenizer_json(f.path());
+  auto pieces = [](const std::string &first, const std::string &rest, int n) {
+    Pieces p(static_cast<std::size_t>(n), "##" + rest);
+    p[0] = first;
+    return p;
+  };
+  auto times = [](const std::string &s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i)
+      out += s;
+    return out;
+  };
+  for (const char *c : {"ж", "カ", "\U0001D41A"}) {
+    EXPECT_EQ(t.tokenize(times(c, 9)), pieces(c, c, 9)) << c;
+    EXPECT_EQ(t.tokenize(times(c, 10)), (Pieces{"[UNK]"})) << c;
+  }
+  EXPECT_EQ(t.tokenize(times("Ж", 9)), pieces("ж", "ж", 9)); // lowercased, still 9
+  Pieces mixed = {"a", "##ж", "##\U0001D41A", "##カ", "##a", "##ж", "##\U0001D41A", "##カ", "##a"};
+  EXPECT_EQ(t.tokenize("aж\U0001D41Aカaж\U0001D41Aカa"),
+            mixed); // 9 characters, 21 bytes, 11 UTF-16 units
+  EXPECT_EQ(t.tokenize("aж\U0001D41Aカaж\U0001D41Aカaa"), (Pieces{"[UNK]"}));
+  EXPECT_EQ(t.tokenize("a\u0301" + times("a", 8)), pieces("a", "a", 9)); // 10 before NFD
+  EXPECT_EQ(t.tokenize("aaaa\x01"
+                       "aaaaa"),
+            pieces("a", "a", 9)); // 10 before cleaning
 }
 
 TEST(WordPiece, NormalizesAsBertNormalizer) {
