@@ -1,7 +1,8 @@
 // all-MiniLM-L6-v2 through qkv against sentence-transformers: the committed fixtures
 // (scripts/make-minilm-fixtures.py: token ids and model.encode() embeddings made with
-// PyTorch) for the compiled model and for the interpreter; padding; the real weights file
-// and broken copies of the model directory.
+// PyTorch) for the compiled model and for the interpreter; padding; the model without its
+// Normalize module (mean pooling's scale shows); the real weights file and broken copies
+// of the model directory.
 #include <qkv/models/sentence_encoder.hpp>
 
 #include <cmath>
@@ -174,6 +175,60 @@ public:
 private:
   fs::path dir_;
 };
+
+/// ||got|| / ||want|| - 1 for row i of got against row j of want.
+double norm_error(const Tensor &got, std::int64_t i, const Tensor &want, std::int64_t j) {
+  std::int64_t d = got.shape()[1];
+  double gg = 0, ww = 0;
+  for (std::int64_t k = 0; k < d; ++k) {
+    gg += got.get(i * d + k) * got.get(i * d + k);
+    ww += want.get(j * d + k) * want.get(j * d + k);
+  }
+  return std::sqrt(gg / ww) - 1;
+}
+
+/// Unnormalized embeddings: the direction as for the unit vectors (cosine >= 0.99999),
+/// and the length within 1e-5 of sentence-transformers' (the unit vectors agree to 2e-7
+/// per element; a wrong pooling weight scales a padded sentence by its length over the
+/// batch's, at least 10% for every sentence but the longest here).
+void expect_close_unnormalized(const Tensor &got, const Tensor &want, const char *what) {
+  double worst_cos = 1, worst_norm = 0;
+  for (std::int64_t i = 0; i < want.shape()[0]; ++i) {
+    double cosine = agreement(got, i, want, i).cosine, norm = std::abs(norm_error(got, i, want, i));
+    EXPECT_GE(cosine, kMinCosine) << what << ", sentence " << i;
+    EXPECT_LE(norm, 1e-5) << what << ", sentence " << i;
+    worst_cos = std::min(worst_cos, cosine);
+    worst_norm = std::max(worst_norm, norm);
+  }
+  std::printf("%s vs sentence-transformers: min cosine %.12f, max norm error %.3g\n", what,
+              worst_cos, worst_norm);
+}
+
+TEST(MiniLMFiles, WithoutNormalizeMatchesSentenceTransformers) {
+  // A copy of the model whose modules.json ends at Pooling (as sentence-transformers
+  // models without a Normalize module do): the mean-pooled vectors themselves.
+  ModelCopy m;
+  nlohmann::json modules = m.json("modules.json");
+  ASSERT_EQ(modules.size(), 3u);
+  modules.erase(2); // Normalize
+  m.write("modules.json", modules.dump());
+  SentenceEncoder model = SentenceEncoder::load(m.dir());
+  nlohmann::json j = test::read_json(test::fixture("minilm_sentences.json"));
+  std::vector<std::string> sentences = j["sentences"];
+  Tensor want = load_npy(test::fixture("minilm_unnormalized_embeddings.npy"));
+  ASSERT_EQ(want.shape(), (Shape{8, 384}));
+  model.compile();
+  expect_close_unnormalized(model.embed(sentences, 8), want, "unnormalized, one padded batch");
+  expect_close_unnormalized(model.embed(sentences, 3), want, "unnormalized, batches of 3");
+  // The interpreter, on three short sentences padded to the longest.
+  Tensor ref = model.embed_reference({sentences[0], sentences[6], sentences[1]});
+  const std::int64_t rows[3] = {0, 6, 1};
+  Tensor want3(DType::F32, {3, 384});
+  for (std::int64_t r = 0; r < 3; ++r)
+    for (std::int64_t k = 0; k < 384; ++k)
+      want3.set(r * 384 + k, want.get(rows[r] * 384 + k));
+  expect_close_unnormalized(ref, want3, "unnormalized, interpreter");
+}
 
 TEST(MiniLMFiles, TheRealWeightsFile) {
   SafeTensors st = SafeTensors::open(test::minilm_dir() + "/model.safetensors");
