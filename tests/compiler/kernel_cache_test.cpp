@@ -6,6 +6,7 @@
 // its own (CompileOptions::cache.dir).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -163,6 +164,36 @@ TEST_F(KernelCache, AnythingThatChangesTheCodeMisses) {
     expect_matches_reference(again, again.graph());
   }
   EXPECT_EQ(entries(), variants.size() + 1);
+}
+
+/// Attention with an explicit scale and a score_mod constant, then an RMSNorm: three numbers
+/// in the graph's text, the key.
+Graph numbers_graph(double scale, double bias, double eps) {
+  Graph g("numbers");
+  Dim B = g.dim("B"), H = g.dim("H", 2), L = g.dim("L"), Dh = g.dim("Dh", 16);
+  Value q = g.input("q", DType::F32, {B, H, L, Dh});
+  Value o = attention(q, q, q).scale(scale).score_mod(
+      [bias](Expr s, Expr, Expr, Expr, Expr) { return s + bias; });
+  g.output("y", rms_norm(o, eps));
+  return g;
+}
+
+TEST_F(KernelCache, NumbersThatDifferInTheLastBitMiss) {
+  // Printed with fewer digits, each pair would share one text and so one kernel.
+  Kernel base = compile_here(numbers_graph(0.1, 1.0 / 3, 1e-5));
+  std::set<std::string> keys = {base.stats().cache_key};
+  std::vector<std::pair<std::string, Graph>> variants = {
+      {"scale", numbers_graph(std::nextafter(0.1, 1.0), 1.0 / 3, 1e-5)},
+      {"score_mod constant", numbers_graph(0.1, std::nextafter(1.0 / 3, 0.0), 1e-5)},
+      {"eps", numbers_graph(0.1, 1.0 / 3, std::nextafter(1e-5, 1.0))},
+  };
+  for (const auto &[what, g] : variants) {
+    Kernel k = compile_here(g);
+    EXPECT_FALSE(k.stats().from_cache) << what << ": " << k.stats().cache_note;
+    EXPECT_TRUE(keys.insert(k.stats().cache_key).second) << what << ": key seen before";
+    EXPECT_TRUE(compile_here(g).stats().from_cache) << what;
+  }
+  EXPECT_TRUE(compile_here(numbers_graph(0.1, 1.0 / 3, 1e-5)).stats().from_cache);
 }
 
 TEST_F(KernelCache, PartsCompiledOnThreadsComputeTheSameBitForBit) {

@@ -6,6 +6,12 @@
 
 #include "qkv_test/errors.hpp"
 
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
 #include <string>
 
 namespace {
@@ -146,6 +152,201 @@ TEST(GraphHash, ModsCountButCapturedNodeNamesDoNot) {
   };
   EXPECT_EQ(build("a", 2.0), build("b", 2.0));
   EXPECT_NE(build("a", 2.0), build("a", 3.0));
+}
+
+// ---- exactness: the text keys the kernel cache --------------------------------------------
+// Graph::str() is the kernel cache's key and Graph::hash() hashes the same text, so a
+// number printed with fewer digits than it has would let two graphs share one kernel.
+// Every floating-point attribute and constant must print in the shortest form that reads
+// back to the same double, and two graphs that differ in its last bit must differ.
+
+/// One floating-point attribute or constant: `build(v)` makes a graph that holds v, whose
+/// text shows it right after `printed`.
+struct FloatAttr {
+  std::string what, printed;
+  std::function<Graph(double)> build;
+  bool f32_constant = false; // the value is an f32 constant's: its neighbours are floats'
+};
+
+Graph one_output(const std::function<Value(Graph &, Value)> &body, DType t = DType::F32) {
+  Graph g("g");
+  Value x = g.input("x", t, {L, D});
+  g.output("y", body(g, x));
+  return g;
+}
+
+std::vector<FloatAttr> float_attrs() {
+  auto op = [](std::function<Value(Value, double)> f) {
+    return [f](double v) { return one_output([&](Graph &, Value x) { return f(x, v); }); };
+  };
+  auto heads = [](Value x) { return split_heads(x, H, Dh); };
+  auto scores = [](Value x) { return matmul(x, transpose(x)); };
+  auto constant = [](DType t) {
+    return [t](double v) {
+      return one_output(
+          [&](Graph &g, Value x) {
+            return add(x, g.constant("c", {D}, {v, 1, 2, 3, 4, 5, 6, 7}, t));
+          },
+          t);
+    };
+  };
+  return {
+      {"scale", "scale = ", op([](Value x, double v) { return scale(x, v); })},
+      {"attention scale", "scale = ", op([=](Value x, double v) {
+         return merge_heads(attention(heads(x), heads(x), heads(x)).scale(v));
+       })},
+      {"sinusoidal_pe base", "base = ", op([](Value x, double v) { return sinusoidal_pe(x, v); })},
+      {"rope base", "base = ", op([](Value x, double v) { return rope(x, {.base = v}); })},
+      {"layer_norm eps", "eps = ", op([](Value x, double v) { return layer_norm(x, v); })},
+      {"rms_norm eps", "eps = ", op([](Value x, double v) { return rms_norm(x, v); })},
+      {"elu alpha", "alpha = ", op([](Value x, double v) { return elu(x, v); })},
+      {"f64 constant", "values = [", constant(DType::F64)},
+      {"f32 constant", "values = [", constant(DType::F32), true},
+      {"mask constant", "float(q - kv) < ", op([=](Value x, double v) {
+         return mask(scores(x), [v](Expr, Expr, Expr q, Expr kv) { return to_float(q - kv) < v; });
+       })},
+      {"score_mod constant", "score * ", op([=](Value x, double v) {
+         return score_mod(scores(x), [v](Expr s, Expr, Expr, Expr, Expr) { return s * v; });
+       })},
+      {"attention mask constant", "float(kv) < ", op([=](Value x, double v) {
+         return merge_heads(
+             attention(heads(x), heads(x), heads(x)).mask([v](Expr, Expr, Expr, Expr kv) {
+               return to_float(kv) < v;
+             }));
+       })},
+      {"attention score_mod constant", "score + ", op([=](Value x, double v) {
+         return merge_heads(
+             attention(heads(x), heads(x), heads(x)).score_mod([v](Expr s, Expr, Expr, Expr, Expr) {
+               return s + v;
+             }));
+       })},
+  };
+}
+
+/// The number printed right after `printed` in `text` (the first occurrence), read back.
+double number_after(const std::string &text, const std::string &printed) {
+  std::size_t at = text.find(printed);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no '" << printed << "' in\n" << text;
+    return NAN;
+  }
+  const char *begin = text.data() + at + printed.size();
+  double v = NAN;
+  auto [end, ec] = std::from_chars(begin, text.data() + text.size(), v);
+  EXPECT_EQ(ec, std::errc()) << "at '" << begin << "'";
+  return v;
+}
+
+/// Doubles whose shortest forms need up to 17 digits, tiny and large ones.
+const std::vector<double> kAwkward = {
+    0.1, 1.0 / 3, 2.0 / 3, 1e-12, 1e-5, 0.7071067811865476, 123456.789, 500000.0, 3e-300};
+
+TEST(GraphText, FloatAttributesAndConstantsRoundTripExactly) {
+  for (const FloatAttr &a : float_attrs())
+    for (double v : kAwkward) {
+      if (a.f32_constant)
+        v = static_cast<float>(v);
+      std::string text = a.build(v).str();
+      double back = number_after(text, a.printed);
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(back), std::bit_cast<std::uint64_t>(v))
+          << a.what << ": " << v << " printed as " << text;
+    }
+}
+
+TEST(GraphText, TheLastBitChangesTheTextAndTheHash) {
+  for (const FloatAttr &a : float_attrs())
+    for (double v : kAwkward) {
+      double up = std::nextafter(v, INFINITY), down = std::nextafter(v, 0.0);
+      if (a.f32_constant) { // an f32 constant holds floats (3e-300 is none: skipped)
+        float f = static_cast<float>(v);
+        if (f == 0)
+          continue;
+        v = f;
+        up = std::nextafter(f, INFINITY);
+        down = std::nextafter(f, 0.0f);
+      }
+      Graph g = a.build(v);
+      for (double w : {up, down}) {
+        Graph h = a.build(w);
+        EXPECT_NE(g.str(), h.str()) << a.what << ": " << v << " and its neighbour " << w;
+        EXPECT_NE(g.hash(), h.hash()) << a.what << ": " << v << " and its neighbour " << w;
+      }
+    }
+}
+
+TEST(GraphText, SignedZeroAndTheExtremesStayDistinct) {
+  for (const FloatAttr &a : float_attrs()) {
+    if (a.printed == "base = " || a.printed == "eps = ")
+      continue; // those must be positive
+    std::vector<double> vs = {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
+                              std::numeric_limits<double>::max()};
+    if (a.f32_constant)
+      vs = {0.0, -0.0, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()};
+    std::set<std::string> texts;
+    std::set<std::uint64_t> hashes;
+    for (double v : vs) {
+      Graph g = a.build(v);
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(number_after(g.str(), a.printed)),
+                std::bit_cast<std::uint64_t>(v))
+          << a.what << ": " << v;
+      texts.insert(g.str());
+      hashes.insert(g.hash());
+    }
+    EXPECT_EQ(texts.size(), vs.size()) << a.what;
+    EXPECT_EQ(hashes.size(), vs.size()) << a.what;
+  }
+}
+
+/// Two graphs that differ in one attribute that is not a float.
+struct AttrPair {
+  std::string what;
+  std::function<Value(Graph &, Value)> a, b;
+};
+
+TEST(GraphText, EveryOtherAttributeCounts) {
+  // Attributes that also show in the result's type (transpose's axes, concat's axis and
+  // out, split_heads' heads, merge_heads' out) are left out: the type tells those apart.
+  auto heads = [](Value x) { return split_heads(x, H, Dh); };
+  auto scores = [](Value x) { return matmul(x, transpose(x)); };
+  auto attend = [=](Value x) { return attention(heads(x), heads(x), heads(x)); };
+  std::vector<AttrPair> pairs = {
+      {"softmax axis", [](Graph &, Value x) { return softmax(x, 0); },
+       [](Graph &, Value x) { return softmax(x, -1); }},
+      {"sinusoidal_pe offset", [](Graph &, Value x) { return sinusoidal_pe(x, 10000, 0); },
+       [](Graph &, Value x) { return sinusoidal_pe(x, 10000, 1); }},
+      {"rope offset", [](Graph &, Value x) { return rope(x, {.offset = 2}); },
+       [](Graph &, Value x) { return rope(x, {.offset = 3}); }},
+      {"rope interleaved", [](Graph &, Value x) { return rope(x, {.interleaved = false}); },
+       [](Graph &, Value x) { return rope(x, {.interleaved = true}); }},
+      {"gelu approximate", [](Graph &, Value x) { return gelu(x, false); },
+       [](Graph &, Value x) { return gelu(x, true); }},
+      {"linear_attention feature map",
+       [](Graph &, Value x) { return linear_attention(x, x, x, FeatureMap::EluPlusOne); },
+       [](Graph &, Value x) { return linear_attention(x, x, x, FeatureMap::Relu); }},
+      {"mask integer constant",
+       [=](Graph &, Value x) { return mask(scores(x), sliding_window_mask(3)); },
+       [=](Graph &, Value x) { return mask(scores(x), sliding_window_mask(4)); }},
+      {"score_mod expression",
+       [=](Graph &, Value x) {
+         return score_mod(scores(x),
+                          [](Expr s, Expr, Expr, Expr q, Expr kv) { return s + to_float(q - kv); });
+       },
+       [=](Graph &, Value x) {
+         return score_mod(scores(x),
+                          [](Expr s, Expr, Expr, Expr q, Expr kv) { return s + to_float(kv - q); });
+       }},
+      {"attention mask", [=](Graph &, Value x) { return merge_heads(attend(x)); },
+       [=](Graph &, Value x) { return merge_heads(attend(x).mask(causal_mask())); }},
+      {"attention score_mod", [=](Graph &, Value x) { return merge_heads(attend(x)); },
+       [=](Graph &, Value x) {
+         return merge_heads(attend(x).score_mod([](Expr s, Expr, Expr, Expr, Expr) { return -s; }));
+       }},
+  };
+  for (const AttrPair &p : pairs) {
+    Graph a = one_output(p.a), b = one_output(p.b);
+    EXPECT_NE(a.str(), b.str()) << p.what;
+    EXPECT_NE(a.hash(), b.hash()) << p.what;
+  }
 }
 
 // ---- verify ------------------------------------------------------------------------------
