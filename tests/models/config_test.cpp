@@ -164,43 +164,58 @@ void transformers4(json &j, double base) {
   j.erase("rope_parameters");
 }
 
+/// Every field LlamaConfig has, against `want`.
+void expect_fields(const LlamaConfig &c, const LlamaConfig &want) {
+  EXPECT_EQ(c.vocab_size, want.vocab_size);
+  EXPECT_EQ(c.hidden_size, want.hidden_size);
+  EXPECT_EQ(c.intermediate_size, want.intermediate_size);
+  EXPECT_EQ(c.num_hidden_layers, want.num_hidden_layers);
+  EXPECT_EQ(c.num_attention_heads, want.num_attention_heads);
+  EXPECT_EQ(c.num_key_value_heads, want.num_key_value_heads);
+  EXPECT_EQ(c.head_dim, want.head_dim);
+  EXPECT_EQ(c.max_position_embeddings, want.max_position_embeddings);
+  EXPECT_EQ(c.rms_norm_eps, want.rms_norm_eps);
+  EXPECT_EQ(c.rope_theta, want.rope_theta);
+  EXPECT_EQ(c.tie_word_embeddings, want.tie_word_embeddings);
+}
+
 TEST(LlamaConfigFields, EveryFieldIsReadFromItsKey) {
-  LlamaConfig c = llama(tiny());
-  EXPECT_EQ(c.vocab_size, 128);
-  EXPECT_EQ(c.hidden_size, 64);
-  EXPECT_EQ(c.intermediate_size, 176);
-  EXPECT_EQ(c.num_hidden_layers, 2);
-  EXPECT_EQ(c.num_attention_heads, 4);
-  EXPECT_EQ(c.num_key_value_heads, 2);
-  EXPECT_EQ(c.head_dim, 16);
-  EXPECT_EQ(c.max_position_embeddings, 512);
-  EXPECT_EQ(c.rms_norm_eps, 1e-5);
-  EXPECT_EQ(c.rope_theta, 10000);
-  EXPECT_FALSE(c.tie_word_embeddings);
-  c = llama(tiny([](json &j) {
-    j.update({{"vocab_size", 101},
-              {"hidden_size", 48},
-              {"intermediate_size", 80},
-              {"num_hidden_layers", 3},
-              {"num_attention_heads", 6},
-              {"num_key_value_heads", 3},
-              {"head_dim", 10},
-              {"max_position_embeddings", 96},
-              {"rms_norm_eps", 3e-6},
-              {"tie_word_embeddings", true}});
-    j["rope_parameters"]["rope_theta"] = 123456.5;
+  expect_fields(llama(tiny()), {.vocab_size = 128,
+                                .hidden_size = 64,
+                                .intermediate_size = 176,
+                                .num_hidden_layers = 2,
+                                .num_attention_heads = 4,
+                                .num_key_value_heads = 2,
+                                .head_dim = 16,
+                                .max_position_embeddings = 512,
+                                .rms_norm_eps = 1e-5,
+                                .rope_theta = 10000,
+                                .tie_word_embeddings = false});
+  LlamaConfig want = {.vocab_size = 101,
+                      .hidden_size = 48,
+                      .intermediate_size = 80,
+                      .num_hidden_layers = 3,
+                      .num_attention_heads = 6,
+                      .num_key_value_heads = 3,
+                      .head_dim = 10,
+                      .max_position_embeddings = 96,
+                      .rms_norm_eps = 3e-6,
+                      .rope_theta = 123456.5,
+                      .tie_word_embeddings = true};
+  LlamaConfig c = llama(tiny([&](json &j) {
+    j.update({{"vocab_size", want.vocab_size},
+              {"hidden_size", want.hidden_size},
+              {"intermediate_size", want.intermediate_size},
+              {"num_hidden_layers", want.num_hidden_layers},
+              {"num_attention_heads", want.num_attention_heads},
+              {"num_key_value_heads", want.num_key_value_heads},
+              {"head_dim", want.head_dim},
+              {"max_position_embeddings", want.max_position_embeddings},
+              {"rms_norm_eps", want.rms_norm_eps},
+              {"tie_word_embeddings", want.tie_word_embeddings}});
+    j["rope_parameters"]["rope_theta"] = want.rope_theta;
   }));
-  EXPECT_EQ(c.vocab_size, 101);
-  EXPECT_EQ(c.hidden_size, 48);
-  EXPECT_EQ(c.intermediate_size, 80);
-  EXPECT_EQ(c.num_hidden_layers, 3);
-  EXPECT_EQ(c.num_attention_heads, 6);
-  EXPECT_EQ(c.num_key_value_heads, 3);
-  EXPECT_EQ(c.head_dim, 10);
-  EXPECT_EQ(c.max_position_embeddings, 96);
-  EXPECT_EQ(c.rms_norm_eps, 3e-6);
-  EXPECT_EQ(c.rope_theta, 123456.5);
-  EXPECT_TRUE(c.tie_word_embeddings);
+  expect_fields(c, want);
   // What the layer kernel is built from.
   Graph layer = llama_layer_graph(c, false, 1);
   EXPECT_EQ(printed(layer, "base = "), 123456.5) << layer.str();

@@ -213,6 +213,7 @@ TEST(MiniLMFiles, WithoutNormalizeMatchesSentenceTransformers) {
   modules.erase(2); // Normalize
   m.write("modules.json", modules.dump());
   SentenceEncoder model = SentenceEncoder::load(m.dir());
+  EXPECT_FALSE(model.normalizes());
   nlohmann::json j = test::read_json(test::fixture("minilm_sentences.json"));
   std::vector<std::string> sentences = j["sentences"];
   Tensor want = load_npy(test::fixture("minilm_unnormalized_embeddings.npy"));
