@@ -5,15 +5,22 @@
 // (conversion/TileClassifier.h, used read-only here) emits its interval evaluation into a
 // small function of (b, h, q_lo, q_hi, kv_lo, kv_hi, len_q, len_kv) returning (full,
 // empty); each tile is then evaluated by folding that function's ops on constants with
-// MLIR's own folders, so no arithmetic is re-implemented here.
+// MLIR's own folders, so no arithmetic is re-implemented here. Given the call's inputs,
+// the function also takes the mask's captured tensors and their range tables (built here
+// in the layout the kernel builds them in) as memrefs, and their loads and dims are read
+// from the host values: the per-call map.
 #include <qkv/compiler/tile_map.hpp>
 
 #include <qkv/compiler/compile.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <functional>
+#include <memory>
+#include <optional>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -68,14 +75,129 @@ ir::AttentionOp find_op(mlir::ModuleOp m, const std::string &name) {
   internal_error("tile_map: no qkv.attention op for node '" + name + "'");
 }
 
-/// func @classify(b, h, q_lo, q_hi, kv_lo, kv_hi, len_q, len_kv) -> (full, empty), or
-/// null when the classifier can say nothing about any tile.
-mlir::func::FuncOp build_classifier(mlir::ModuleOp holder, mlir::Region &mask) {
+/// The values of one memref argument of the classifier, to fold its loads and dims: a
+/// captured tensor's, or a range table of one.
+struct HostArray {
+  std::string name; ///< for errors
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> values; ///< row-major
+};
+
+/// What the classifier reads: per capture of the mask, its values (null: none, so a load
+/// from it leaves the tile partial) and, for those that need one, the range tables.
+struct MaskData {
+  std::vector<std::unique_ptr<HostArray>> captures;
+  std::vector<unsigned> ranged; ///< the captures with tables, in order
+  std::vector<HostArray> tables; ///< min and max of each ranged capture, in that order
+};
+
+/// The sparse min/max tables of `a` ((rows, n) or (n)) in buildTable's layout: (levels,
+/// rows, max(n, 1)), level k the min (max) of the 2^k values from each position; a row of
+/// n = 0 holds one 0.
+std::pair<HostArray, HostArray> range_tables(const HostArray &a) {
+  std::int64_t n = a.shape.back(), rows = a.shape.size() == 2 ? a.shape[0] : 1;
+  std::int64_t n1 = std::max<std::int64_t>(n, 1);
+  auto levels = static_cast<std::int64_t>(std::bit_width(static_cast<std::uint64_t>(n1)));
+  HostArray mn{a.name + " (its min table)", {levels, rows, n1},
+               std::vector<std::int64_t>(static_cast<std::size_t>(levels * rows * n1))};
+  HostArray mx{a.name + " (its max table)", mn.shape, mn.values};
+  auto at = [&](std::int64_t k, std::int64_t r, std::int64_t i) {
+    return static_cast<std::size_t>((k * rows + r) * n1 + i);
+  };
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < n; ++i)
+      mn.values[at(0, r, i)] = mx.values[at(0, r, i)] = a.values[static_cast<std::size_t>(r * n + i)];
+  for (std::int64_t k = 1; k < levels; ++k) {
+    std::int64_t half = std::int64_t{1} << (k - 1);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i + 2 * half <= n1; ++i) {
+        mn.values[at(k, r, i)] = std::min(mn.values[at(k - 1, r, i)], mn.values[at(k - 1, r, i + half)]);
+        mx.values[at(k, r, i)] = std::max(mx.values[at(k - 1, r, i)], mx.values[at(k - 1, r, i + half)]);
+      }
+  }
+  return {std::move(mn), std::move(mx)};
+}
+
+std::string dims_str(const Shape &s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+std::string type_str(mlir::Type t) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  t.print(os);
+  return out;
+}
+
+/// The argument's name import gave it (qkv.name), or "" for a value computed in the graph.
+std::string capture_name(Value v) {
+  auto arg = mlir::dyn_cast<mlir::BlockArgument>(v);
+  auto fn = arg ? mlir::dyn_cast<mlir::func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  auto name = fn ? fn.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), "qkv.name") : nullptr;
+  return name ? name.str() : "";
+}
+
+/// The inputs' values of the integer tensors op's mask captures, checked against their
+/// types, and the range tables of those the mask loads at a range of positions.
+MaskData mask_data(ir::AttentionOp op, const TensorMap &inputs, const std::string &graph) {
+  MaskData d;
+  llvm::SmallDenseSet<unsigned> ranged = ir::rangedCaptures(op.getMask());
+  for (auto [i, c] : llvm::enumerate(op.getCaptures())) {
+    auto type = mlir::cast<mlir::RankedTensorType>(c.getType());
+    std::string name = capture_name(c);
+    if (name.empty() || !type.getElementType().isIntOrIndex()) {
+      d.captures.push_back(nullptr);
+      continue;
+    }
+    auto t = inputs.find(name);
+    if (t == inputs.end())
+      user_error("tile_map: the mask of graph '" + graph + "' reads '" + name +
+                 "'; TileMapOptions::inputs has no tensor of that name");
+    const Shape &shape = t->second.shape();
+    bool fits = static_cast<std::int64_t>(shape.size()) == type.getRank();
+    for (std::int64_t a = 0; fits && a < type.getRank(); ++a)
+      fits = type.isDynamicDim(a) || type.getDimSize(a) == shape[static_cast<std::size_t>(a)];
+    user_check(fits, "tile_map: input '" + name + "' has shape " + dims_str(shape) +
+                         "; graph '" + graph + "' takes it as " + type_str(type));
+    auto a = std::make_unique<HostArray>(HostArray{name, shape, {}});
+    for (std::int64_t e = 0; e < t->second.numel(); ++e)
+      a->values.push_back(static_cast<std::int64_t>(t->second.get(e)));
+    if (ranged.contains(static_cast<unsigned>(i))) {
+      auto [mn, mx] = range_tables(*a);
+      d.ranged.push_back(static_cast<unsigned>(i));
+      d.tables.push_back(std::move(mn));
+      d.tables.push_back(std::move(mx));
+    }
+    d.captures.push_back(std::move(a));
+  }
+  return d;
+}
+
+/// func @classify(b, h, q_lo, q_hi, kv_lo, kv_hi, len_q, len_kv[, captures..., tables...])
+/// -> (full, empty), or null when the classifier can say nothing about any tile. With
+/// `data`, the captures are memrefs of op's capture types and each ranged capture has its
+/// min and max tables after them.
+mlir::func::FuncOp build_classifier(mlir::ModuleOp holder, ir::AttentionOp op,
+                                    const MaskData *data) {
   mlir::MLIRContext *ctx = holder.getContext();
   mlir::Location loc = mlir::UnknownLoc::get(ctx);
   mlir::Builder types(ctx);
-  auto fnType = types.getFunctionType(llvm::SmallVector<mlir::Type>(8, types.getIndexType()),
-                                      {types.getI1Type(), types.getI1Type()});
+  llvm::SmallVector<mlir::Type> args(8, types.getIndexType());
+  if (data) {
+    for (Value c : op.getCaptures()) {
+      auto t = mlir::cast<mlir::RankedTensorType>(c.getType());
+      args.push_back(mlir::MemRefType::get(t.getShape(), t.getElementType()));
+    }
+    std::int64_t d = mlir::ShapedType::kDynamic;
+    for (unsigned i : data->ranged) {
+      auto t = mlir::cast<mlir::RankedTensorType>(op.getCaptures()[i].getType());
+      args.append(2, mlir::MemRefType::get({d, d, d}, t.getElementType()));
+    }
+  }
+  auto fnType = types.getFunctionType(args, {types.getI1Type(), types.getI1Type()});
   auto fn = mlir::func::FuncOp::create(loc, "classify", fnType);
   holder.push_back(fn);
   mlir::Block *entry = fn.addEntryBlock();
@@ -84,7 +206,19 @@ mlir::func::FuncOp build_classifier(mlir::ModuleOp holder, mlir::Region &mask) {
   auto a = entry->getArguments();
   llvm::SmallVector<ir::Interval> ranges = {{a[0], a[0]}, {a[1], a[1]}, {a[2], a[3]},
                                             {a[4], a[5]}, {a[6], a[6]}, {a[7], a[7]}};
-  std::optional<ir::TileClass> cls = ir::classifyTile(kb, mask, ranges);
+  llvm::SmallVector<Value> mems;
+  llvm::SmallVector<std::optional<ir::RangeTable>> tables;
+  if (data) {
+    std::size_t n = op.getCaptures().size();
+    mems.append(a.begin() + 8, a.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+    tables.resize(n);
+    for (auto [j, i] : llvm::enumerate(data->ranged)) {
+      auto rank = mlir::cast<mlir::MemRefType>(mems[i].getType()).getRank();
+      Value extent = mlir::memref::DimOp::create(b, mems[i], rank - 1);
+      tables[i] = ir::RangeTable{a[8 + n + 2 * j], a[8 + n + 2 * j + 1], extent};
+    }
+  }
+  std::optional<ir::TileClass> cls = ir::classifyTile(kb, op.getMask(), ranges, mems, tables);
   if (!cls) {
     fn.erase();
     return nullptr;
@@ -93,14 +227,61 @@ mlir::func::FuncOp build_classifier(mlir::ModuleOp holder, mlir::Region &mask) {
   return fn;
 }
 
-/// Runs the classifier on constants: each op is folded by its own folder.
-TileKind classify(mlir::func::FuncOp fn, llvm::ArrayRef<std::int64_t> args) {
+using Folded = llvm::DenseMap<Value, mlir::Attribute>;
+
+/// The host values behind memref argument `mem` of the classifier (null: none).
+const HostArray *host_of(Value mem, llvm::ArrayRef<const HostArray *> host) {
+  auto arg = mlir::cast<mlir::BlockArgument>(mem);
+  return host[arg.getArgNumber() - 8];
+}
+
+std::int64_t index_of(const Folded &vals, Value v) {
+  return mlir::cast<mlir::IntegerAttr>(vals.lookup(v)).getValue().getSExtValue();
+}
+
+/// A load from host values; out of bounds is the inputs' fault (a point load at the
+/// batch TileMapOptions names, past the tensor), reported with the tensor's name.
+mlir::Attribute fold_load(mlir::memref::LoadOp load, const Folded &vals, const HostArray &a) {
+  std::int64_t flat = 0;
+  for (auto [d, i] : llvm::enumerate(load.getIndices())) {
+    std::int64_t x = index_of(vals, i), n = a.shape[d];
+    if (x < 0 || x >= n) {
+      Shape at;
+      for (Value j : load.getIndices())
+        at.push_back(index_of(vals, j));
+      user_error("tile_map: the mask loads " + a.name + " at " + dims_str(at) +
+                 ", out of bounds of its shape " + dims_str(a.shape));
+    }
+    flat = flat * n + x;
+  }
+  return mlir::IntegerAttr::get(load.getType(), a.values[static_cast<std::size_t>(flat)]);
+}
+
+/// Runs the classifier on constants: each op is folded by its own folder, and loads and
+/// dims of the memref arguments read `host` (one per memref argument); a load from one
+/// without values leaves the tile partial.
+TileKind classify(mlir::func::FuncOp fn, llvm::ArrayRef<std::int64_t> args,
+                  llvm::ArrayRef<const HostArray *> host) {
   mlir::Block &entry = fn.front();
   mlir::Builder b(fn.getContext());
-  llvm::DenseMap<Value, mlir::Attribute> vals;
+  Folded vals;
   for (unsigned i = 0; i < args.size(); ++i)
     vals[entry.getArgument(i)] = b.getIndexAttr(args[i]);
   for (mlir::Operation &op : entry.without_terminator()) {
+    if (auto load = mlir::dyn_cast<mlir::memref::LoadOp>(op)) {
+      const HostArray *a = host_of(load.getMemref(), host);
+      if (!a)
+        return TileKind::Partial;
+      vals[load.getResult()] = fold_load(load, vals, *a);
+      continue;
+    }
+    if (auto dim = mlir::dyn_cast<mlir::memref::DimOp>(op)) {
+      const HostArray *a = host_of(dim.getSource(), host);
+      if (!a)
+        return TileKind::Partial;
+      vals[dim.getResult()] = b.getIndexAttr(a->shape[index_of(vals, dim.getIndex())]);
+      continue;
+    }
     llvm::SmallVector<mlir::Attribute> operands;
     for (Value v : op.getOperands())
       operands.push_back(vals.lookup(v));
@@ -179,15 +360,25 @@ TileMap tile_map(const Graph &g, const DimBindings &dims, const TileMapOptions &
   if (!masked)
     return t;
   mlir::OwningOpRef<mlir::ModuleOp> holder = mlir::ModuleOp::create(mlir::UnknownLoc::get(&ctx));
-  mlir::func::FuncOp fn = build_classifier(*holder, op.getMask());
+  std::optional<MaskData> data;
+  std::vector<const HostArray *> host;
+  if (o.inputs) {
+    data = mask_data(op, *o.inputs, g.name());
+    for (const auto &c : data->captures)
+      host.push_back(c.get());
+    for (const HostArray &table : data->tables)
+      host.push_back(&table);
+  }
+  mlir::func::FuncOp fn = build_classifier(*holder, op, data ? &*data : nullptr);
   if (!fn)
     return t;
   t.analysed = true;
   // Tiles [r0, r1) x [c0, c1) as one box of queries and keys.
   auto box = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
-    return classify(fn, {o.batch, o.head, r0 * t.q_tile, std::min(t.len_q, r1 * t.q_tile) - 1,
-                         c0 * t.kv_tile, std::min(t.len_kv, c1 * t.kv_tile) - 1, t.len_q,
-                         t.len_kv});
+    return classify(fn,
+                    {o.batch, o.head, r0 * t.q_tile, std::min(t.len_q, r1 * t.q_tile) - 1,
+                     c0 * t.kv_tile, std::min(t.len_kv, c1 * t.kv_tile) - 1, t.len_q, t.len_kv},
+                    host);
   };
   if (t.rows * t.cols <= o.one_by_one) {
     for (std::int64_t r = 0; r < t.rows; ++r)

@@ -3,6 +3,9 @@
 // pair), and exact (every empty and every full tile proved) for the masks and
 // combinations the interval analysis sees through.
 #include <algorithm>
+#include <functional>
+
+#include <qkv/compiler/compile.hpp>
 
 #include "gallery.hpp"
 #include "tile_checks.hpp"
@@ -15,7 +18,10 @@ struct Case {
   std::int64_t len, q_tile, kv_tile;
 };
 
-TileComparison compare_entry(const gallery::Entry &e, std::int64_t len, int q_tile, int kv_tile) {
+/// The entry's map against the truth on its inputs; with `data` the map is the per-call
+/// one (TileMapOptions::inputs), without it the one that knows only the graph.
+TileComparison compare_entry(const gallery::Entry &e, std::int64_t len, int q_tile, int kv_tile,
+                             bool data = false) {
   gallery::GraphShape s = e.shape;
   s.seq = s.kv_len = len;
   Graph g = e.build(s);
@@ -23,6 +29,7 @@ TileComparison compare_entry(const gallery::Entry &e, std::int64_t len, int q_ti
   TileMapOptions o;
   o.q_tile = q_tile;
   o.kv_tile = kv_tile;
+  o.inputs = data ? &in : nullptr;
   return compare_tiles(g, in, o);
 }
 
@@ -39,9 +46,11 @@ TEST(TileMap, SoundForEveryGalleryMask) {
       for (auto [qt, kt] : {std::pair{16, 16}, {32, 32}, {32, 48}}) {
         SCOPED_TRACE(e.name + " L=" + std::to_string(len) + " tiles " + std::to_string(qt) + "x" +
                      std::to_string(kt));
-        TileComparison c = compare_entry(e, len, qt, kt);
-        EXPECT_EQ(c.unsound, 0) << describe(c);
-        EXPECT_TRUE(c.compiler.analysed);
+        for (bool data : {false, true}) {
+          TileComparison c = compare_entry(e, len, qt, kt, data);
+          EXPECT_EQ(c.unsound, 0) << describe(c) << (data ? " (with the inputs)" : "");
+          EXPECT_TRUE(c.compiler.analysed);
+        }
       }
     ++checked;
   }
@@ -54,11 +63,13 @@ class Exact : public ::testing::TestWithParam<std::string> {};
 // and full tile the analysis proves.
 TEST_P(Exact, EveryEmptyAndFullTileIsProved) {
   const auto &e = gallery::find(GetParam());
-  for (std::int64_t len : {320, 1024}) {
-    TileComparison c = compare_entry(e, len, 32, 32);
-    EXPECT_TRUE(c.exact()) << e.name << " L=" << len << ": " << describe(c);
-    EXPECT_GT(c.compiler.count(TileKind::Empty), 0) << e.name << ": nothing to skip";
-  }
+  for (std::int64_t len : {320, 1024})
+    for (bool data : {false, true}) {
+      TileComparison c = compare_entry(e, len, 32, 32, data);
+      EXPECT_TRUE(c.exact()) << e.name << " L=" << len << (data ? " with the inputs" : "") << ": "
+                             << describe(c);
+      EXPECT_GT(c.compiler.count(TileKind::Empty), 0) << e.name << ": nothing to skip";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Gallery, Exact,
@@ -68,17 +79,19 @@ INSTANTIATE_TEST_SUITE_P(Gallery, Exact,
                                            "rope_block", "attn_causal", "attn_window"),
                          [](const auto &info) { return info.param; });
 
-// The analysis does not read captured tensors: the document ids of a packed row are data,
-// so it proves only the causal half empty, and tiles between documents run masked.
-TEST(TileMap, PackedDocumentsNotSeenThrough) {
-  GTEST_SKIP() << "tile_map has no data: a load from a captured tensor at a range of positions "
-                  "(doc[b, q] == doc[b, kv]) is unknown there; the kernel classifies those tiles "
-                  "from each call's ids (Flash.TileCountsFollowTheData)";
-  TileComparison c = compare_entry(gallery::find("packed_documents"), 1024, 32, 32);
-  EXPECT_EQ(c.unproved_empty, 0) << describe(c);
+// Given the call's inputs, the map reads the document ids as the kernel does (range tables
+// of doc's rows): every tile between documents is proved empty, every tile inside one
+// document and under the diagonal full.
+TEST(TileMap, PackedDocumentsSeenThroughWithTheirIds) {
+  for (std::int64_t len : {320, 1024}) {
+    TileComparison c = compare_entry(gallery::find("packed_documents"), len, 32, 32, true);
+    EXPECT_TRUE(c.exact()) << "L=" << len << ": " << describe(c);
+    std::int64_t rows = c.compiler.rows;
+    EXPECT_GT(c.compiler.count(TileKind::Empty), rows * (rows - 1) / 2) << describe(c);
+  }
 }
 
-// What it does prove there: exactly the tiles above the diagonal.
+// Without them the ids are unknown, and the map proves only the causal half empty.
 TEST(TileMap, PackedDocumentsProveTheCausalHalf) {
   TileComparison c = compare_entry(gallery::find("packed_documents"), 1024, 32, 32);
   EXPECT_EQ(c.unsound, 0);
@@ -183,6 +196,126 @@ TEST(TileMap, PicksTheAttentionNodeByName) {
   TileMap plain = tile_map(g, d, o);
   EXPECT_FALSE(plain.analysed);
   EXPECT_EQ(plain.count(TileKind::Full), plain.rows * plain.cols);
+}
+
+/// Attention of one head over `doc`'s documents (doc[qi] == doc[ki]), or with `lengths`
+/// over each sequence's first lengths[b] keys; B and L dynamic.
+Graph data_mask_graph(bool padding) {
+  Graph g(padding ? "padding" : "docs");
+  Dim B = g.dim("B"), L = g.dim("L"), H = g.dim("H", 1), Dh = g.dim("Dh", 16);
+  Value q = g.input("q", DType::F32, {B, H, L, Dh});
+  Value doc = g.input("doc", DType::I32, {L});
+  Value lengths = g.input("lengths", DType::I32, {B});
+  if (padding)
+    g.output("o", attention(q, q, q)
+                      .mask([&](auto b, auto, auto, auto kv) { return kv < lengths[b]; })
+                      .value());
+  else
+    g.output("o", attention(q, q, q)
+                      .mask([&](auto, auto, auto qi, auto ki) { return doc[qi] == doc[ki]; })
+                      .value());
+  return g;
+}
+
+TensorMap data_mask_inputs(const Graph &g, std::int64_t batch, std::int64_t len,
+                           const std::function<std::int64_t(std::int64_t)> &id,
+                           const std::vector<std::int64_t> &lengths) {
+  TensorMap in = random_inputs(g, {{"B", batch}, {"L", len}}, 3);
+  for (std::int64_t i = 0; i < len; ++i)
+    in.at("doc").set(i, static_cast<double>(id(i)));
+  for (std::int64_t b = 0; b < batch; ++b)
+    in.at("lengths").set(b, static_cast<double>(lengths[static_cast<std::size_t>(b)]));
+  return in;
+}
+
+// The per-call map is the kernel's: its tile counts on the same inputs (summed over the
+// batch) are the map's, for sorted, random and single document ids and padded lengths;
+// and the map follows the tensor alone (same graph, same dims, other ids or lengths).
+TEST(TileMap, WithTheInputsItIsTheKernelsMap) {
+  std::int64_t len = 100, batch = 3;
+  std::vector<std::pair<std::string, std::function<std::int64_t(std::int64_t)>>> ids = {
+      {"one", [](std::int64_t) { return 4; }},
+      {"sorted", [](std::int64_t i) { return i / 12 + (i > 40) + 2 * (i > 70); }},
+      {"random", [](std::int64_t i) { return (i * 7919 % 13) / 5; }}};
+  std::vector<std::int64_t> lengths = {100, 37, 0};
+  for (bool padding : {false, true}) {
+    Graph g = data_mask_graph(padding);
+    CompileOptions co;
+    co.schedule.q_tile = co.schedule.kv_tile = 8;
+    co.schedule.decode_rows = 1;
+    Kernel kernel = compile(g, Target::host(), co);
+    std::vector<std::vector<TileKind>> maps;
+    for (const auto &[name, id] : ids) {
+      SCOPED_TRACE((padding ? "padding, ids " : "docs, ids ") + name);
+      TensorMap in = data_mask_inputs(g, batch, len, id, lengths);
+      TileMapOptions o;
+      o.q_tile = o.kv_tile = 8;
+      o.inputs = &in;
+      std::int64_t tiles = 0, empty = 0, full = 0;
+      for (o.batch = 0; o.batch < batch; ++o.batch) {
+        TileComparison c = compare_tiles(g, in, o);
+        EXPECT_EQ(c.unsound, 0) << describe(c);
+        tiles += c.compiler.rows * c.compiler.cols;
+        empty += c.compiler.count(TileKind::Empty);
+        full += c.compiler.count(TileKind::Full);
+        maps.push_back(c.compiler.tiles);
+      }
+      TileCounts before = kernel.tile_counts().at(0);
+      kernel.run(in);
+      TileCounts after = kernel.tile_counts().at(0);
+      EXPECT_EQ(after.tiles - before.tiles, tiles);
+      EXPECT_EQ(after.empty() - before.empty(), empty);
+      EXPECT_EQ(after.full - before.full, full);
+    }
+    if (padding) { // lengths 100, 37, 0: all full, a boundary, all empty; ids unread
+      EXPECT_EQ(maps[0], maps[3]);
+      EXPECT_NE(maps[0], maps[1]);
+      EXPECT_NE(maps[1], maps[2]);
+    } else { // the same map for each batch; other ids, another map
+      EXPECT_EQ(maps[0], maps[1]);
+      EXPECT_NE(maps[0], maps[3]);
+      EXPECT_NE(maps[3], maps[6]);
+    }
+  }
+}
+
+TEST(TileMap, InputsThatDoNotFitAreErrors) {
+  Graph g = data_mask_graph(false);
+  DimBindings d = {{"B", 1}, {"L", 64}};
+  TensorMap in = data_mask_inputs(g, 1, 64, [](std::int64_t i) { return i / 16; }, {64});
+  TileMapOptions o;
+  o.inputs = &in;
+  TensorMap missing = in;
+  missing.erase("doc");
+  o.inputs = &missing;
+  try {
+    tile_map(g, d, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "tile_map: the mask of graph 'docs' reads 'doc'; "
+                           "TileMapOptions::inputs has no tensor of that name");
+  }
+  TensorMap wide = in;
+  wide["doc"] = Tensor(DType::I32, {2, 64});
+  o.inputs = &wide;
+  try {
+    tile_map(g, d, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "tile_map: input 'doc' has shape (2, 64); graph 'docs' takes it as "
+                           "tensor<?xi32>");
+  }
+  Graph pad = data_mask_graph(true);
+  TensorMap p = data_mask_inputs(pad, 1, 64, [](std::int64_t) { return 0; }, {64});
+  o.inputs = &p;
+  o.batch = 1; // lengths has one element
+  try {
+    tile_map(pad, d, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "tile_map: the mask loads lengths at (1), out of bounds of its "
+                           "shape (1)");
+  }
 }
 
 TEST(TileMap, Errors) {

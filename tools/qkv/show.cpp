@@ -4,7 +4,8 @@
 //
 // Two sources, kept apart on purpose: the element-level mask and the true class of each
 // tile come from evaluating the mask with the reference interpreter (reference::MaskRows);
-// the compiler's classes come from the compiler's own interval analysis (qkv::tile_map).
+// the compiler's classes come from the compiler's own interval analysis (qkv::tile_map),
+// on the same inputs, as the kernel classifies them on that call.
 // Where they differ, the analysis is conservative: a tile it cannot prove empty is
 // computed anyway, one it cannot prove full runs the mask per element.
 //
@@ -41,8 +42,10 @@ const char *const kShowHelp =
     "self-attention, L keys):\n"
     "  mask   each element (downsampled to at most N cells a side, --cols, default 64):\n"
     "         '#' every pair of the cell kept, '+' most, '-' some, '.' none;\n"
-    "  tiles  each (query tile, key tile) of the fused kernel, as the compiler's interval\n"
-    "         analysis classifies it (qkv::tile_map) and as the mask really fills it:\n"
+    "  tiles  each (query tile, key tile) of the fused kernel, as the kernel classifies\n"
+    "         it on these inputs (qkv::tile_map with the inputs: the mask's interval\n"
+    "         analysis, captured tensors read through their range tables) and as the mask\n"
+    "         really fills it:\n"
     "         '#' full (run without mask code), '+' partial (mask per element), '.'\n"
     "         empty (skipped); more than N tiles a side are drawn N a side, a cell '#' or\n"
     "         '.' when all its tiles are, '+' otherwise. Tiles the analysis cannot prove\n"
@@ -174,6 +177,7 @@ Picture make_picture(const Graph &g, const DimBindings &dims, const TensorMap &i
   to.attention = att.name;
   to.q_tile = o.q_tile;
   to.kv_tile = o.kv_tile;
+  to.inputs = &in; // the map the kernel makes on these inputs (block maps from the data)
   p.tiles = tile_map(g, dims, to);
   p.title = title;
   const TileMap &t = p.tiles;

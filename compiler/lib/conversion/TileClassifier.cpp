@@ -294,30 +294,6 @@ bool isConstant(Value v, bool expected) {
   return matchPattern(v, m_ConstantInt(&c)) && c.getBoolValue() == expected;
 }
 
-/// The captures (by their index among the mask's capture arguments, which follow the six
-/// positions) that need a range table: integer tensors of rank 1 or 2 loaded at an index
-/// along the last dim that depends on q or kv, and at others that do not.
-llvm::SmallDenseSet<unsigned> rangedCaptures(Region &mask) {
-  Block &block = mask.front();
-  DenseSet<Value> moving = {block.getArgument(2), block.getArgument(3)};
-  llvm::SmallDenseSet<unsigned> out;
-  for (Operation &op : block.without_terminator()) {
-    if (llvm::any_of(op.getOperands(), [&](Value v) { return moving.contains(v); }))
-      for (Value r : op.getResults())
-        moving.insert(r);
-    auto ex = dyn_cast<tensor::ExtractOp>(op);
-    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
-    if (!arg || arg.getOwner() != &block || arg.getArgNumber() < 6 ||
-        !ex.getType().isIntOrIndex() || ex.getIndices().empty() || ex.getIndices().size() > 2)
-      continue;
-    auto idx = ex.getIndices();
-    if (moving.contains(idx.back()) &&
-        llvm::none_of(idx.drop_back(), [&](Value v) { return moving.contains(v); }))
-      out.insert(arg.getArgNumber() - 6);
-  }
-  return out;
-}
-
 /// The sparse tables of `mem` ((rows, n) or (n)): level 0 its values, level k the min
 /// (max) of levels k-1 at i and i + 2^(k-1). A row of n = 0 gets one 0.
 RangeTable buildTable(KernelBuilder &kb, Value mem) {
@@ -365,6 +341,27 @@ RangeTable buildTable(KernelBuilder &kb, Value mem) {
 }
 
 } // namespace
+
+llvm::SmallDenseSet<unsigned> rangedCaptures(Region &mask) {
+  Block &block = mask.front();
+  DenseSet<Value> moving = {block.getArgument(2), block.getArgument(3)};
+  llvm::SmallDenseSet<unsigned> out;
+  for (Operation &op : block.without_terminator()) {
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return moving.contains(v); }))
+      for (Value r : op.getResults())
+        moving.insert(r);
+    auto ex = dyn_cast<tensor::ExtractOp>(op);
+    auto arg = ex ? dyn_cast<BlockArgument>(ex.getTensor()) : BlockArgument();
+    if (!arg || arg.getOwner() != &block || arg.getArgNumber() < 6 ||
+        !ex.getType().isIntOrIndex() || ex.getIndices().empty() || ex.getIndices().size() > 2)
+      continue;
+    auto idx = ex.getIndices();
+    if (moving.contains(idx.back()) &&
+        llvm::none_of(idx.drop_back(), [&](Value v) { return moving.contains(v); }))
+      out.insert(arg.getArgNumber() - 6);
+  }
+  return out;
+}
 
 SmallVector<std::optional<RangeTable>> buildRangeTables(KernelBuilder &kb, Region &mask,
                                                         ValueRange captures) {

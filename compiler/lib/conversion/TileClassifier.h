@@ -10,6 +10,8 @@
 
 #include <optional>
 
+#include "llvm/ADT/DenseSet.h"
+
 #include "KernelBuilder.h"
 
 namespace qkv::ir {
@@ -35,6 +37,11 @@ struct RangeTable {
   mlir::Value min, max; ///< memref<?x?x?xT>
   mlir::Value n;        ///< the last dim's extent
 };
+
+/// The captures (by their index among the mask's capture arguments, which follow the six
+/// positions) that need a range table: integer tensors of rank 1 or 2 loaded at an index
+/// along the last dim that depends on q or kv, and at others that do not.
+llvm::SmallDenseSet<unsigned> rangedCaptures(mlir::Region &mask);
 
 /// The range tables of the captures `mask` loads at a range of positions along their last
 /// dim (an index that depends on q or kv; the others do not), built from `captures`

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <qkv/dsl/graph.hpp>
+#include <qkv/runtime/tensor.hpp>
 
 namespace qkv {
 
@@ -40,6 +41,13 @@ struct TileMapOptions {
   /// Up to this many tiles, each is classified on its own; past it boxes of tiles first
   /// (see tile_map). The tests set 0 to check that both give the same map.
   std::int64_t one_by_one = std::int64_t{1} << 20;
+  /// The call's inputs by name (null: none). With them, the map is the one the kernel
+  /// makes on that call: a mask that loads a captured tensor at points (`lengths[b]`) or
+  /// at a range of positions (`doc[b, q] == doc[b, kv]`) is classified from these values,
+  /// through range tables built as the kernel builds them. Without them such loads are
+  /// unknown and their tiles partial, whatever the data. Only the tensors the mask
+  /// captures are read; one it captures that is not here is an error naming it.
+  const TensorMap *inputs = nullptr;
 };
 
 /// Classifies every tile of the attention node's mask at the extents `dims` gives its
@@ -53,7 +61,10 @@ struct TileMapOptions {
 /// TileMapOptions::one_by_one tiles, boxes of tiles are classified first and split where
 /// the analysis proves nothing, down to single tiles: what it proves of a box it proves
 /// of each tile in it (its intervals only narrow), so the map is the same, in a fraction
-/// of the time (a mask of 10^10 pairs has tens of millions of tiles). Throws qkv::Error
+/// of the time (a mask of 10^10 pairs has tens of millions of tiles). With
+/// TileMapOptions::inputs the mask's loads from captured tensors read those values (the
+/// per-call map of block maps from the data); a load that the inputs put out of bounds
+/// is an error naming the tensor. Throws qkv::Error
 /// naming the graph when it has no such attention node.
 TileMap tile_map(const Graph &g, const DimBindings &dims, const TileMapOptions &options = {});
 
