@@ -28,6 +28,8 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <qkv/runtime/checks.hpp>
+
 #include "Import.h"
 #include "CodegenParts.h"
 #include "CompileCuda.h"
@@ -228,7 +230,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
                                         const ir::CpuPipelineOptions &popts,
                                         const std::string &diags, StageLog &log) {
   auto t = Clock::now();
-  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, options.checked);
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, *options.checked);
   double import_ms = ms_since(t);
   for (const char *stage : {"qkv", "linalg", "loops", "llvm"}) {
     t = Clock::now();
@@ -409,7 +411,7 @@ std::optional<Kernel> load_cached(const Graph &g, const Target &target,
   stats.stage_ms = {{"cache", cu.ms}};
   cu.fill(stats);
   stats.total_ms = ms_since(t_all);
-  KernelEntry entry = entry_of(std::move(*loaded), e->symbol, options.checked);
+  KernelEntry entry = entry_of(std::move(*loaded), e->symbol, *options.checked);
   return Kernel(g, std::move(entry), {{"graph", g.str()}}, recompile_on_demand(g, target, options),
                 std::move(stats));
 }
@@ -443,7 +445,7 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
     part_ir->push_back(std::move(p.ir));
   }
   std::string symbol = "_mlir_ciface_" + ir::function_name(g);
-  KernelEntry entry = link(objects, symbol, options.checked);
+  KernelEntry entry = link(objects, symbol, *options.checked);
   log.keep("llvm-ir", [&] { return join_parts_ir(*part_ir); }, ms_since(t));
   log.stats.codegen_parts = static_cast<int>(objects.size());
   store(cu, symbol, objects); // only objects that linked
@@ -502,25 +504,29 @@ void check_options(const CompileOptions &options) {
                std::to_string(options.opt_level));
 }
 
-/// `options`, with checks on when QKV_CHECKED=1.
-CompileOptions with_env(const CompileOptions &options) {
-  CompileOptions o = options;
+/// Whether a compile for `target` that does not say is checked: QKV_CHECKED, else yes on
+/// the CPU.
+bool checked_by_default(const Target &target) {
   const char *v = std::getenv("QKV_CHECKED");
-  if (!v || std::string_view(v).empty() || std::string_view(v) == "0")
-    return o;
-  if (std::string_view(v) != "1")
-    user_error(std::string("QKV_CHECKED is '") + v + "'; it takes 1 (bounds checks on) or 0");
-  o.checked = true;
-  return o;
+  bool host = target.kind == Target::Kind::HostCpu;
+  if (!v || std::string_view(v).empty())
+    return host;
+  if (std::string_view(v) != "1" && std::string_view(v) != "0")
+    user_error(std::string("QKV_CHECKED is '") + v +
+               "'; it takes 1 (checks on, the default) or 0 (off)");
+  return host && std::string_view(v) == "1";
 }
 
 /// The options of a compile for a host target (the CPU, or the GPU tiles on it): the
-/// native target initialised, QKV_CHECKED applied, checked kernels for the CPU only.
-CompileOptions host_options(const Target &target, const CompileOptions &options) {
+/// native target initialised, `checked` decided (asked for, else the default; checked
+/// kernels for the CPU only) and kept only where some site of g is not proved safe.
+CompileOptions host_options(const Graph &g, const Target &target, const CompileOptions &options) {
   init_target();
-  CompileOptions o = with_env(options);
-  if (o.checked && target.kind == Target::Kind::GpuTilesOnHost)
+  CompileOptions o = options;
+  if (o.checked.value_or(false) && target.kind == Target::Kind::GpuTilesOnHost)
     user_error("checked kernels are compiled for Target::host() only");
+  bool on = o.checked.has_value() ? *o.checked : checked_by_default(target);
+  o.checked = on && checks::needs_checks(g);
   return o;
 }
 
@@ -533,7 +539,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   check_options(options);
   if (target.kind == Target::Kind::Cuda)
     return cuda_target::compile(g, target, options);
-  CompileOptions o = host_options(target, options);
+  CompileOptions o = host_options(g, target, options);
   return compile_impl(g, target, o, dump_list(o), /*keep_all=*/false, t_all);
 }
 
@@ -546,7 +552,7 @@ std::string lower_to(const Graph &g, const Target &target, const std::string &st
   if (stage == "graph")
     return g.str();
   // One compile that keeps every stage's text (compile() keeps none).
-  CompileOptions o = host_options(target, options);
+  CompileOptions o = host_options(g, target, options);
   return compile_impl(g, target, o, dump_list(o), /*keep_all=*/true, Clock::now()).ir(stage);
 }
 

@@ -119,7 +119,7 @@ struct CudaLowering {
   mlir::OwningOpRef<mlir::ModuleOp> module;
 
   CudaLowering(const Graph &g, const CompileOptions &options) {
-    if (options.checked)
+    if (options.checked.value_or(false))
       user_error("checked kernels are compiled for Target::host() only");
     ir::registerUpstreamPassesUsedByQkv();
     ir::registerQkvPassesAndPipelines();

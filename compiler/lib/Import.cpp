@@ -81,8 +81,8 @@ mlir::ArrayAttr dims_attr(OpBuilder &b, const std::vector<Dim> &dims) {
   return b.getArrayAttr(names);
 }
 
-/// The check sites of a checked compile by their Load (qkv::checks::sites' numbering);
-/// empty for an unchecked one.
+/// The check sites of a checked compile that are not proved safe, by their expression
+/// (qkv::checks::sites' numbering); empty for an unchecked one.
 using SiteIds = std::unordered_map<const ExprNode *, int64_t>;
 
 SiteIds site_ids(const Graph &g, bool checked) {
@@ -90,8 +90,11 @@ SiteIds site_ids(const Graph &g, bool checked) {
   if (!checked)
     return ids;
   std::vector<checks::Site> sites = checks::sites(g);
+  // A proved site is not checked. An expression two ops share is checked if either site
+  // is unproved (it is emitted once per op, under the id of its last unproved site).
   for (std::size_t i = 0; i < sites.size(); ++i)
-    ids[sites[i].expr] = static_cast<int64_t>(i);
+    if (!sites[i].proven)
+      ids[sites[i].expr] = static_cast<int64_t>(i);
   return ids;
 }
 
@@ -126,7 +129,9 @@ private:
     if (4 + 2 * idx.size() > checks::kCheckValues)
       user_error("compile (checked): a mod loads from '" + e.graph->node(e.tensor).name +
                  "', of rank " + std::to_string(idx.size()) +
-                 "; checked kernels check loads from tensors of rank 6 or less");
+                 "; checked kernels check loads from tensors of rank 6 or less (the compiler "
+                 "could not prove this one in bounds; CompileOptions::checked = false, or "
+                 "QKV_CHECKED=0, compiles it unchecked)");
     using namespace mlir::arith;
     mlir::Value zero = cst_index(0), ok;
     llvm::SmallVector<mlir::Value> values(pos_.begin(), pos_.begin() + 4);

@@ -481,6 +481,74 @@ static std::string print_graph(const Graph &g, bool with_names) {
 
 std::string Graph::str() const { return print_graph(*this, true); }
 
+namespace {
+
+// Attrs has exactly the fields visit_fields lists: this binding fails to compile when a
+// field is added (add it to visit_fields, then count it here).
+[[maybe_unused]] void attrs_has_sixteen_fields(const Attrs &a) {
+  [[maybe_unused]] const auto &[f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15,
+                                f16] = a;
+}
+
+struct FieldText {
+  const std::vector<std::string> *names;
+  std::string operator()(const std::vector<std::int64_t> &v) const {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      s += (i ? "," : "") + std::to_string(v[i]);
+    return s + "]";
+  }
+  std::string operator()(const std::vector<Dim> &v) const {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      s += (i ? "," : "") + v[i].name + ":" + std::to_string(v[i].extent);
+    return s + "]";
+  }
+  std::string operator()(const std::optional<double> &v) const { return v ? fmt(*v) : "none"; }
+  std::string operator()(double v) const { return fmt(v); }
+  std::string operator()(std::int64_t v) const { return std::to_string(v); }
+  std::string operator()(bool v) const { return v ? "true" : "false"; }
+  std::string operator()(FeatureMap v) const { return std::string(feature_map_name(v)); }
+  std::string operator()(const ExprPtr &e) const { return e ? "{" + to_string(e, names) + "}" : "none"; }
+  std::string operator()(const std::shared_ptr<const std::vector<double>> &d) const {
+    if (!d)
+      return "none";
+    std::string s = "[";
+    for (std::size_t i = 0; i < d->size(); ++i)
+      s += (i ? "," : "") + fmt((*d)[i]);
+    return s + "]";
+  }
+};
+
+} // namespace
+
+std::string attrs_key(const Attrs &a, const std::vector<std::string> *names) {
+  const Attrs defaults;
+  std::vector<std::string> mine, theirs;
+  FieldText text{names};
+  visit_fields(a, [&](const char *, const auto &v) { mine.push_back(text(v)); });
+  visit_fields(defaults, [&](const char *, const auto &v) { theirs.push_back(text(v)); });
+  std::string out;
+  std::size_t i = 0;
+  visit_fields(a, [&](const char *name, const auto &) {
+    if (mine[i] != theirs[i])
+      out += (out.empty() ? "" : " ") + std::string(name) + "=" + mine[i];
+    ++i;
+  });
+  return out;
+}
+
+std::string Graph::key_text() const {
+  std::vector<std::string> names;
+  for (const Node &n : nodes_)
+    names.push_back(n.name);
+  std::string s = str();
+  for (const Node &n : nodes_)
+    if (std::string k = attrs_key(n.attrs, &names); !k.empty())
+      s += "attrs %" + std::to_string(n.id) + " " + k + "\n";
+  return s;
+}
+
 std::uint64_t Graph::hash() const {
   // FNV-1a over the canonical text (no node names, no graph name): stable across runs and
   // machines, so it can key a kernel cache on disk.

@@ -2,12 +2,14 @@
 // calls (qkv/runtime/checks.hpp).
 #include <qkv/runtime/checks.hpp>
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <tuple>
 #include <unordered_set>
 
 #include "bounds_messages.hpp"
+#include "check_proofs.hpp"
 
 namespace qkv {
 
@@ -85,14 +87,16 @@ void collect_sites(const ExprNode &e, std::unordered_set<const ExprNode *> &seen
     out.push_back(&e);
 }
 
-void add_mod(std::vector<Site> &out, NodeId node, const ExprPtr &e, const char *mod) {
+void add_mod(std::vector<Site> &out, const Graph &g, const Node &n, const ExprPtr &e,
+             const char *mod) {
   if (!e)
     return;
   std::unordered_set<const ExprNode *> seen;
   std::vector<const ExprNode *> found;
   collect_sites(*e, seen, found);
+  std::optional<proofs::Positions> p = proofs::positions_of(g, n);
   for (const ExprNode *s : found)
-    out.push_back(Site{node, s, mod});
+    out.push_back(Site{n.id, s, mod, p && proofs::proven(g, *p, *s)});
 }
 
 } // namespace
@@ -100,10 +104,15 @@ void add_mod(std::vector<Site> &out, NodeId node, const ExprPtr &e, const char *
 std::vector<Site> sites(const Graph &g) {
   std::vector<Site> out;
   for (const Node &n : g.nodes()) {
-    add_mod(out, n.id, n.attrs.score, "score_mod");
-    add_mod(out, n.id, n.attrs.mask, "mask_mod");
+    add_mod(out, g, n, n.attrs.score, "score_mod");
+    add_mod(out, g, n, n.attrs.mask, "mask_mod");
   }
   return out;
+}
+
+bool needs_checks(const Graph &g) {
+  std::vector<Site> all = sites(g);
+  return std::any_of(all.begin(), all.end(), [](const Site &s) { return !s.proven; });
 }
 
 namespace {

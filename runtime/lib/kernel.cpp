@@ -4,6 +4,7 @@
 #include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/checks.hpp>
 
+#include "check_proofs.hpp"
 #include "packed_weights.hpp"
 
 #include <algorithm>
@@ -35,6 +36,7 @@ Kernel::Kernel(Graph graph, KernelEntry entry,
       stats_(std::move(stats)), packed_(std::make_shared<PackedWeights>()) {
   if (!entry_.packed)
     internal_error("Kernel without an entry point");
+  stats_.checked = entry_.checked;
   for (const PackedParam &p : entry_.packed_params) {
     const auto &args = graph_->arguments();
     if (p.argument < 0 || static_cast<std::size_t>(p.argument) >= args.size() ||
@@ -111,6 +113,15 @@ std::int64_t int_at(const Tensor &t, std::int64_t i) {
   return t.dtype() == DType::I64 ? t.data_as<std::int64_t>()[i] : t.data_as<std::int32_t>()[i];
 }
 
+/// The compiler's proofs that a mod's loads stay in bounds take every dynamic extent to be
+/// below 2^40 (an axis that long could not be allocated); a longer one is refused here.
+void check_extents(const Graph &g, const DimBindings &b) {
+  for (const auto &[name, extent] : b)
+    if (extent >= checks::proofs::kMaxExtent)
+      user_error("graph '" + g.name() + "': dim '" + name + "' is " + std::to_string(extent) +
+                 "; compiled kernels take extents below 2^40");
+}
+
 /// Embedding ids are range-checked here: compiled code reads table rows without bounds
 /// checks. Ids come from an input, a param or a constant (no op computes integers).
 void check_embedding_ids(const Graph &g, const TensorMap &inputs, const DimBindings &b) {
@@ -179,7 +190,7 @@ void check_cache_views(const Graph &g, const TensorMap &inputs, const DimBinding
 TensorMap Kernel::run(const TensorMap &inputs) const {
   const Graph &g = *graph_;
   DimBindings b = bind_dims(g, signature(inputs));
-
+  check_extents(g, b);
   check_embedding_ids(g, inputs, b);
   check_cache_views(g, inputs, b);
 

@@ -154,6 +154,7 @@ TEST(Unchecked, IntegerDivisionByZeroDividesByOne) {
                });
   g.output("o", o.value());
   CompileOptions plain;
+  plain.checked = false;
   plain.cache = CacheOptions::off();
   Kernel k = compile(g, Target::host(), plain);
   for (bool decode : {false, true}) { // the tiled kernel, and the decode kernel at L = 1
@@ -225,6 +226,7 @@ TEST(Checked, CorrectGraphsRunAsUnchecked) {
                .mask([&](auto b, auto, auto, auto ki) { return ki < len(b); });
   g.output("o", o.value());
   CompileOptions plain;
+  plain.checked = false;
   plain.cache = CacheOptions::off();
   Kernel fast = compile(g, Target::host(), plain), safe = compile(g, Target::host(), checked());
   for (auto [b, l, s] : {std::tuple{1, 1, 1}, {2, 17, 33}, {3, 70, 5}, {1, 129, 257}}) {
@@ -235,18 +237,75 @@ TEST(Checked, CorrectGraphsRunAsUnchecked) {
   }
 }
 
-TEST(Checked, EnvironmentTurnsChecksOn) {
+TEST(Checked, OnByDefaultAndTheEnvironmentTurnsThemOff) {
   Graph g = rel_bias_graph();
   TensorMap in = random_inputs(g, {{"B", 1}, {"L", 2}}, 1);
   CompileOptions o;
   o.cache = CacheOptions::off();
+  ::unsetenv("QKV_CHECKED");
+  Kernel by_default = compile(g, Target::host(), o);
+  std::string e = error_of([&] { by_default.run(in); });
   ::setenv("QKV_CHECKED", "1", 1);
-  std::string e = error_of([&] { compile(g, Target::host(), o).run(in); });
+  bool on = compile(g, Target::host(), o).stats().checked;
+  ::setenv("QKV_CHECKED", "0", 1);
+  bool off = compile(g, Target::host(), o).stats().checked;
+  o.checked = true; // asked for: the environment does not matter
+  bool asked = compile(g, Target::host(), o).stats().checked;
+  ::setenv("QKV_CHECKED", "1", 1);
+  o.checked = false;
+  bool refused = compile(g, Target::host(), o).stats().checked;
   ::setenv("QKV_CHECKED", "yes", 1);
+  o.checked.reset();
   std::string bad = error_of([&] { compile(g, Target::host(), o); });
   ::unsetenv("QKV_CHECKED");
+  EXPECT_TRUE(by_default.stats().checked);
   EXPECT_NE(e.find("score_mod loads 'rel_bias'[0, 4] out of bounds"), std::string::npos) << e;
+  EXPECT_TRUE(on);
+  EXPECT_FALSE(off);
+  EXPECT_TRUE(asked);
+  EXPECT_FALSE(refused);
   EXPECT_NE(bad.find("QKV_CHECKED is 'yes'"), std::string::npos) << bad;
+}
+
+/// Sites proved safe from the dims carry no check: such a graph's checked kernel is its
+/// unchecked one (one cache entry), and it still computes the right thing.
+TEST(Checked, ProvedGraphsCompileTheUncheckedKernel) {
+  Graph g("proved");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto bias = g.param<f32>("bias", L, L);
+  auto doc = g.input<i32>("doc", B, L);
+  auto o = attention(q, q, q)
+               .mask([&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); })
+               .score_mod([&](auto s, auto, auto, auto qi, auto ki) { return s + bias(qi, ki); });
+  g.output("o", o.value());
+  std::string dir = ::testing::TempDir() + "qkv-proved-cache";
+  std::filesystem::remove_all(dir);
+  CompileOptions o1;
+  o1.cache.dir = dir;
+  o1.checked = false;
+  Kernel plain = compile(g, Target::host(), o1);
+  o1.checked = true;
+  Kernel safe = compile(g, Target::host(), o1);
+  EXPECT_FALSE(safe.stats().checked);
+  EXPECT_TRUE(safe.stats().from_cache) << safe.stats().cache_note;
+  EXPECT_EQ(safe.stats().cache_key, plain.stats().cache_key);
+  TensorMap in = random_inputs(g, {{"B", 2}, {"L", 19}}, 3, {{"doc", {0.0, 3.0}}});
+  EXPECT_TRUE(check_against_reference(safe, g, in).ok);
+}
+
+/// The proofs take every dynamic extent below 2^40, and kernels refuse a longer one (an
+/// empty tensor can have one).
+TEST(Checked, ExtentsFrom2To40AreRefused) {
+  Graph g = rel_bias_graph();
+  CompileOptions o;
+  o.cache = CacheOptions::off();
+  Kernel k = compile(g, Target::host(), o);
+  const std::int64_t too_long = std::int64_t{1} << 40;
+  TensorMap in = random_inputs(g, {{"B", 0}, {"L", too_long - 1}}, 1);
+  EXPECT_EQ(k.run(in).at("o").numel(), 0);
+  in = random_inputs(g, {{"B", 0}, {"L", too_long}}, 1);
+  EXPECT_EQ(error_of([&] { k.run(in); }),
+            "graph 'rel': dim 'L' is 1099511627776; compiled kernels take extents below 2^40");
 }
 
 /// Checked and unchecked kernels are different cache entries: an unchecked entry never
@@ -257,6 +316,7 @@ TEST(Checked, CacheKeepsCheckedAndUncheckedApart) {
   std::filesystem::remove_all(dir); // left by an earlier run
   CompileOptions o;
   o.cache.dir = dir;
+  o.checked = false;
   Kernel plain = compile(g, Target::host(), o);
   o.checked = true;
   Kernel safe = compile(g, Target::host(), o);

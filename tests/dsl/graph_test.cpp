@@ -566,4 +566,57 @@ TEST(BindDims, UnboundDim) {
             "dim 'U' of 'silu#1' is not bound: no input has it, and it is dynamic");
 }
 
+// ---- the kernel cache's key: every attribute ------------------------------------------
+
+/// A value unlike any default of its type, for each type an Attrs field has.
+struct Perturb {
+  void operator()(std::vector<std::int64_t> &v) const { v = {1, 0}; }
+  void operator()(std::vector<Dim> &v) const { v = {Dim("H", 4)}; }
+  void operator()(std::optional<double> &v) const { v = 0.5; }
+  void operator()(double &v) const { v = v + 0.25; }
+  void operator()(std::int64_t &v) const { v = v + 3; }
+  void operator()(bool &v) const { v = !v; }
+  void operator()(FeatureMap &v) const {
+    v = v == FeatureMap::EluPlusOne ? FeatureMap::Relu : FeatureMap::EluPlusOne;
+  }
+  void operator()(ExprPtr &e) const { e = (len_q() < len_kv()).ptr(); }
+  void operator()(std::shared_ptr<const std::vector<double>> &d) const {
+    d = std::make_shared<const std::vector<double>>(std::vector<double>{1.5});
+  }
+};
+
+// Two nodes that differ in one attribute, whichever, never share a key: every field of
+// Attrs (visit_fields lists them all; graph.cpp counts them) changes attrs_key, which
+// Graph::key_text appends to the graph's text.
+TEST(CacheKey, EveryAttributeChangesTheKey) {
+  int fields = 0;
+  const Attrs defaults;
+  visit_fields(defaults, [&](const char *, const auto &) { ++fields; });
+  ASSERT_EQ(fields, 16);
+  for (int f = 0; f < fields; ++f) {
+    Attrs a;
+    std::string name;
+    int i = 0;
+    visit_fields(a, [&](const char *n, auto &v) {
+      if (i++ == f) {
+        Perturb{}(v);
+        name = n;
+      }
+    });
+    std::string key = attrs_key(a);
+    EXPECT_NE(key, attrs_key(Attrs{})) << name;
+    EXPECT_EQ(key.rfind(name + "=", 0), 0u) << name << ": " << key;
+  }
+  EXPECT_EQ(attrs_key(Attrs{}), "");
+}
+
+TEST(CacheKey, KeyTextIsTheTextAndTheAttributes) {
+  Graph g("g");
+  Dim L = g.dim("L"), D = g.dim("D", 8);
+  g.output("y", layer_norm(g.input("x", DType::F32, {L, D}), 1e-5));
+  std::string k = g.key_text();
+  EXPECT_EQ(k.rfind(g.str(), 0), 0u);
+  EXPECT_NE(k.find("attrs %1 eps=1e-05"), std::string::npos) << k;
+}
+
 } // namespace

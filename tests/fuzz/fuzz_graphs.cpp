@@ -1239,7 +1239,7 @@ std::string graph_text(const Fuzzed &f) {
   os << "\nschedule: vector_bits=" << f.options.schedule.vector_bits
      << " threads=" << f.options.schedule.threads
      << " recognize_attention=" << f.options.recognize_attention
-     << " checked=" << f.options.checked;
+     << " checked=" << (f.options.checked ? (*f.options.checked ? "1" : "0") : "default");
   os << "\nruns:";
   for (const DimBindings &b : f.shapes) {
     os << " {";

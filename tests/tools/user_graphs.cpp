@@ -13,6 +13,7 @@ constexpr auto L = dim<"L">;
 constexpr auto H = dim<"H", 4>;
 constexpr auto Dh = dim<"Dh", 32>;
 constexpr auto D = dim<"D", 128>;
+constexpr auto R = dim<"R">; // offsets of a relative-position table
 
 /// Prefix LM whose prefix length is per sequence (an input), plus ALiBi slopes: the
 /// baselines compute neither (the mask reads b, the scores are modified).
@@ -61,6 +62,22 @@ Graph diff_attn() {
   return g;
 }
 
+/// A bias per head and relative offset from a table of R offsets, R bound at run time
+/// (2L - 1 covers every offset): the compiler cannot prove the index within the table, so
+/// a checked kernel checks it (and only it: gain[h] is proved).
+Graph rel_bias() {
+  Graph g("rel_bias");
+  auto q = g.input<f32>("q", B, H, L, Dh), k = g.input<f32>("k", B, H, L, Dh);
+  auto v = g.input<f32>("v", B, H, L, Dh);
+  auto table = g.param<f32>("table", H, R);
+  auto gain = g.param<f32>("gain", H); // proved: h is within H
+  auto o = attention(q, k, v).score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+    return s * gain(h) + table(h, qi - ki + len_kv() - 1);
+  });
+  g.output("out", o.value());
+  return g;
+}
+
 /// No attention and a dynamic dim of another name: token features normalised.
 Graph tokens() {
   Graph g("tokens");
@@ -88,6 +105,10 @@ QKV_TOOL_GRAPH({.name = "diff_attn",
                 .description = "differential attention block, causal",
                 .build = diff_attn,
                 .dims = {{"B", 2}, {"L", 24}}});
+QKV_TOOL_GRAPH({.name = "rel_bias",
+                .description = "a bias per head and relative offset, from a table",
+                .build = rel_bias,
+                .dims = {{"B", 1}, {"L", 24}, {"R", 47}}});
 QKV_TOOL_GRAPH({.name = "tokens",
                 .description = "layer norm and GELU over T tokens",
                 .build = tokens,

@@ -367,6 +367,7 @@ json to_json(const Report &r) {
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     j["compile_stages_ms"][stage] = ms;
   j["compile_parts"] = r.compile_stats.codegen_parts;
+  j["checked"] = r.compile_stats.checked;
   j["schedules"] = json::object();
   for (const auto &[name, runs] : r.schedules)
     j["schedules"][name] = runs;
@@ -450,7 +451,8 @@ void print_table(std::ostream &os, const Report &r) {
     if (stage != "graph")
       os << " " << stage << "=" << fixed(ms, 1);
   os << " (LLVM in " << r.compile_stats.codegen_parts << " part"
-            << (r.compile_stats.codegen_parts == 1 ? "" : "s") << ")\n          ";
+            << (r.compile_stats.codegen_parts == 1 ? "" : "s") << "; "
+            << (r.compile_stats.checked ? "checked" : "no checks") << ")\n          ";
   if (r.warm_compile_ms.empty())
     os << "warm: not measured, the kernel cache did not serve it (" << r.warm_cache_note
               << ")";

@@ -18,7 +18,8 @@ Args parse(int argc, char **argv) {
       std::string key = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       std::string val;
       bool flag = key == "check" || key == "json" || key == "no-baselines" || key == "bench" ||
-                  key == "reference" || key == "paged" || key == "checked" || key == "bias";
+                  key == "reference" || key == "paged" || key == "checked" || key == "unchecked" ||
+                  key == "bias";
       if (eq != std::string::npos)
         val = s.substr(eq + 1);
       else if (!flag && i + 1 < argc)

@@ -3,7 +3,7 @@
 // the gallery and `embed`; a user's tool registers its own graphs (<qkv/tool.hpp>).
 //
 //   qkv list
-//   qkv dump NAME [--stage=S] [--checked] [shape options]
+//   qkv dump NAME [--stage=S] [--checked|--unchecked] [shape options]
 //   qkv run NAME [--check] [shape options] [--seed N] [--atol X] [--rtol Y]
 //   qkv bench NAME [shape options] [--threads T] [--json] [--repeat N]   (bench.cpp)
 //   qkv bench gemm --m M --k K --n N [--threads T] [--bias] [--json]     (bench_gemm.cpp)
@@ -78,7 +78,7 @@ std::string with_program(const std::string &help) {
   return out;
 }
 
-const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [--target=T [--chip=C]]\n"
+const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked|--unchecked] [--target=T [--chip=C]]\n"
                         "                [--vector-bits B] [shape options]\n\n"
                         "Prints graph NAME's IR at stage S, one of:\n"
                         "  graph    qkv's graph IR (the text Graph::str prints)\n"
@@ -90,8 +90,10 @@ const char *kDumpHelp = "usage: qkv dump NAME [--stage=S] [--checked] [--target=
                         "  llvm     the LLVM dialect\n"
                         "  llvm-ir  LLVM IR after -O3 for the host\n"
                         "  asm      host machine code\n"
-                        "--checked shows the IR of a checked compile (bounds checks on the loads "
-                        "in mods,\nas `qkv run --check` compiles).\n"
+                        "The IR is a checked compile's on the CPU, as compile() makes by default "
+                        "(checks on the\nloads and divisions in mods that are not proved safe; "
+                        "QKV_CHECKED=0 turns them off);\n--checked asks for one whatever "
+                        "QKV_CHECKED says, --unchecked for an unchecked one.\n"
                         "--vector-bits B compiles for B-bit vectors (128, 256 or 512; default: the "
                         "host's\nwidest), so that the IR printed does not depend on the host.\n"
                         "--target=cuda prints the CUDA pipeline's stages instead (no GPU needed; "
@@ -159,12 +161,16 @@ Target target_of(const Args &a) {
 }
 
 int cmd_dump(const Args &a) {
-  check_opts(a, {"stage", "checked", "target", "chip", "vector-bits", QKV_SHAPE_OPTS});
+  check_opts(a, {"stage", "checked", "unchecked", "target", "chip", "vector-bits",
+                 QKV_SHAPE_OPTS});
+  if (a.opts.count("checked") && a.opts.count("unchecked"))
+    user_error("qkv dump: --checked and --unchecked are each other's opposite; give one");
   const auto &e = gallery::registered(a.name);
   std::string stage = a.opts.count("stage") ? a.opts.at("stage") : "qkv";
   Graph g = e.build(shape_of(e, a));
   CompileOptions o;
-  o.checked = a.opts.count("checked") > 0;
+  if (a.opts.count("checked") || a.opts.count("unchecked"))
+    o.checked = a.opts.count("checked") > 0; // else the default: checked on the CPU
   o.schedule.vector_bits = static_cast<int>(cli::int_opt(a, "vector-bits").value_or(0));
   std::cout << lower_to(g, target_of(a), stage, o);
   return 0;
@@ -181,7 +187,8 @@ int cmd_run(const Args &a) {
   auto seed = static_cast<std::uint64_t>(cli::number_opt(a, "seed", 1));
   TensorMap in = e.inputs(g, shape, seed, /*scale_weights=*/true);
   CompileOptions o;
-  o.checked = a.opts.count("check") > 0;
+  if (a.opts.count("check"))
+    o.checked = true; // as the default is on the CPU, whatever QKV_CHECKED says
   Kernel k = compile(g, Target::host(), o);
   TensorMap out = k.run(in);
   std::cout << "graph " << e.name << " [" << cli::dims_str(dims) << "] compiled in " << std::fixed

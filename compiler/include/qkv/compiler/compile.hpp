@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,11 +104,16 @@ struct CompileOptions {
   std::vector<std::string> dump;
   /// The on-disk kernel cache.
   CacheOptions cache;
-  /// Bounds checks (qkv/runtime/checks.hpp): every load a mod makes from a captured
-  /// tensor and every embedding id the graph computes is checked, and Kernel::run throws
-  /// the interpreter's error for the first out of bounds instead of reading past a
-  /// tensor. Slower; for finding mistakes. QKV_CHECKED=1 turns it on for every compile.
-  bool checked = false;
+  /// Checks in compiled code (qkv/runtime/checks.hpp): a load a mod makes from a captured
+  /// tensor out of its bounds, or an integer division by 0 in a mod, makes Kernel::run
+  /// throw the interpreter's error instead of reading past the tensor. Sites proved safe
+  /// from the dims when compiling carry no check, so a graph whose sites are all proved
+  /// (every gallery graph) runs the unchecked kernel. Unset, the default: checked for
+  /// Target::host(), unless QKV_CHECKED=0 is in the environment (QKV_CHECKED=1 keeps it
+  /// on); the GPU targets carry no checks. true: checked (an error for a GPU target).
+  /// false: unchecked, whatever QKV_CHECKED says; an index out of bounds then reads
+  /// whatever lies there (docs/compiler.md, "Checked kernels").
+  std::optional<bool> checked;
 };
 
 /// A compilation failure: which stage failed and what MLIR/LLVM said.

@@ -86,6 +86,34 @@ struct Attrs {
   bool has_gamma = false, has_beta = false, has_bias = false; // LayerNorm/RmsNorm/Linear
 };
 
+/// Calls f(name, field) for every field of `a` (an Attrs, const or not), in declaration
+/// order: the one list of them for code that must see every attribute, whatever the op
+/// (the kernel cache's key, Graph::key_text). A field added to Attrs must be added here;
+/// graph.cpp counts the fields and does not compile until it is.
+template <class A, class F> void visit_fields(A &a, F &&f) {
+  f("axes", a.axes);
+  f("dims", a.dims);
+  f("scale", a.scale);
+  f("eps", a.eps);
+  f("base", a.base);
+  f("offset", a.offset);
+  f("interleaved", a.interleaved);
+  f("approximate", a.approximate);
+  f("alpha", a.alpha);
+  f("feature_map", a.feature_map);
+  f("mask", a.mask);
+  f("score", a.score);
+  f("data", a.data);
+  f("has_gamma", a.has_gamma);
+  f("has_beta", a.has_beta);
+  f("has_bias", a.has_bias);
+}
+
+/// Every field of `a` that differs from a default Attrs, as `name=value` separated by
+/// spaces (mods printed with `names`, as Graph::str prints them): what the kernel cache
+/// keys on, so no attribute can be missing from a key.
+std::string attrs_key(const Attrs &a, const std::vector<std::string> *names = nullptr);
+
 struct Node {
   NodeId id = -1;
   OpKind op = OpKind::Input;
@@ -205,6 +233,9 @@ public:
   void verify() const;
   /// A stable, diffable text form.
   std::string str() const;
+  /// str(), then every node's attributes through attrs_key: the kernel cache's key, which
+  /// stays complete even where str() shows an op's attributes its own way.
+  std::string key_text() const;
   /// Structural hash: equal for graphs that compute the same thing with the same
   /// argument and output names (node names and creation details do not count).
   std::uint64_t hash() const;

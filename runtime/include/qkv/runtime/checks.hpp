@@ -26,11 +26,20 @@ struct Site {
   NodeId node = -1;               ///< the op whose mod it is
   const ExprNode *expr = nullptr; ///< the Load, or the integer Div or Mod
   const char *mod = nullptr;      ///< "score_mod" or "mask_mod"
+  /// Proved safe when compiling: the ranges of the mod's integers, from the op's dims
+  /// alone, keep every index of the load within its tensor (or the divisor away from 0)
+  /// at every position, whatever the captured tensors hold. Compiled code carries no check
+  /// for a proved site (docs/compiler.md, "Checked kernels").
+  bool proven = false;
 };
 
 /// Every site of g in a fixed order: nodes in order; an attention's score_mod before its
 /// mask; a mod's sites in the order the interpreter evaluates them (arguments first).
 std::vector<Site> sites(const Graph &g);
+
+/// Whether a checked kernel of g checks anything: a site that is not proved. A kernel
+/// with none is the unchecked one.
+bool needs_checks(const Graph &g);
 
 /// Collects what a checked kernel reports during one run. Checked runs in a process take
 /// turns (a lock held for the Run's lifetime): the kernel's report function has no other

@@ -37,6 +37,10 @@ struct CompileStats {
   /// What the cache did: "hit", "miss, stored", "rebuilt (<why the entry was invalid>)",
   /// "not read (...)", "not stored (<error>)", "off (<why>)".
   std::string cache_note;
+  /// The kernel checks (CompileOptions::checked): a checked compile of a graph with a
+  /// site the compiler could not prove safe. A checked compile whose sites are all proved
+  /// is the unchecked kernel, and says false here.
+  bool checked = false;
 };
 
 /// A param that the compiled code reads packed for its GEMM (docs/compiler.md, "The
