@@ -1,4 +1,4 @@
-// Checked kernels (CompileOptions::checked, QKV_CHECKED=1): a load a mod makes out of a
+// Checked kernels (CompileOptions::checked, the default on the CPU): a load a mod makes out of a
 // captured tensor's bounds is reported with the interpreter's words, on every path that
 // evaluates mods (the fused kernel, the decode kernel, unfused mask/score_mod ops), and a
 // checked kernel of a correct graph computes what the unchecked one does.
@@ -306,6 +306,38 @@ TEST(Checked, ExtentsFrom2To40AreRefused) {
   in = random_inputs(g, {{"B", 0}, {"L", too_long}}, 1);
   EXPECT_EQ(error_of([&] { k.run(in); }),
             "graph 'rel': dim 'L' is 1099511627776; compiled kernels take extents below 2^40");
+}
+
+/// A check reports at most 16 values, so an unproved load from a tensor of rank 7 is
+/// refused by a checked compile (and the error says how to compile it); a proved one is
+/// not checked and compiles.
+TEST(Checked, UnprovedLoadsFromRankSevenAreRefused) {
+  auto build = [](bool clamp) {
+    Graph g("r7");
+    auto q = g.input<f32>("q", B, H, L, Dh);
+    auto one = dim<"One", 1>;
+    auto t = g.param<f32>("t7", one, one, one, one, one, one, dim<"F", 4>);
+    auto o = attention(q, q, q).score_mod([&](auto s, auto, auto, auto, auto ki) {
+      return s + t(0, 0, 0, 0, 0, 0, clamp ? min(ki, 3) : ki);
+    });
+    g.output("o", o.value());
+    return g;
+  };
+  CompileOptions o;
+  o.cache = CacheOptions::off();
+  std::string e = error_of([&] { compile(build(false), Target::host(), o); });
+  EXPECT_NE(e.find("a mod loads from 't7', of rank 7; checked kernels check loads from "
+                   "tensors of rank 6 or less"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("QKV_CHECKED=0, compiles it unchecked"), std::string::npos) << e;
+  o.checked = false;
+  EXPECT_NO_THROW(compile(build(false), Target::host(), o));
+  o.checked.reset();
+  Graph proved = build(true);
+  Kernel k = compile(proved, Target::host(), o);
+  EXPECT_FALSE(k.stats().checked);
+  EXPECT_TRUE(check_against_reference(k, proved, random_inputs(proved, {{"B", 1}, {"L", 9}}, 2)).ok);
 }
 
 /// Checked and unchecked kernels are different cache entries: an unchecked entry never

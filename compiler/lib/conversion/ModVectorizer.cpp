@@ -67,7 +67,8 @@ Value emitExtract(KernelBuilder &kb, tensor::ExtractOp ex, IRMapping &map, int64
 }
 
 /// A checked compile's qkv.check: when its condition varies by lane, one branch on
-/// "every lane in bounds", and behind it the check lane by lane.
+/// "every lane in bounds", and behind it a loop over the lanes checking each (one copy
+/// of the report in the code, not one per lane).
 void emitCheck(KernelBuilder &kb, CheckOp check, IRMapping &map, int64_t lanes);
 
 /// An op with a vector operand, lane by lane: for ops without a vector form.
@@ -116,7 +117,19 @@ void emitCheck(KernelBuilder &kb, CheckOp check, IRMapping &map, int64_t lanes) 
     ok = kb.splat(ok, laneType(b.getI1Type(), lanes));
   Value all = vector::ReductionOp::create(b, vector::CombiningKind::AND, ok);
   Value someOut = arith::XOrIOp::create(b, all, arith::ConstantOp::create(b, b.getBoolAttr(true)));
-  kb.ifThen(someOut, [&](KernelBuilder &in) { emitByLane(in, *check, map, lanes); });
+  kb.ifThen(someOut, [&](KernelBuilder &in) {
+    in.forLoop(in.idx(0), in.idx(lanes), 1, [&](KernelBuilder &body, Value lane) {
+      ImplicitLocOpBuilder &b = body.builder();
+      IRMapping laneMap;
+      for (Value v : check->getOperands()) {
+        Value m = map.lookupOrDefault(v);
+        laneMap.map(v, isVector(m) ? vector::ExtractOp::create(b, m, ArrayRef<OpFoldResult>{lane})
+                                         .getResult()
+                                   : m);
+      }
+      b.clone(*check, laneMap);
+    });
+  });
 }
 
 } // namespace

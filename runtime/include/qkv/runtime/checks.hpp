@@ -1,9 +1,10 @@
-// Checks in compiled code (CompileOptions::checked, QKV_CHECKED=1). A checked kernel
-// guards every load a mod makes from a captured tensor and every integer division in a
-// mod by a divisor that is not a constant: an index out of bounds is clamped (nothing is
-// read outside a tensor), a divisor of 0 replaced, and either reported through
-// qkv_check_failed. Kernel::run then raises the error the reference
-// interpreter gives for the same load. The compiler numbers the sites with check_sites(),
+// Checks in compiled code (CompileOptions::checked, on by default on the CPU; QKV_CHECKED=0
+// turns them off). A checked kernel guards every load a mod makes from a captured tensor
+// and every integer division in a mod by a divisor that is not a constant, unless the
+// compiler proves it safe from the dims (Site::proven): an index out of bounds is clamped
+// (nothing is read outside a tensor), a divisor of 0 replaced, and either reported through
+// qkv_check_failed. Kernel::run then raises the error the reference interpreter gives for
+// the same load. The compiler numbers the sites with check_sites(),
 // so the site a kernel reports is an index into it.
 #pragma once
 
