@@ -27,6 +27,23 @@ CompileOptions checked(bool recognize = true) {
   return o;
 }
 
+/// A graph compiled unchecked, then checked, in a fresh kernel-cache folder of its own.
+struct UncheckedThenChecked {
+  CompileOptions options; // the checked compile's
+  Kernel plain, safe;
+};
+
+UncheckedThenChecked unchecked_then_checked(const Graph &g, const std::string &folder) {
+  CompileOptions o;
+  o.cache.dir = ::testing::TempDir() + folder;
+  std::filesystem::remove_all(o.cache.dir); // left by an earlier run
+  o.checked = false;
+  Kernel plain = compile(g, Target::host(), o);
+  o.checked = true;
+  Kernel safe = compile(g, Target::host(), o);
+  return {o, std::move(plain), std::move(safe)};
+}
+
 /// The interpreter's error for `in`, and the checked kernel's: they must be one message.
 void expect_same_error(const Graph &g, const TensorMap &in, const CompileOptions &o) {
   std::string want = error_of([&] { reference::run(g, in); });
@@ -278,14 +295,7 @@ TEST(Checked, ProvedGraphsCompileTheUncheckedKernel) {
                .mask([&](auto b, auto, auto qi, auto ki) { return doc(b, qi) == doc(b, ki); })
                .score_mod([&](auto s, auto, auto, auto qi, auto ki) { return s + bias(qi, ki); });
   g.output("o", o.value());
-  std::string dir = ::testing::TempDir() + "qkv-proved-cache";
-  std::filesystem::remove_all(dir);
-  CompileOptions o1;
-  o1.cache.dir = dir;
-  o1.checked = false;
-  Kernel plain = compile(g, Target::host(), o1);
-  o1.checked = true;
-  Kernel safe = compile(g, Target::host(), o1);
+  auto [options, plain, safe] = unchecked_then_checked(g, "qkv-proved-cache");
   EXPECT_FALSE(safe.stats().checked);
   EXPECT_TRUE(safe.stats().from_cache) << safe.stats().cache_note;
   EXPECT_EQ(safe.stats().cache_key, plain.stats().cache_key);
@@ -344,14 +354,7 @@ TEST(Checked, UnprovedLoadsFromRankSevenAreRefused) {
 /// answers a checked compile.
 TEST(Checked, CacheKeepsCheckedAndUncheckedApart) {
   Graph g = rel_bias_graph();
-  std::string dir = ::testing::TempDir() + "qkv-checked-cache";
-  std::filesystem::remove_all(dir); // left by an earlier run
-  CompileOptions o;
-  o.cache.dir = dir;
-  o.checked = false;
-  Kernel plain = compile(g, Target::host(), o);
-  o.checked = true;
-  Kernel safe = compile(g, Target::host(), o);
+  auto [o, plain, safe] = unchecked_then_checked(g, "qkv-checked-cache");
   EXPECT_FALSE(safe.stats().from_cache) << safe.stats().cache_note;
   EXPECT_NE(safe.stats().cache_key, plain.stats().cache_key);
   Kernel again = compile(g, Target::host(), o);

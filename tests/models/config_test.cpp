@@ -9,6 +9,7 @@
 // base end to end against transformers.
 #include <qkv/models/bert.hpp>
 #include <qkv/models/llama.hpp>
+#include <qkv/runtime/checks.hpp>
 
 #include <charconv>
 #include <cmath>
@@ -360,4 +361,22 @@ TEST(LlamaConfigFields, WhatQkvDoesNotModelIsRefusedByName) {
 }
 
 } // namespace
+// ---- checks ------------------------------------------------------------------------------
+
+// The models' masks (kv < lengths[b], a cache's lengths) are proved in bounds from the
+// dims, so their kernels, checked by default, carry no checks and cost nothing for them.
+TEST(ModelGraphs, CarryNoChecks) {
+  BertConfig b = bert(bert_layouts().front().second);
+  EXPECT_FALSE(checks::needs_checks(bert_layer_graph(b)));
+  EXPECT_FALSE(checks::needs_checks(bert_model_graph(b, true)));
+  LlamaConfig l = llama(tiny());
+  for (bool paged : {false, true})
+    for (std::int64_t n : {0, 1, 4}) {
+      Graph g = llama_layer_graph(l, paged, n);
+      std::vector<checks::Site> sites = checks::sites(g);
+      EXPECT_FALSE(sites.empty()) << "paged=" << paged << " n=" << n; // the cache's lengths
+      EXPECT_FALSE(checks::needs_checks(g)) << "paged=" << paged << " n=" << n;
+    }
+}
+
 } // namespace qkv
