@@ -215,7 +215,8 @@ mlir::func::FuncOp build_classifier(mlir::ModuleOp holder, ir::AttentionOp op,
     for (auto [j, i] : llvm::enumerate(data->ranged)) {
       auto rank = mlir::cast<mlir::MemRefType>(mems[i].getType()).getRank();
       Value extent = mlir::memref::DimOp::create(b, mems[i], rank - 1);
-      tables[i] = ir::RangeTable{a[8 + n + 2 * j], a[8 + n + 2 * j + 1], extent};
+      Value rows = rank == 2 ? Value(mlir::memref::DimOp::create(b, mems[i], 0)) : kb.idx(1);
+      tables[i] = ir::RangeTable{a[8 + n + 2 * j], a[8 + n + 2 * j + 1], extent, rows};
     }
   }
   std::optional<ir::TileClass> cls = ir::classifyTile(kb, op.getMask(), ranges, mems, tables);

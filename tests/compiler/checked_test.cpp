@@ -122,6 +122,29 @@ TEST(Checked, ScoreModIsReportedBeforeMaskAtOnePosition) {
   expect_same_error(g, in, checked());
 }
 
+/// A mask whose loads leave their tensor only in some tiles: the block map must not
+/// classify those tiles from clamped values (and skip the mask), or the checked kernel
+/// would say nothing. A load along kv (range tables) and a load at a point per tile (h);
+/// the tiled kernel (L = 20, 200) and the decode kernel (L = 1).
+TEST(Checked, MaskLoadsOutOfBoundsAreNotHiddenByTheBlockMap) {
+  for (bool point : {false, true}) {
+    Graph g("mask_only");
+    auto q = g.input<f32>("q", B, H, L, Dh);
+    auto keep = g.param<i32>("keep", dim<"R", 3>);
+    auto o = attention(q, q, q).named("att").mask([&](auto, auto h, auto, auto ki) {
+      return point ? keep[h + 2] >= 0 : keep[ki] >= 0;
+    });
+    g.output("o", o.value());
+    for (std::int64_t len : {1, 20, 200}) {
+      SCOPED_TRACE(std::string(point ? "point" : "range") + " L=" + std::to_string(len));
+      TensorMap in = random_inputs(g, {{"B", 1}, {"L", len}}, 10, {{"keep", {0.0, 5.0}}});
+      if (!point && len < 4)
+        continue; // kv < 3 stays in bounds
+      expect_same_error(g, in, checked());
+    }
+  }
+}
+
 TEST(Checked, DecodeKernelLoadIsTheInterpretersError) {
   Graph g("dec");
   auto q = g.input<f32>("q", B, H, dim<"one", 1>, Dh);

@@ -18,7 +18,9 @@ namespace {
 /// unknown (no entry); i1 intervals are always known ("unknown" is [false, true]).
 class IntervalEval {
 public:
-  explicit IntervalEval(KernelBuilder &kb) : kb_(kb), b_(kb.builder()) {}
+  /// `guarded`: the mask checks its loads (a checked compile's qkv.check), so the
+  /// classifier must not read outside a tensor nor skip a tile where the mask would.
+  IntervalEval(KernelBuilder &kb, bool guarded) : kb_(kb), b_(kb.builder()), guarded_(guarded) {}
 
   void bind(Value v, Interval i) { map_[v] = i; }
   void bindCapture(Value arg, Value mem, std::optional<RangeTable> table) {
@@ -42,6 +44,7 @@ public:
 
 private:
   Value boolean(bool v) { return arith::ConstantOp::create(b_, b_.getBoolAttr(v)); }
+  Value andi(Value a, Value c) { return arith::AndIOp::create(b_, a, c); }
   /// An integer constant of the type of `like` (index, i32 or i64).
   Value cst(Value like, int64_t v) {
     return arith::ConstantOp::create(b_, b_.getIntegerAttr(like.getType(), v));
@@ -112,10 +115,17 @@ private:
     auto point = [](const Interval &i) { return i.lo == i.hi; };
     if (llvm::all_of(idx, point)) {
       SmallVector<Value> at;
-      for (const Interval &i : idx)
+      Value inside = boolean(true);
+      for (auto [d, i] : llvm::enumerate(idx)) {
         at.push_back(i.lo);
-      Value v = kb_.load(mem->second, at);
-      return Interval{v, v};
+        if (guarded_)
+          inside = andi(inside, within(i.lo, memref::DimOp::create(b_, mem->second, d)));
+      }
+      if (!guarded_) { // the mask reads the same element at every position of the tile
+        Value v = kb_.load(mem->second, at);
+        return Interval{v, v};
+      }
+      return anyIfOutside(inside, loadIf(inside, mem->second, at));
     }
     auto table = tables_.find(ex.getTensor());
     if (table == tables_.end() || !llvm::all_of(ArrayRef(idx).drop_back(), point))
@@ -123,11 +133,46 @@ private:
     return rangeOf(table->second, idx.size() == 2 ? idx[0].lo : kb_.idx(0), idx.back());
   }
 
-  /// The min and max of row `row` over [at.lo, at.hi] (clamped to the row: a position
-  /// outside it would be read out of bounds by the mask itself) from the sparse tables:
-  /// the runs of 2^k from lo and to hi, k = floor(log2(length)), cover it.
+  Value within(Value i, Value n) {
+    return andi(kb_.cmp(arith::CmpIPredicate::sge, i, kb_.idx(0)),
+                    kb_.cmp(arith::CmpIPredicate::slt, i, n));
+  }
+
+  /// mem[at] when `inside`, else 0 (and nothing read).
+  Value loadIf(Value inside, Value mem, ArrayRef<Value> at) {
+    Type t = cast<MemRefType>(mem.getType()).getElementType();
+    auto op = scf::IfOp::create(b_, TypeRange{t}, inside, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(op.thenBlock());
+    scf::YieldOp::create(b_, ValueRange{memref::LoadOp::create(b_, mem, at).getResult()});
+    b_.setInsertionPointToStart(op.elseBlock());
+    scf::YieldOp::create(b_, ValueRange{arith::ConstantOp::create(b_, b_.getZeroAttr(t)).getResult()});
+    return op.getResult(0);
+  }
+
+  /// [lo, hi], or every value of the type where a load is out of bounds: nothing is
+  /// known of what the mask reads there, so the tile is partial and the mask itself meets
+  /// the load (a checked kernel reports it; an unchecked one reads what is there).
+  Interval anyIfOutside(Value inside, Value lo, Value hi) {
+    auto t = cast<IntegerType>(lo.getType());
+    Value min = arith::ConstantOp::create(
+        b_, b_.getIntegerAttr(t, llvm::APInt::getSignedMinValue(t.getWidth())));
+    Value max = arith::ConstantOp::create(
+        b_, b_.getIntegerAttr(t, llvm::APInt::getSignedMaxValue(t.getWidth())));
+    return Interval{arith::SelectOp::create(b_, inside, lo, min),
+                    arith::SelectOp::create(b_, inside, hi, max)};
+  }
+  Interval anyIfOutside(Value inside, Value v) { return anyIfOutside(inside, v, v); }
+
+  /// The min and max of row `row` over [at.lo, at.hi] from the sparse tables: the runs
+  /// of 2^k from lo and to hi, k = floor(log2(length)), cover it. The tables are read at
+  /// clamped positions, never outside them; where the row or the positions leave the
+  /// tensor, a guarded mask's range is every value (anyIfOutside), an unguarded one's
+  /// that of the clamped positions.
   Interval rangeOf(const RangeTable &t, Value row, Interval at) {
     Value zero = kb_.idx(0), one = kb_.idx(1);
+    Value inside = andi(within(row, t.rows), andi(within(at.lo, t.n), within(at.hi, t.n)));
+    row = kb_.min(kb_.max(row, zero), kb_.max(kb_.sub(t.rows, one), zero));
     Value last = kb_.max(kb_.sub(t.n, one), zero);
     Value lo = kb_.min(kb_.max(at.lo, zero), last);
     Value hi = kb_.max(kb_.min(at.hi, last), lo);
@@ -137,7 +182,7 @@ private:
     Value from = kb_.add(kb_.sub(hi, arith::ShLIOp::create(b_, one, k)), one);
     Value mn = kb_.min(kb_.load(t.min, {k, row, lo}), kb_.load(t.min, {k, row, from}));
     Value mx = kb_.max(kb_.load(t.max, {k, row, lo}), kb_.load(t.max, {k, row, from}));
-    return Interval{mn, mx};
+    return guarded_ ? anyIfOutside(inside, mn, mx) : Interval{mn, mx};
   }
 
   /// A capture's extent (a checked compile's bounds) is the same for the whole tile.
@@ -287,6 +332,7 @@ private:
   llvm::DenseMap<Value, Interval> map_;
   llvm::DenseMap<Value, Value> captures_;
   llvm::DenseMap<Value, RangeTable> tables_;
+  bool guarded_;
 };
 
 bool isConstant(Value v, bool expected) {
@@ -304,14 +350,16 @@ RangeTable buildTable(KernelBuilder &kb, Value mem) {
   RangeTable t;
   t.n = memref::DimOp::create(b, mem, rank - 1);
   Value rows = rank == 2 ? Value(memref::DimOp::create(b, mem, 0)) : one;
+  t.rows = rows;
   Value n1 = kb.max(t.n, one);
   Value n64 = arith::IndexCastOp::create(b, b.getI64Type(), n1);
   Value levels = kb.sub(kb.idx(64), arith::IndexCastOp::create(
                                         b, b.getIndexType(), math::CountLeadingZerosOp::create(b, n64)));
   int64_t d = ShapedType::kDynamic;
   auto type = MemRefType::get({d, d, d}, mt.getElementType());
-  t.min = memref::AllocOp::create(b, type, ValueRange{levels, rows, n1});
-  t.max = memref::AllocOp::create(b, type, ValueRange{levels, rows, n1});
+  Value rows1 = kb.max(rows, one); // a row to read (never used) when the tensor has none
+  t.min = memref::AllocOp::create(b, type, ValueRange{levels, rows1, n1});
+  t.max = memref::AllocOp::create(b, type, ValueRange{levels, rows1, n1});
   Value zero = kb.idx(0);
   kb.forLoop(zero, rows, 1, [&](KernelBuilder &rl, Value r) {
     Value z = arith::ConstantOp::create(rl.builder(), rl.builder().getIntegerAttr(mt.getElementType(), 0));
@@ -383,7 +431,8 @@ std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<
                                       ValueRange captures,
                                       ArrayRef<std::optional<RangeTable>> tables) {
   Block &block = mask.front();
-  IntervalEval ev(kb);
+  bool guarded = mask.walk([](CheckOp) { return WalkResult::interrupt(); }).wasInterrupted();
+  IntervalEval ev(kb, guarded);
   for (unsigned i = 0; i < ranges.size(); ++i)
     ev.bind(block.getArgument(i), ranges[i]);
   for (unsigned i = 0; i < captures.size(); ++i)

@@ -36,6 +36,7 @@ struct TileClass {
 struct RangeTable {
   mlir::Value min, max; ///< memref<?x?x?xT>
   mlir::Value n;        ///< the last dim's extent
+  mlir::Value rows;     ///< the rows (1 for a tensor of rank 1)
 };
 
 /// The captures (by their index among the mask's capture arguments, which follow the six
