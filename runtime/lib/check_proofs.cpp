@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
 namespace qkv::checks::proofs {
 
@@ -85,7 +86,19 @@ class Ranges {
 public:
   Ranges(const Graph &g, const Positions &p) : g_(g), p_(p) {}
 
+  /// Each node once: an expression is a DAG (x + x shares x), and walking it as a tree
+  /// would take time exponential in its depth.
   Range of(const ExprNode &e) const {
+    auto it = memo_.find(&e);
+    if (it != memo_.end())
+      return it->second;
+    Range r = compute(e);
+    memo_.emplace(&e, r);
+    return r;
+  }
+
+private:
+  Range compute(const ExprNode &e) const {
     const auto arg = [&](std::size_t i) { return of(*e.args.at(i)); };
     switch (e.op) {
     case ExprOp::IndexB: return of_dim(p_.b);
@@ -110,7 +123,6 @@ public:
     }
   }
 
-private:
   static Range length(const std::optional<Dim> &d) {
     if (!d)
       return {1, 1};
@@ -126,6 +138,7 @@ private:
 
   const Graph &g_;
   const Positions &p_;
+  mutable std::unordered_map<const ExprNode *, Range> memo_;
 };
 
 /// Whether index `e` of a load lies in [0, extent of `axis`) at every position.
