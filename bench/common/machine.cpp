@@ -150,6 +150,27 @@ double fma_scalar(std::int64_t iters, float *sink) {
   return 2.0 * kAccScalar * static_cast<double>(iters);
 }
 
+#if QKV_X86
+/// vdpbf16ps chains: each instruction adds 16 lanes of two bf16 products (64 flops).
+__attribute__((target("avx512f,avx512bf16"))) double dot_bf16_avx512(std::int64_t iters,
+                                                                       float *sink) {
+  float start = g_chain_start;
+  __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f7f), b = (__m512bh)_mm512_set1_epi16(0x3a83);
+  __m512 acc[kAcc512];
+  for (int j = 0; j < kAcc512; ++j)
+    acc[j] = _mm512_set1_ps(start + 0.25f * static_cast<float>(j));
+  for (std::int64_t i = 0; i < iters; ++i) {
+QKV_UNROLL
+    for (int j = 0; j < kAcc512; ++j)
+      acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  }
+  for (int j = 1; j < kAcc512; ++j)
+    acc[0] = _mm512_add_ps(acc[0], acc[j]);
+  *sink = lane_sum(acc[0]);
+  return 2.0 * 32 * kAcc512 * static_cast<double>(iters);
+}
+#endif
+
 double fma_loop(Isa isa, std::int64_t iters, float *sink) {
 #if QKV_X86
   if (isa == Isa::Avx512)
@@ -184,7 +205,11 @@ template <class F> double run_together(int threads, F &&fn) {
 
 } // namespace
 
-Measurement fma_peak_gflops(int threads, Isa isa) {
+namespace {
+
+/// The GFLOP/s of `loop` (iterations, sink -> flops) on `threads` threads at once: median
+/// of 5 repetitions of about 40 ms.
+template <class Loop> Measurement peak_of(int threads, Loop &&loop) {
   threads = std::max(threads, 1);
   std::vector<float> sinks(static_cast<std::size_t>(threads) * 16);
   // Calibrate: iterations for about 40 ms on one thread (after a warm-up that also lets
@@ -192,7 +217,7 @@ Measurement fma_peak_gflops(int threads, Isa isa) {
   std::int64_t iters = 1 << 16;
   for (;;) {
     double t0 = now_ms();
-    fma_loop(isa, iters, sinks.data());
+    loop(iters, sinks.data());
     double ms = now_ms() - t0;
     if (ms >= 10 || iters >= (std::int64_t{1} << 40)) {
       iters = static_cast<std::int64_t>(static_cast<double>(iters) * 40.0 / std::max(ms, 1e-3));
@@ -204,7 +229,7 @@ Measurement fma_peak_gflops(int threads, Isa isa) {
   for (int rep = 0; rep < 5; ++rep) {
     std::vector<double> flops(threads);
     double s = run_together(threads, [&](int t) {
-      flops[t] = fma_loop(isa, iters, &sinks[static_cast<std::size_t>(t) * 16]);
+      flops[t] = loop(iters, &sinks[static_cast<std::size_t>(t) * 16]);
     });
     double total = 0;
     for (double f : flops)
@@ -212,6 +237,29 @@ Measurement fma_peak_gflops(int threads, Isa isa) {
     gflops.push_back(total / s * 1e-9);
   }
   return {median(gflops), 5};
+}
+
+} // namespace
+
+Measurement fma_peak_gflops(int threads, Isa isa) {
+  return peak_of(threads, [isa](std::int64_t iters, float *sink) { return fma_loop(isa, iters, sink); });
+}
+
+bool has_avx512_bf16() {
+#if QKV_X86
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+Measurement bf16_dot_peak_gflops(int threads) {
+#if QKV_X86
+  if (has_avx512_bf16())
+    return peak_of(threads, [](std::int64_t iters, float *sink) { return dot_bf16_avx512(iters, sink); });
+#endif
+  return {};
 }
 
 namespace {

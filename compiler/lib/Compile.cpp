@@ -57,6 +57,34 @@ int host_vector_bits() {
   return 128;
 }
 
+std::string isa_name(Isa isa) {
+  switch (isa) {
+  case Isa::Host: return "host";
+  case Isa::F32: return "f32";
+  case Isa::Avx512Bf16: return "avx512bf16";
+  }
+  return "?";
+}
+
+Isa parse_isa(const std::string &name, const std::string &what) {
+  for (Isa isa : {Isa::Host, Isa::F32, Isa::Avx512Bf16})
+    if (name == isa_name(isa))
+      return isa;
+  if (name == "amx")
+    user_error(what + " is 'amx': qkv has no AMX kernels yet (the tiers: host, f32, avx512bf16)");
+  user_error(what + " is '" + name + "'; the tiers are host (the best this CPU has), f32, avx512bf16");
+}
+
+std::vector<Isa> host_isas() {
+  auto features = llvm::sys::getHostCPUFeatures();
+  std::vector<Isa> out = {Isa::F32};
+  if (features.lookup("avx512bf16") && features.lookup("avx512vl"))
+    out.push_back(Isa::Avx512Bf16);
+  return out;
+}
+
+Isa host_isa() { return host_isas().back(); }
+
 std::int64_t host_cache_bytes(int level) {
   auto read = [](const std::string &path) {
     std::ifstream f(path);
@@ -84,7 +112,8 @@ std::int64_t host_cache_bytes(int level) {
 
 namespace {
 
-ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
+ir::CpuPipelineOptions pipeline_options(const Schedule &s, Isa isa = Isa::F32,
+                                       MatmulPrecision precision = MatmulPrecision::Highest) {
   if (s.threads < 0)
     user_error("Schedule::threads must be 0 (all cores) or positive, got " +
                std::to_string(s.threads));
@@ -111,13 +140,37 @@ ir::CpuPipelineOptions pipeline_options(const Schedule &s) {
   o.l2Bytes = host_cache_bytes(2);
   o.gemmKc = s.gemm_k_block;
   o.gemmMc = s.gemm_m_block;
+  o.isa = isa_name(isa);
+  o.matmulPrecision = precision == MatmulPrecision::Medium ? "medium" : "highest";
   return o;
+}
+
+/// The tier a compile for the host runs on: the one asked for, else QKV_ISA's, else the
+/// host's best; a qkv::Error when the host's CPU lacks it.
+Isa resolve_isa(Isa asked) {
+  std::string from = "CompileOptions::isa";
+  if (asked == Isa::Host) {
+    const char *env = std::getenv("QKV_ISA");
+    if (!env || std::string_view(env).empty() || std::string_view(env) == "host")
+      return host_isa();
+    from = "QKV_ISA";
+    asked = parse_isa(env, from);
+  }
+  std::vector<Isa> have = host_isas();
+  if (std::find(have.begin(), have.end(), asked) == have.end()) {
+    std::string names;
+    for (Isa i : have)
+      names += (names.empty() ? "" : ", ") + isa_name(i);
+    user_error(from + " asks for the " + isa_name(asked) +
+               " tier, which this host's CPU does not have (no avx512_bf16); its tiers: " + names);
+  }
+  return asked;
 }
 
 } // namespace
 
 std::string cpu_stage_pipeline(const std::string &stage, const Schedule &schedule) {
-  std::string p = ir::cpuStagePipeline(stage, pipeline_options(schedule));
+  std::string p = ir::cpuStagePipeline(stage, pipeline_options(schedule, resolve_isa(Isa::Host)));
   if (p.empty())
     user_error("unknown CPU pipeline stage '" + stage + "' (qkv, linalg, loops, llvm)");
   return p;
@@ -293,8 +346,11 @@ struct CacheUse {
   cache::Place place;
   std::string note; // CompileStats::cache_note so far
   double ms = 0;
+  std::string isa, precision; // CompileStats::isa, matmul_precision
 
   void fill(CompileStats &s) const {
+    s.isa = isa;
+    s.matmul_precision = precision;
     s.cache_ms = ms;
     s.cache_key = place.path.empty() ? "" : key.hex;
     s.cache_path = place.path;
@@ -319,17 +375,21 @@ void store(CacheUse &cu, const std::string &symbol, const std::vector<std::strin
 }
 
 /// The packed params a kernel's objects list (qkv-lower-matmul-to-microkernels writes
-/// "<argument>:<panel columns>" per packed argument, separated by ',').
+/// "<argument>:<panel columns>:<panel rows>:<dtype>" per packed argument, separated by
+/// ',').
 std::vector<PackedParam> parse_packed_params(const std::string &text) {
   std::vector<PackedParam> out;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     PackedParam p;
-    char colon = 0;
+    char c1 = 0, c2 = 0, c3 = 0;
+    std::string dtype;
     std::stringstream fields(item);
-    if (!(fields >> p.argument >> colon >> p.panel_columns) || colon != ':')
+    if (!(fields >> p.argument >> c1 >> p.panel_columns >> c2 >> p.panel_rows >> c3 >> dtype) ||
+        c1 != ':' || c2 != ':' || c3 != ':' || (dtype != "f32" && dtype != "f64" && dtype != "bf16"))
       throw CompileError("llvm-ir", "malformed packed param list '" + text + "'");
+    p.dtype = dtype == "bf16" ? DType::BF16 : dtype == "f64" ? DType::F64 : DType::F32;
     out.push_back(p);
   }
   return out;
@@ -475,9 +535,12 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
 Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &options,
                     const std::vector<std::string> &dump, bool keep_all,
                     Clock::time_point t_all) {
-  ir::CpuPipelineOptions popts = pipeline_options(options.schedule);
+  ir::CpuPipelineOptions popts =
+      pipeline_options(options.schedule, options.isa, options.matmul_precision);
   popts.gpuTiles = target.kind == Target::Kind::GpuTilesOnHost;
   CacheUse cu;
+  cu.isa = popts.isa;
+  cu.precision = popts.matmulPrecision;
   auto t = Clock::now();
   cu.key = cache::make_key(g, options, static_cast<int>(popts.vectorBits), target.str());
   cu.place = cache::place(options, cu.key);
@@ -527,6 +590,7 @@ CompileOptions host_options(const Graph &g, const Target &target, const CompileO
     user_error("checked kernels are compiled for Target::host() only");
   bool on = o.checked.has_value() ? *o.checked : checked_by_default(target);
   o.checked = on && checks::needs_checks(g);
+  o.isa = resolve_isa(o.isa);
   return o;
 }
 

@@ -425,10 +425,13 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
       out = mlir::arith::ConstantOp::create(b, nloc, ty, mlir::DenseElementsAttr::get(ty, elems));
       break;
     }
-    case OpKind::MatMul: out = MatMulOp::create(b, nloc, ty, in(0), in(1)); break;
+    // The products read half-precision operands as they are (linalg.matmul widens each
+    // element, exactly, as it multiplies): the GEMM then packs them in their own width, or
+    // multiplies bf16 pairs on the bf16 tier, instead of reading widened copies.
+    case OpKind::MatMul: out = MatMulOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]]); break;
     case OpKind::Linear:
-      out =
-          LinearOp::create(b, nloc, ty, in(0), in(1), n.inputs.size() > 2 ? in(2) : mlir::Value());
+      out = LinearOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]],
+                             n.inputs.size() > 2 ? in(2) : mlir::Value());
       break;
     case OpKind::Transpose:
       out =

@@ -32,6 +32,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -136,7 +137,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   std::string flash = "qkv-lower-attention-to-flash{vector-bits=" + std::to_string(o.vectorBits) +
                       " q-tile=" + std::to_string(o.qTile) +
                       " kv-tile=" + std::to_string(o.kvTile) +
-                      " decode-rows=" + std::to_string(o.decodeRows) + "}";
+                      " decode-rows=" + std::to_string(o.decodeRows) + " isa=" + o.isa + "}";
   if (stage == "qkv")
     return "canonicalize,func.func(qkv-recognize-attention),cse";
   if (stage == "linalg")
@@ -148,6 +149,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
            ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +
            " l1-bytes=" + std::to_string(o.l1Bytes) + " l2-bytes=" + std::to_string(o.l2Bytes) +
            " kc=" + std::to_string(o.gemmKc) + " mc=" + std::to_string(o.gemmMc) +
+           " isa=" + o.isa + " precision=" + o.matmulPrecision +
            "},qkv-vectorize-elementwise{vector-bits=" + std::to_string(o.vectorBits) +
            "},func.func(convert-linalg-to-parallel-loops),"
            "qkv-deallocate-buffers,cse,canonicalize,cse";
@@ -158,6 +160,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
     // runtime's buffer cache (qkv/runtime/buffer_cache.hpp): no fresh pages per call.
     return "qkv-lower-checks,convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
            "},convert-vector-to-llvm{reassociate-fp-reductions" +
+           (o.isa == "avx512bf16" ? " enable-x86vector" : "") +
            (o.warpTiles ? " vector-contract-lowering=outerproduct" : "") +
            "},expand-strided-metadata,"
            "lower-affine,finalize-memref-to-llvm{use-generic-functions=true},func.func(convert-scf-to-cf),"
@@ -237,7 +240,8 @@ void registerQkvDialects(mlir::DialectRegistry &registry) {
                   mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
                   mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
                   mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect,
-                  mlir::vector::VectorDialect, mlir::omp::OpenMPDialect>();
+                  mlir::vector::VectorDialect, mlir::omp::OpenMPDialect,
+                  mlir::x86vector::X86VectorDialect>();
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   mlir::bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);

@@ -3,28 +3,53 @@
 #include "packed_weights.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 namespace qkv {
 
-Tensor pack_gemm_weight(const Tensor &w, int panel_columns) {
-  if (w.rank() != 2 || (w.dtype() != DType::F32 && w.dtype() != DType::F64) || panel_columns <= 0)
-    user_error("pack_gemm_weight: needs a 2-D f32 or f64 tensor and positive panel columns, got " +
-               w.type_str() + " and " + std::to_string(panel_columns));
-  const std::int64_t k = w.shape()[0], n = w.shape()[1], nr = panel_columns;
-  const std::int64_t panels = (n + nr - 1) / nr;
-  Tensor out(w.dtype(), {panels * k * nr}); // zero-filled: the columns past n stay 0
-  auto copy = [&](auto *to, const auto *from) {
+Tensor pack_gemm_weight(const Tensor &w, int panel_columns, DType dtype, int panel_rows) {
+  bool to_bf16 = dtype == DType::BF16 && (w.dtype() == DType::F32 || w.dtype() == DType::BF16);
+  bool to_wide = (dtype == DType::F32 || dtype == DType::F64) && is_float(w.dtype());
+  if (w.rank() != 2 || panel_columns <= 0 || !(to_bf16 || to_wide) ||
+      !(panel_rows == 1 || (panel_rows == 2 && dtype == DType::BF16)))
+    user_error("pack_gemm_weight: needs a 2-D float tensor, positive panel columns, and f32 or "
+               "f64 panels of single rows or bf16 panels of 1 or 2 rows from f32 or bf16; got " +
+               w.type_str() + " into " + std::string(dtype_name(dtype)) + " panels of " +
+               std::to_string(panel_columns) + " columns and " + std::to_string(panel_rows) +
+               " rows");
+  const std::int64_t k = w.shape()[0], n = w.shape()[1], nr = panel_columns, g = panel_rows;
+  const std::int64_t panels = (n + nr - 1) / nr, kp = (k + g - 1) / g * g;
+  Tensor out(dtype, {panels * kp * nr}); // zero-filled: the columns past n, rows past k stay 0
+  // Element (r, j) of panel p goes to (p * kp + r / g * g) * nr + (j - p * nr) * g + r % g.
+  auto pack = [&](auto *to, auto convert) {
     for (std::int64_t p = 0; p < panels; ++p) {
       std::int64_t cols = std::min(nr, n - p * nr);
-      for (std::int64_t r = 0; r < k; ++r)
-        std::copy_n(from + r * n + p * nr, cols, to + (p * k + r) * nr);
+      for (std::int64_t r = 0; r < k; ++r) {
+        auto *row = to + (p * kp + r / g * g) * nr + r % g;
+        for (std::int64_t j = 0; j < cols; ++j)
+          row[j * g] = convert(r * n + p * nr + j);
+      }
     }
   };
-  if (w.dtype() == DType::F32)
-    copy(out.data_as<float>(), w.data_as<float>());
-  else
-    copy(out.data_as<double>(), w.data_as<double>());
+  if (dtype == DType::BF16 && w.dtype() == DType::BF16) {
+    const auto *from = w.data_as<std::uint16_t>();
+    pack(out.data_as<std::uint16_t>(), [&](std::int64_t i) { return from[i]; });
+  } else if (dtype == DType::BF16) {
+    const float *from = w.data_as<float>();
+    pack(out.data_as<std::uint16_t>(), [&](std::int64_t i) { return float_to_bf16(from[i]); });
+  } else if (dtype == DType::F32) {
+    pack(out.data_as<float>(), [&](std::int64_t i) { return static_cast<float>(w.get(i)); });
+  } else {
+    pack(out.data_as<double>(), [&](std::int64_t i) { return w.get(i); });
+  }
   return out;
+}
+
+Tensor pack_gemm_weight(const Tensor &w, int panel_columns) {
+  if (w.dtype() != DType::F32 && w.dtype() != DType::F64)
+    user_error("pack_gemm_weight: needs a 2-D f32 or f64 tensor and positive panel columns, got " +
+               w.type_str() + " and " + std::to_string(panel_columns));
+  return pack_gemm_weight(w, panel_columns, w.dtype(), 1);
 }
 
 namespace {
@@ -38,18 +63,21 @@ class Registry {
 public:
   /// The packed copy of `w` in panels of `nr`: an existing one when it is still fresh,
   /// else a new one (`packed` is set).
-  std::shared_ptr<PackedCopy> get(const Tensor &w, int nr, bool &packed) {
+  std::shared_ptr<PackedCopy> get(const Tensor &w, const PackedParam &layout, bool &packed) {
     std::lock_guard<std::mutex> lock(mu_);
     std::erase_if(copies_, [](const auto &e) {
       auto c = e.second.lock();
       return !c || c->source.expired();
     });
-    auto key = std::make_pair(w.storage_id(), nr);
+    auto key = std::make_tuple(w.storage_id(), layout.panel_columns, layout.panel_rows,
+                               static_cast<int>(layout.dtype));
     if (auto c = copies_[key].lock(); c && fresh(*c, w)) {
       packed = false;
       return c;
     }
-    auto c = std::make_shared<PackedCopy>(PackedCopy{w.lifetime(), w.writes(), pack_gemm_weight(w, nr)});
+    auto c = std::make_shared<PackedCopy>(
+        PackedCopy{w.lifetime(), w.writes(),
+                   pack_gemm_weight(w, layout.panel_columns, layout.dtype, layout.panel_rows)});
     copies_[key] = c;
     packed = true;
     return c;
@@ -57,7 +85,7 @@ public:
 
 private:
   std::mutex mu_;
-  std::map<std::pair<std::uint64_t, int>, std::weak_ptr<PackedCopy>> copies_;
+  std::map<std::tuple<std::uint64_t, int, int, int>, std::weak_ptr<PackedCopy>> copies_;
 };
 
 Registry &registry() {
@@ -84,7 +112,7 @@ std::vector<Tensor> Kernel::packed_weights(const TensorMap &inputs, bool skip_mi
     std::shared_ptr<PackedCopy> &c = packed_->copies[{i, w.storage_id()}];
     if (!c || !fresh(*c, w)) {
       bool packed = false;
-      c = registry().get(w, p.panel_columns, packed);
+      c = registry().get(w, p, packed);
       packed_->packs += packed ? 1 : 0;
     }
     out.push_back(c->packed);

@@ -252,5 +252,24 @@ TEST(GemmPackedWeights, PackLayout) {
   EXPECT_THROW(pack_gemm_weight(Tensor::from_i32({2}, {1, 2}), 2), Error);
 }
 
+TEST(GemmPackedWeights, PairLayout) {
+  // The avx512bf16 tier's panels: rows 2i and 2i + 1 interleaved column by column, a zero
+  // row past an odd K, zero columns past N, rounded to bf16 (to nearest even).
+  Tensor w = Tensor::from_f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 1.00390625f});
+  Tensor p = pack_gemm_weight(w, 2, DType::BF16, 2);
+  EXPECT_EQ(p.dtype(), DType::BF16);
+  EXPECT_EQ(p.shape(), Shape({2 * 4 * 2}));
+  // panel 0: (1,4) (2,5) | (7,0) (8,0); panel 1: (3,6) (0,0) | (1.0039 -> 1,0) (0,0)
+  std::vector<double> want = {1, 4, 2, 5, 7, 0, 8, 0, 3, 6, 0, 0, 1, 0, 0, 0};
+  EXPECT_EQ(p.values(), want);
+  // From bf16 the bits are copied; f32 panels of pairs, or pairs of f64, are refused.
+  EXPECT_EQ(pack_gemm_weight(w.to(DType::BF16), 2, DType::BF16, 2).values(), want);
+  EXPECT_THROW(pack_gemm_weight(w, 2, DType::F32, 2), Error);
+  EXPECT_THROW(pack_gemm_weight(w.to(DType::F64), 2, DType::BF16, 2), Error);
+  // Widening packs: bf16 into f32 panels of single rows.
+  EXPECT_EQ(pack_gemm_weight(w.to(DType::BF16), 2, DType::F32, 1).values(),
+            (std::vector<double>{1, 2, 4, 5, 7, 8, 3, 0, 6, 0, 1, 0}));
+}
+
 } // namespace
 } // namespace qkv::test

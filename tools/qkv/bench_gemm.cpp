@@ -22,7 +22,8 @@ namespace qkv::tool {
 
 const char *const kBenchGemmHelp =
     "usage: qkv bench gemm --m M --k K --n N [--threads T] [--bias] [--json] [--repeat N]\n"
-    "                      [--no-baselines]\n"
+    "                      [--no-baselines] [--dtype f32|bf16] [--isa TIER]\n"
+    "                      [--precision highest|medium] [--kc KC] [--mc MC]\n"
     "\n"
     "Benchmarks one projection y = x . w [+ bias]: x (M, K) an input whose M is a dim bound\n"
     "at run time, w (K, N) a param (its packed copy made on the first run, which the\n"
@@ -30,17 +31,27 @@ const char *const kBenchGemmHelp =
     "machine's fp32 FMA peak and read bandwidth on T threads; qkv's compile time (the\n"
     "kernel cache bypassed); Kernel::run on random inputs (median); OpenBLAS's cblas_sgemm\n"
     "(plus the bias, added in a loop) on the same inputs, its output checked against\n"
-    "qkv's (max abs error <= 1e-4 x max(1, max |y|)); the peak and bandwidth again. Prints\n"
-    "ms, GFLOP/s (2*M*K*N flops), % of the FMA peak, and OpenBLAS ms / qkv ms.\n"
+    "qkv's (max abs error <= 1e-4 x max(1, max |y|); in bf16, on the same bf16 values\n"
+    "widened, one bf16 rounding more: 2^-8 x max |y|); the peak and bandwidth again.\n"
+    "Prints ms, GFLOP/s (2*M*K*N flops), % of the tier's peak (the FMA peak on the f32\n"
+    "tier; on avx512bf16 the vdpbf16ps peak, measured the same way, also printed), and\n"
+    "OpenBLAS ms / qkv ms.\n"
     "\n"
     "options:\n"
     "  --m M, --k K, --n N   the sizes (default 2048, 512, 2048)\n"
     "  --threads T     threads for qkv, OpenBLAS, the peak and the bandwidth (default: all\n"
     "                  logical CPUs)\n"
     "  --bias          y = x . w + bias (in qkv the tiles start from the bias)\n"
-    "  --json          one JSON object on stdout: name (gemm), m, k, n, bias, threads, isa, ms,\n"
-    "                  min_ms, runs, gflops, pct_peak, peak_gflops, bandwidth_gbs, compile_ms,\n"
-    "                  baselines\n"
+    "  --dtype T       x, w (and bias) in f32 (default) or bf16\n"
+    "  --isa TIER      the tier qkv's products run on: host (default: the best this CPU\n"
+    "                  has), f32, avx512bf16 (docs/compiler.md, \"ISA tiers\")\n"
+    "  --precision P   highest (default) or medium: f32 products on the tier's bf16 engine\n"
+    "  --kc KC, --mc MC  the GEMM's blocks (Schedule::gemm_k_block, gemm_m_block; default:\n"
+    "                  from the host's L1 and L2 caches)\n"
+    "  --json          one JSON object on stdout: name (gemm), m, k, n, bias, dtype, tier,\n"
+    "                  matmul_precision, threads, isa (the peak loop's), ms, min_ms, runs,\n"
+    "                  gflops, pct_peak (of the tier's peak), peak_gflops (the tier's),\n"
+    "                  fma_peak_gflops, bf16_peak_gflops, bandwidth_gbs, compile_ms, baselines\n"
     "                  (openblas: ms, ratio, gflops, pct_peak, max_abs_err, ok)\n"
     "  --repeat N      exactly N timed runs of each (default: adaptive, >= 3 runs and >= 1 s)\n"
     "  --no-baselines  time qkv alone\n";
@@ -63,10 +74,15 @@ struct GemmConfig {
   int threads = 1;
   bool bias = false, json = false, baselines = true;
   int repeat = 0;
+  DType dtype = DType::F32;
+  Isa isa = Isa::Host;
+  MatmulPrecision precision = MatmulPrecision::Highest;
+  int kc = 0, mc = 0;
 };
 
 GemmConfig gemm_config(const cli::Args &a) {
-  cli::check_opts(a, {"m", "k", "n", "threads", "bias", "json", "repeat", "no-baselines"});
+  cli::check_opts(a, {"m", "k", "n", "threads", "bias", "json", "repeat", "no-baselines", "dtype",
+                      "isa", "precision", "kc", "mc"});
   for (const char *flag : {"json", "no-baselines", "bias"})
     if (a.opts.count(flag) && !a.opts.at(flag).empty())
       user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
@@ -79,14 +95,30 @@ GemmConfig gemm_config(const cli::Args &a) {
   c.json = a.opts.count("json") > 0;
   c.baselines = a.opts.count("no-baselines") == 0;
   c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
+  if (a.opts.count("dtype")) {
+    const std::string &d = a.opts.at("dtype");
+    if (d != "f32" && d != "bf16")
+      user_error("--dtype takes f32 or bf16, got '" + d + "'");
+    c.dtype = d == "bf16" ? DType::BF16 : DType::F32;
+  }
+  if (a.opts.count("isa"))
+    c.isa = parse_isa(a.opts.at("isa"), "--isa");
+  c.kc = static_cast<int>(cli::int_opt(a, "kc").value_or(0));
+  c.mc = static_cast<int>(cli::int_opt(a, "mc").value_or(0));
+  if (a.opts.count("precision")) {
+    const std::string &p = a.opts.at("precision");
+    if (p != "highest" && p != "medium")
+      user_error("--precision takes highest or medium, got '" + p + "'");
+    c.precision = p == "medium" ? MatmulPrecision::Medium : MatmulPrecision::Highest;
+  }
   return c;
 }
 
 Graph gemm_graph(const GemmConfig &c) {
   Graph g("gemm");
-  Value x = g.input("x", DType::F32, {Dim("M"), Dim("K", c.k)});
-  Value w = g.param("w", DType::F32, {Dim("K", c.k), Dim("N", c.n)});
-  Value y = c.bias ? linear(x, w, g.param("bias", DType::F32, {Dim("N", c.n)})) : linear(x, w);
+  Value x = g.input("x", c.dtype, {Dim("M"), Dim("K", c.k)});
+  Value w = g.param("w", c.dtype, {Dim("K", c.k), Dim("N", c.n)});
+  Value y = c.bias ? linear(x, w, g.param("bias", c.dtype, {Dim("N", c.n)})) : linear(x, w);
   g.output("y", y);
   return g;
 }
@@ -99,16 +131,21 @@ qb::TimingPolicy policy(const GemmConfig &c) {
 
 struct Machine {
   qb::Isa isa = qb::host_isa();
-  std::vector<double> peaks, bandwidths;
+  std::vector<double> peaks, bf16_peaks, bandwidths;
   void measure(int threads, const char *when) {
-    progress(std::string("FMA peak and read bandwidth on ") + std::to_string(threads) +
-             " threads, " + when);
+    progress(std::string("FMA peak, vdpbf16ps peak and read bandwidth on ") +
+             std::to_string(threads) + " threads, " + when);
     peaks.push_back(qb::fma_peak_gflops(threads, isa).value);
+    bf16_peaks.push_back(qb::bf16_dot_peak_gflops(threads).value);
     bandwidths.push_back(qb::read_bandwidth_gbs(threads, 0, isa).value);
   }
   double peak() const { return *std::max_element(peaks.begin(), peaks.end()); }
+  double bf16_peak() const { return *std::max_element(bf16_peaks.begin(), bf16_peaks.end()); }
   double bandwidth() const { return *std::max_element(bandwidths.begin(), bandwidths.end()); }
 };
+
+/// `t` as f32 (a copy when it is bf16).
+Tensor as_f32(const Tensor &t) { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
 
 } // namespace
 
@@ -118,13 +155,7 @@ int cmd_bench_gemm(const cli::Args &a) {
   progress("M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
            (c.bias ? " +bias" : "") + ", " + std::to_string(c.threads) + " threads");
   // Weights scaled by 1/sqrt(K), as models initialise them: outputs stay O(1).
-  TensorMap in = random_inputs(g, {{"M", c.m}}, 1);
-  {
-    float *w = in.at("w").data_as<float>();
-    float s = 1.0f / std::sqrt(static_cast<float>(c.k));
-    for (std::int64_t i = 0; i < c.k * c.n; ++i)
-      w[i] *= s;
-  }
+  TensorMap in = random_inputs(g, {{"M", c.m}}, {.seed = 1, .scale_params = true});
   Machine machine;
   machine.measure(c.threads, "before the runs");
 
@@ -133,8 +164,17 @@ int cmd_bench_gemm(const cli::Args &a) {
   o.schedule.threads = c.threads;
   o.cache.read = false;
   o.cache.write = false;
+  o.isa = c.isa;
+  o.matmul_precision = c.precision;
+  o.schedule.gemm_k_block = c.kc;
+  o.schedule.gemm_m_block = c.mc;
   Kernel kernel = compile(g, Target::host(), o);
   double compile_ms = kernel.stats().total_ms;
+  const std::string tier = kernel.stats().isa;
+  // Products on bf16 pairs: bf16 operands on the avx512bf16 tier, or f32 ones under medium.
+  bool on_dot = tier == "avx512bf16" &&
+                (c.dtype == DType::BF16 || c.precision == MatmulPrecision::Medium);
+  progress("tier " + tier + (on_dot ? " (bf16 pairs on vdpbf16ps)" : " (f32 FMAs)"));
 
   progress("running qkv");
   qb::settle();
@@ -145,6 +185,11 @@ int cmd_bench_gemm(const cli::Args &a) {
   double scale = 1;
   for (std::int64_t i = 0; i < y.numel(); ++i)
     scale = std::max(scale, std::fabs(y.get(i)));
+  // In bf16 qkv rounds its f32 sums once more: half an ulp, 2^-8 of the largest |y|. Under
+  // medium precision its operands are rounded too: about sqrt(K) such errors.
+  double limit = c.dtype == DType::BF16 ? std::ldexp(scale, -8) + 1e-4 * scale : 1e-4 * scale;
+  if (c.precision == MatmulPrecision::Medium && on_dot)
+    limit = std::ldexp(scale, -7) * std::sqrt(static_cast<double>(c.k));
 
   bool have_blas = c.baselines && !qb::blas_config().empty();
   qb::Timing tb;
@@ -154,8 +199,10 @@ int cmd_bench_gemm(const cli::Args &a) {
     progress("running openblas");
     qb::settle();
     Tensor out(DType::F32, y.shape());
-    const float *x = in.at("x").data_as<float>(), *w = in.at("w").data_as<float>();
-    const float *bias = c.bias ? in.at("bias").data_as<float>() : nullptr;
+    Tensor xf = as_f32(in.at("x")), wf = as_f32(in.at("w")),
+           bf = c.bias ? as_f32(in.at("bias")) : Tensor();
+    const float *x = xf.data_as<float>(), *w = wf.data_as<float>();
+    const float *bias = c.bias ? bf.data_as<float>() : nullptr;
     float *o = out.data_as<float>();
     tb = qb::time_runs(
         [&] {
@@ -167,26 +214,31 @@ int cmd_bench_gemm(const cli::Args &a) {
             });
         },
         policy(c));
-    const float *got = y.data_as<float>();
     for (std::int64_t i = 0; i < out.numel(); ++i) {
-      double d = std::fabs(static_cast<double>(got[i]) - o[i]);
+      double d = std::fabs(y.get(i) - o[i]);
       err = std::isnan(d) ? INFINITY : std::max(err, d);
     }
-    ok = err <= 1e-4 * scale;
+    ok = err <= limit;
     progress("openblas: " + fixed(tb.median_ms, 3) + " ms (median of " + std::to_string(tb.runs) +
              "), max_abs_err " + std::to_string(err));
   }
   machine.measure(c.threads, "after the runs");
 
   auto gf = [&](const qb::Timing &t) { return flops / (t.median_ms * 1e6); };
-  auto pct = [&](const qb::Timing &t) { return 100 * gf(t) / machine.peak(); };
+  // The peak of the tier the products ran on; OpenBLAS's sgemm is on f32 FMAs whatever
+  // qkv's tier, so it is shown against the same peak, for the ratio of the two.
+  double tier_peak = on_dot ? machine.bf16_peak() : machine.peak();
+  auto pct = [&](const qb::Timing &t) { return 100 * gf(t) / tier_peak; };
   if (c.json) {
     json j = {{"name", "gemm"}, {"m", c.m},         {"k", c.k},
-              {"n", c.n},       {"bias", c.bias},   {"threads", c.threads},
+              {"n", c.n},       {"bias", c.bias},   {"dtype", dtype_name(c.dtype)},
+              {"tier", tier},   {"matmul_precision", kernel.stats().matmul_precision},
+              {"threads", c.threads},
               {"isa", qb::isa_name(machine.isa)},   {"ms", tq.median_ms},
               {"min_ms", tq.min_ms},                {"runs", tq.runs},                    {"gflops", gf(tq)},
-              {"pct_peak", pct(tq)},                {"peak_gflops", machine.peak()},
-              {"peak_gflops_measured", machine.peaks},
+              {"pct_peak", pct(tq)},                {"peak_gflops", tier_peak},
+              {"fma_peak_gflops", machine.peak()},  {"bf16_peak_gflops", machine.bf16_peak()},
+              {"peak_gflops_measured", on_dot ? machine.bf16_peaks : machine.peaks},
               {"bandwidth_gbs", machine.bandwidth()}, {"compile_ms", compile_ms}};
     j["baselines"] = json::object();
     if (have_blas)
@@ -197,11 +249,17 @@ int cmd_bench_gemm(const cli::Args &a) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << "qkv bench gemm: M=" << c.m << " K=" << c.k << " N=" << c.n
-              << (c.bias ? " +bias" : "") << ", " << c.threads << " threads\n"
+              << (c.bias ? " +bias" : "") << ", " << dtype_name(c.dtype) << ", " << c.threads
+              << " threads\n"
               << "machine   " << qb::isa_name(machine.isa) << " FMA peak " << fixed(machine.peak(), 1)
               << " GFLOP/s (the higher of " << fixed(machine.peaks.front(), 1) << " and "
-              << fixed(machine.peaks.back(), 1) << "), read bandwidth "
-              << fixed(machine.bandwidth(), 1) << " GB/s\n"
+              << fixed(machine.peaks.back(), 1) << ")";
+    if (machine.bf16_peak() > 0)
+      std::cout << ", vdpbf16ps peak " << fixed(machine.bf16_peak(), 1) << " GFLOP/s";
+    std::cout << ", read bandwidth " << fixed(machine.bandwidth(), 1) << " GB/s\n"
+              << "tier      " << tier << (on_dot ? ": bf16 pairs on vdpbf16ps" : ": f32 FMAs")
+              << ", matmul precision " << kernel.stats().matmul_precision << "; % peak is of the "
+              << (on_dot ? "vdpbf16ps" : "FMA") << " peak\n"
               << "compile   " << fixed(compile_ms, 1) << " ms cold\n\n"
               << "             median ms  runs    GFLOP/s  % peak  baseline/qkv  max abs err\n";
     char buf[256];
@@ -217,7 +275,7 @@ int cmd_bench_gemm(const cli::Args &a) {
   }
   if (!ok) {
     std::cerr << "qkv: error: openblas disagrees with qkv: max_abs_err " << err << " > "
-              << 1e-4 * scale << "\n";
+              << limit << "\n";
     return 1;
   }
   return 0;

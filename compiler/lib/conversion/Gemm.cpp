@@ -10,17 +10,23 @@ using namespace mlir;
 
 namespace qkv::ir {
 
-GemmBlocking GemmBlocking::forTarget(Type elem, int64_t vectorBits, int64_t l1Bytes,
+GemmBlocking GemmBlocking::forTarget(Type acc, bool dot, int64_t vectorBits, int64_t l1Bytes,
                                      int64_t l2Bytes, int64_t kcOverride, int64_t mcOverride) {
   GemmBlocking g;
-  int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
-  g.lanes = std::max<int64_t>(1, vectorBits / (8 * bytes));
+  g.acc = acc;
+  g.dot = dot;
+  g.packed = dot ? BFloat16Type::get(acc.getContext()) : acc;
+  int64_t bytes = g.packed.getIntOrFloatBitWidth() / 8;
+  g.lanes = std::max<int64_t>(1, vectorBits / acc.getIntOrFloatBitWidth());
   int64_t registers = vectorBits >= 512 ? 32 : 16;
   // 16 registers: a 6 x 2-vector tile (12 accumulators, 2 B vectors, 1 broadcast); 32: 6 x 4.
   g.nv = registers >= 32 ? 4 : 2;
   g.mr = gemmRowsFor(g.nv, registers);
   auto roundDown = [](int64_t v, int64_t m) { return std::max(m, v / m * m); };
-  g.kc = kcOverride > 0 ? kcOverride : roundDown(l1Bytes / 2 / (g.nr() * bytes), 16);
+  if (kcOverride > 0)
+    g.kc = (kcOverride + g.kGroup() - 1) / g.kGroup() * g.kGroup();
+  else
+    g.kc = roundDown(l1Bytes / 2 / (g.nr() * bytes), 16);
   if (mcOverride > 0)
     g.mc = (mcOverride + g.mr - 1) / g.mr * g.mr;
   else
@@ -38,9 +44,47 @@ MemRefType gemmPackedType(Type elem) {
   return MemRefType::get({d}, elem, StridedLayoutAttr::get(elem.getContext(), d, {1}));
 }
 
+Value gemmPackedSize(KernelBuilder &kb, const GemmBlocking &g, Value panels, Value k) {
+  Value rows = g.kGroup() == 1 ? k : kb.mul(kb.ceilDiv(k, g.kGroup()), g.kGroup());
+  return kb.mul(kb.mul(panels, rows), g.nr());
+}
+
 namespace {
 
-std::string typeName(Type elem) { return elem.isF32() ? "f32" : elem.isF64() ? "f64" : "t"; }
+std::string typeName(Type elem) {
+  return elem.isF32() ? "f32" : elem.isF64() ? "f64" : elem.isBF16() ? "bf16" : elem.isF16() ? "f16" : "t";
+}
+
+/// How an operand stored as `src` is multiplied: "f32" (as it is, on FMAs), "bf16_f32"
+/// (widened to f32 FMAs), "bf16_dot" (bf16 pairs on vdpbf16ps), "f32_dot" (rounded to
+/// bf16 for vdpbf16ps: CompileOptions::matmul_precision medium).
+std::string formName(Type src, const GemmBlocking &g) {
+  if (g.dot)
+    return typeName(src) + "_dot";
+  return src == g.acc ? typeName(src) : typeName(src) + "_" + typeName(g.acc);
+}
+
+/// `v` (a scalar or vector of floats) converted to element type `to`: widened exactly, or
+/// rounded to nearest even.
+Value convertTo(KernelBuilder &kb, Value v, Type to) {
+  Type from = getElementTypeOrSelf(v.getType());
+  if (from == to)
+    return v;
+  Type t = to;
+  if (auto vt = dyn_cast<VectorType>(v.getType()))
+    t = VectorType::get(vt.getShape(), to);
+  if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
+    return arith::ExtFOp::create(kb.builder(), t, v);
+  return arith::TruncFOp::create(kb.builder(), t, v);
+}
+
+/// A's pair (i, 2 kp), (i, 2 kp + 1) read from A where it is, as vector<2xbf16>; `mask`
+/// (vector<2xi1>) leaves the second off past an odd K.
+Value readPair(KernelBuilder &kb, Value a, Value i, Value kp, Value mask = nullptr) {
+  Type elem = cast<MemRefType>(a.getType()).getElementType();
+  Value pair = kb.vload(kb.vec(elem, 2), a, {i, kb.mul(kp, 2)}, mask);
+  return convertTo(kb, pair, BFloat16Type::get(kb.ctx()));
+}
 
 /// A private function of the module with an entry block, internal to LLVM (only this
 /// module calls it) and kept a function there (inlined into each caller it would be
@@ -82,7 +126,7 @@ struct TilePlace {
 /// One mr x nr tile, `edge` when some of its rows or columns are outside C.
 void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, const TilePlace &t,
               bool edge) {
-  Type elem = x.fill.getType();
+  Type elem = g.acc;
   VectorType vt = kb.vec(elem, g.lanes);
   auto row = [&](KernelBuilder &in, Value i) { return edge ? in.min(i, t.lastRow) : i; };
   auto mask = [&](KernelBuilder &in, Value i, int64_t c) -> Value {
@@ -97,12 +141,18 @@ void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, cons
   s.lanes = g.lanes;
   s.nc = g.nv;
   s.mr = g.mr;
-  s.K = t.kcur;
-  s.a = [&](KernelBuilder &in, Value i, Value kk) {
-    return in.load(t.ap, {in.add(in.add(t.aBase, in.mul(in.sub(i, t.row0), g.kc)), kk)});
+  s.dot = g.dot;
+  // The dot tier steps over pairs of K (the packed block has an even number of columns).
+  s.K = g.dot ? kb.ceilDiv(t.kcur, 2) : t.kcur;
+  int64_t group = g.kGroup();
+  VectorType bt = kb.vec(g.packed, g.lanes * group), at = kb.vec(g.packed, group);
+  s.a = [&, group, at](KernelBuilder &in, Value i, Value kk) -> Value {
+    Value off = in.add(in.add(t.aBase, in.mul(in.sub(i, t.row0), g.kc)), in.mul(kk, group));
+    return group == 1 ? in.load(t.ap, {off}) : in.vload(at, t.ap, {off});
   };
-  s.b = [&](KernelBuilder &in, Value kk, int64_t c) {
-    return in.vload(vt, x.bp, {in.add(in.add(t.bBase, in.mul(kk, g.nr())), c * g.lanes)});
+  s.b = [&, group, bt](KernelBuilder &in, Value kk, int64_t c) {
+    Value off = in.add(t.bBase, in.mul(kk, g.nr() * group));
+    return in.vload(bt, x.bp, {in.add(off, c * g.lanes * group)});
   };
   // The start of the first K block without C: the fill, or the bias row.
   SmallVector<Value> start;
@@ -136,28 +186,35 @@ void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, cons
 
 /// Rows [i0, i0 + m) and columns [pc, pc + kcur) of A into `ap`, row i at i * kc, one
 /// vector copy per row (the rows of the last tile past m copy A's last row: their
-/// results are never stored). In the packed block a tile's broadcasts read mr short rows
-/// a fixed distance apart, where A's own rows may be 16 KiB apart (K = 4096) and fight
-/// for the same cache sets.
+/// results are never stored), converted to the packed type; on the dot tier a zero past
+/// an odd kcur completes the last pair. In the packed block a tile's broadcasts read mr
+/// short rows a fixed distance apart, where A's own rows may be 16 KiB apart (K = 4096)
+/// and fight for the same cache sets.
 void emitPackA(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Value ap, Value pc,
                Value kcur) {
-  Type elem = x.fill.getType();
-  VectorType vt = kb.vec(elem, g.lanes);
+  int64_t vl = g.lanes * g.kGroup();
+  VectorType vt = kb.vec(cast<MemRefType>(x.a.getType()).getElementType(), vl);
   Value last = kb.sub(kb.add(x.i0, x.m), kb.idx(1));
   Value rows = kb.mul(kb.ceilDiv(x.m, g.mr), g.mr);
-  Value main = kb.mul(kb.divu(kcur, kb.idx(g.lanes)), g.lanes);
+  Value main = kb.mul(kb.divu(kcur, kb.idx(vl)), vl);
   Value rest = kb.sub(kcur, main);
+  Value odd = g.dot ? kb.cmp(arith::CmpIPredicate::ne, kb.remu(kcur, kb.idx(2)), kb.idx(0)) : nullptr;
   kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &rl, Value i) {
     Value src = rl.min(rl.add(x.i0, i), last);
     Value base = rl.mul(i, g.kc);
-    rl.forLoop(rl.idx(0), main, g.lanes, [&](KernelBuilder &c, Value kk) {
-      c.vstore(c.vload(vt, x.a, {src, c.add(pc, kk)}), ap, {c.add(base, kk)});
+    rl.forLoop(rl.idx(0), main, vl, [&](KernelBuilder &c, Value kk) {
+      Value v = convertTo(c, c.vload(vt, x.a, {src, c.add(pc, kk)}), g.packed);
+      c.vstore(v, ap, {c.add(base, kk)});
     });
     rl.ifThen(rl.cmp(arith::CmpIPredicate::sgt, rest, rl.idx(0)), [&](KernelBuilder &c) {
-      Value mask = c.firstLanes(rest, g.lanes);
-      Value v = c.vload(vt, x.a, {src, c.add(pc, main)}, mask);
+      Value mask = c.firstLanes(rest, vl);
+      Value v = convertTo(c, c.vload(vt, x.a, {src, c.add(pc, main)}, mask), g.packed);
       c.vstore(v, ap, {c.add(base, main)}, mask);
     });
+    if (odd)
+      rl.ifThen(odd, [&](KernelBuilder &c) {
+        c.store(c.fconst(g.packed, 0.0), ap, {c.add(base, kcur)});
+      });
   });
 }
 
@@ -165,10 +222,11 @@ void emitPackA(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Val
 /// register tiles.
 void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
   ImplicitLocOpBuilder &ib = kb.builder();
-  Type elem = x.fill.getType();
   // The packed rows of A: mc rounded up to whole tiles, kc columns, for one K block.
-  Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.kc}, elem),
+  Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.kc}, g.packed),
                                      ib.getI64IntegerAttr(64));
+  // Rows of B in a panel: K rounded up to whole groups (pairs on the dot tier).
+  Value kRows = g.kGroup() == 1 ? x.k : kb.mul(kb.ceilDiv(x.k, g.kGroup()), g.kGroup());
   Value notFromC = arith::XOrIOp::create(ib, x.fromC, arith::ConstantOp::create(ib, ib.getBoolAttr(true)));
   Value lastRow = kb.sub(kb.add(x.i0, x.m), kb.idx(1));
   // At least one K block, so that with K = 0 the start value is still written.
@@ -184,7 +242,7 @@ void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x)
     blk.forLoop(x.p0, x.p1, 1, [&](KernelBuilder &pl, Value p) {
       t.j0 = pl.mul(p, g.nr());
       t.cols = pl.sub(x.n, t.j0);
-      t.bBase = pl.mul(pl.add(pl.mul(p, x.k), pc), g.nr());
+      t.bBase = pl.mul(pl.add(pl.mul(p, kRows), pc), g.nr());
       Value fullCols = pl.cmp(arith::CmpIPredicate::sge, t.cols, pl.idx(g.nr()));
       pl.forLoop(pl.idx(0), x.m, g.mr, [&](KernelBuilder &tl, Value t0) {
         t.row0 = tl.add(x.i0, t0);
@@ -202,19 +260,12 @@ void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x)
 
 } // namespace
 
-func::FuncOp gemmPackBFunction(ModuleOp module, Type elem, const GemmBlocking &g) {
-  Type index = IndexType::get(module.getContext());
-  std::string name = "qkv_gemm_pack_b_" + typeName(elem) + "_" + std::to_string(g.nr());
-  auto [f, fresh] = privateFunction(
-      module, name, {gemmViewType(elem), gemmPackedType(elem), index, index, index, index});
-  if (!fresh)
-    return f;
-  ImplicitLocOpBuilder ib(module.getLoc(), module.getContext());
-  ib.setInsertionPointToStart(&f.getBody().front());
-  KernelBuilder kb(ib);
-  auto a = f.getArguments();
-  Value b = a[0], bp = a[1], p0 = a[2], p1 = a[3], n = a[4], k = a[5];
-  VectorType vt = kb.vec(elem, g.lanes);
+namespace {
+
+/// Panels [p0, p1) of B row by row, converted to the packed type.
+void emitPackRows(KernelBuilder &kb, const GemmBlocking &g, Value b, Value bp, Value p0, Value p1,
+                  Value n, Value k) {
+  VectorType vt = kb.vec(cast<MemRefType>(b.getType()).getElementType(), g.lanes);
   kb.forLoop(p0, p1, 1, [&](KernelBuilder &pl, Value p) {
     Value j0 = pl.mul(p, g.nr()), cols = pl.sub(n, j0);
     Value base = pl.mul(pl.mul(p, k), g.nr());
@@ -223,7 +274,7 @@ func::FuncOp gemmPackBFunction(ModuleOp module, Type elem, const GemmBlocking &g
         Value to = r.add(base, r.mul(kk, g.nr()));
         for (int64_t c = 0; c < g.nv; ++c) {
           Value mask = masked ? r.firstLanes(r.sub(cols, r.idx(c * g.lanes)), g.lanes) : nullptr;
-          Value v = r.vload(vt, b, {kk, r.add(j0, c * g.lanes)}, mask);
+          Value v = convertTo(r, r.vload(vt, b, {kk, r.add(j0, c * g.lanes)}, mask), g.packed);
           r.vstore(v, bp, {r.add(to, c * g.lanes)});
         }
       });
@@ -232,6 +283,52 @@ func::FuncOp gemmPackBFunction(ModuleOp module, Type elem, const GemmBlocking &g
         pl.cmp(arith::CmpIPredicate::sge, cols, pl.idx(g.nr())),
         [&](KernelBuilder &in) { copy(in, false); }, [&](KernelBuilder &in) { copy(in, true); });
   });
+}
+
+/// Panels [p0, p1) of B in pairs of rows for the dot tier: pair kp of panel p at
+/// (p * k' + 2 kp) * nr, rows 2 kp and 2 kp + 1 interleaved column by column (a zero row
+/// past an odd k, zero columns past n), rounded to bf16.
+void emitPackPairs(KernelBuilder &kb, const GemmBlocking &g, Value b, Value bp, Value p0, Value p1,
+                   Value n, Value k) {
+  VectorType vt = kb.vec(cast<MemRefType>(b.getType()).getElementType(), g.lanes);
+  Value pairs = kb.ceilDiv(k, 2), lastRow = kb.sub(k, kb.idx(1));
+  kb.forLoop(p0, p1, 1, [&](KernelBuilder &pl, Value p) {
+    Value j0 = pl.mul(p, g.nr()), cols = pl.sub(n, j0);
+    Value base = pl.mul(pl.mul(p, pl.mul(pairs, 2)), g.nr());
+    pl.forLoop(pl.idx(0), pairs, 1, [&](KernelBuilder &r, Value kp) {
+      Value r0 = r.mul(kp, 2), r1 = r.add(r0, 1);
+      Value second = r.cmp(arith::CmpIPredicate::slt, r1, k);
+      Value to = r.add(base, r.mul(r0, g.nr()));
+      for (int64_t c = 0; c < g.nv; ++c) {
+        Value mask = r.firstLanes(r.sub(cols, r.idx(c * g.lanes)), g.lanes);
+        Value mask1 = arith::AndIOp::create(r.builder(), mask, r.splat(second, mask.getType()));
+        Value col = r.add(j0, c * g.lanes);
+        Value v0 = convertTo(r, r.vload(vt, b, {r0, col}, mask), g.packed);
+        Value v1 = convertTo(r, r.vload(vt, b, {r.min(r1, lastRow), col}, mask1), g.packed);
+        Value both = vector::InterleaveOp::create(r.builder(), v0, v1);
+        r.vstore(both, bp, {r.add(to, c * 2 * g.lanes)});
+      }
+    });
+  });
+}
+
+} // namespace
+
+func::FuncOp gemmPackBFunction(ModuleOp module, Type bElem, const GemmBlocking &g) {
+  Type index = IndexType::get(module.getContext());
+  std::string name = "qkv_gemm_pack_b_" + formName(bElem, g) + "_" + std::to_string(g.nr());
+  auto [f, fresh] = privateFunction(
+      module, name, {gemmViewType(bElem), gemmPackedType(g.packed), index, index, index, index});
+  if (!fresh)
+    return f;
+  ImplicitLocOpBuilder ib(module.getLoc(), module.getContext());
+  ib.setInsertionPointToStart(&f.getBody().front());
+  KernelBuilder kb(ib);
+  auto a = f.getArguments();
+  if (g.dot)
+    emitPackPairs(kb, g, a[0], a[1], a[2], a[3], a[4], a[5]);
+  else
+    emitPackRows(kb, g, a[0], a[1], a[2], a[3], a[4], a[5]);
   func::ReturnOp::create(ib);
   return f;
 }
@@ -241,13 +338,20 @@ namespace {
 /// The skinny function's body: for each panel, one tile of exactly m (<= mr) rows over
 /// the whole K, reading A where it is and the panel as one stream.
 void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
-  Type elem = x.fill.getType();
+  Type elem = g.acc;
   VectorType vt = kb.vec(elem, g.lanes);
   Value notFromC = arith::XOrIOp::create(kb.builder(), x.fromC,
                                          arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
+  int64_t group = g.kGroup();
+  VectorType bt = kb.vec(g.packed, g.lanes * group);
+  // The dot tier: whole pairs in the loop, an odd K's last column after it.
+  Value kRows = group == 1 ? x.k : kb.mul(kb.ceilDiv(x.k, 2), 2);
+  Value steps = group == 1 ? x.k : kb.divu(x.k, kb.idx(2));
+  Value odd = group == 1 ? nullptr : kb.cmp(arith::CmpIPredicate::ne, kb.remu(x.k, kb.idx(2)), kb.idx(0));
+  Value tailMask = group == 1 ? nullptr : kb.firstLanes(kb.idx(1), 2);
   kb.forLoop(x.p0, x.p1, 1, [&](KernelBuilder &pl, Value p) {
     Value j0 = pl.mul(p, g.nr()), cols = pl.sub(x.n, j0);
-    Value base = pl.mul(pl.mul(p, x.k), g.nr());
+    Value base = pl.mul(pl.mul(p, kRows), g.nr());
     SmallVector<Value> masks, start;
     for (int64_t c = 0; c < g.nv; ++c) {
       masks.push_back(pl.firstLanes(pl.sub(cols, pl.idx(c * g.lanes)), g.lanes));
@@ -261,10 +365,20 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
         s.lanes = g.lanes;
         s.nc = g.nv;
         s.mr = rows;
-        s.K = x.k;
-        s.a = [&](KernelBuilder &b, Value i, Value kk) { return b.load(x.a, {i, kk}); };
+        s.dot = g.dot;
+        s.K = steps;
+        if (g.dot) {
+          s.a = [&](KernelBuilder &b, Value i, Value kp) { return readPair(b, x.a, i, kp); };
+          s.tail = odd;
+          s.aTail = [&](KernelBuilder &b, Value i) { return readPair(b, x.a, i, steps, tailMask); };
+        } else {
+          s.a = [&](KernelBuilder &b, Value i, Value kk) {
+            return convertTo(b, b.load(x.a, {i, kk}), g.packed);
+          };
+        }
         s.b = [&](KernelBuilder &b, Value kk, int64_t c) {
-          return b.vload(vt, x.bp, {b.add(b.add(base, b.mul(kk, g.nr())), c * g.lanes)});
+          Value off = b.add(base, b.mul(kk, g.nr() * group));
+          return b.vload(bt, x.bp, {b.add(off, c * g.lanes * group)});
         };
         s.init = [&](KernelBuilder &b, Value i, int64_t c) -> Value {
           Value v = b.vload(vt, x.c, {i, b.add(j0, c * g.lanes)}, masks[c]);
@@ -279,16 +393,17 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
   });
 }
 
-func::FuncOp gemmFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias,
+func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bool bias,
                           bool skinny) {
   Type index = IndexType::get(module.getContext());
-  std::string name = std::string(skinny ? "qkv_gemm_skinny_" : "qkv_gemm_block_") + typeName(elem) +
-                     "_" + std::to_string(g.mr) + "x" + std::to_string(g.nr()) +
+  std::string name = std::string(skinny ? "qkv_gemm_skinny_" : "qkv_gemm_block_") +
+                     formName(aElem, g) + "_" + std::to_string(g.mr) + "x" + std::to_string(g.nr()) +
                      (skinny ? "" : "_k" + std::to_string(g.kc)) + (bias ? "_bias" : "");
-  SmallVector<Type> args = {gemmViewType(elem), gemmPackedType(elem), gemmViewType(elem), index, index,
-                            index, index, index, index, elem, IntegerType::get(module.getContext(), 1)};
+  SmallVector<Type> args = {gemmViewType(aElem), gemmPackedType(g.packed), gemmViewType(g.acc),
+                            index, index, index, index, index, index, g.acc,
+                            IntegerType::get(module.getContext(), 1)};
   if (bias)
-    args.push_back(gemmPackedType(elem));
+    args.push_back(gemmPackedType(g.acc));
   auto [f, fresh] = privateFunction(module, name, args);
   if (!fresh)
     return f;
@@ -305,12 +420,12 @@ func::FuncOp gemmFunction(ModuleOp module, Type elem, const GemmBlocking &g, boo
 
 } // namespace
 
-func::FuncOp gemmBlockFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias) {
-  return gemmFunction(module, elem, g, bias, false);
+func::FuncOp gemmBlockFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bool bias) {
+  return gemmFunction(module, aElem, g, bias, false);
 }
 
-func::FuncOp gemmSkinnyFunction(ModuleOp module, Type elem, const GemmBlocking &g, bool bias) {
-  return gemmFunction(module, elem, g, bias, true);
+func::FuncOp gemmSkinnyFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bool bias) {
+  return gemmFunction(module, aElem, g, bias, true);
 }
 
 } // namespace qkv::ir

@@ -9,6 +9,12 @@
 // range of panels; for each block of kc rows of B (kc chosen so that a panel's kc x nr
 // block stays in the L1 cache), it runs every mr x nr register tile of its rows and
 // panels, the A rows of the block (mc x kc) staying in the L2 cache across panels.
+//
+// Two tiers multiply (docs/compiler.md, "ISA tiers"): FMAs on the accumulator's type
+// (f32 or f64), reading bf16/f16 operands widened as they are packed; and bf16 pairs on
+// vdpbf16ps (AVX512-BF16), whose packed B holds rows 2k and 2k + 1 interleaved column by
+// column (a panel's pair of rows is one vector per 16 columns) and whose packed A holds
+// bf16 rows with an even K (a zero past an odd one).
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,21 +23,26 @@
 
 namespace qkv::ir {
 
-/// The sizes of the blocked GEMM for one element type and vector width.
+/// The sizes of the blocked GEMM for one tier, element type and vector width.
 struct GemmBlocking {
-  int64_t lanes = 16; ///< elements per vector
+  mlir::Type acc;     ///< C's element type and the accumulators' (f32, f64)
+  mlir::Type packed;  ///< the packed A's and B's: acc, or bf16 on the dot tier
+  bool dot = false;   ///< bf16 pairs on vdpbf16ps (acc is f32)
+  int64_t lanes = 16; ///< accumulator elements per vector
   int64_t nv = 4;     ///< vectors of C per register tile row: nr = nv * lanes columns
   int64_t mr = 6;     ///< rows of a register tile
-  int64_t kc = 128;   ///< rows of B per block (the K loop's step)
+  int64_t kc = 128;   ///< rows of B per block (the K loop's step; even on the dot tier)
   int64_t mc = 96;    ///< most rows of C per task (a multiple of mr)
   int64_t nr() const { return nv * lanes; }
+  /// Rows of B per packed row: 2 on the dot tier (a pair), else 1.
+  int64_t kGroup() const { return dot ? 2 : 1; }
 
-  /// Register tiles for `vectorBits`-bit vectors of `elem` (16 vector registers below
+  /// Register tiles for `vectorBits`-bit vectors of `acc` (16 vector registers below
   /// 512 bits, 32 at 512), kc and mc from the L1 and L2 data cache sizes in bytes:
-  /// kc x nr elements of B take at most half of L1, mc x kc of A at most half of L2. A
-  /// positive `kcOverride` / `mcOverride` replaces the derived value (mc rounded up to a
-  /// multiple of mr).
-  static GemmBlocking forTarget(mlir::Type elem, int64_t vectorBits, int64_t l1Bytes,
+  /// kc x nr packed elements of B take at most half of L1, mc x kc of A at most half of
+  /// L2. A positive `kcOverride` / `mcOverride` replaces the derived value (mc rounded up
+  /// to a multiple of mr, kc to an even number on the dot tier).
+  static GemmBlocking forTarget(mlir::Type acc, bool dot, int64_t vectorBits, int64_t l1Bytes,
                                 int64_t l2Bytes, int64_t kcOverride = 0, int64_t mcOverride = 0);
 };
 
@@ -40,27 +51,32 @@ struct GemmBlocking {
 mlir::MemRefType gemmViewType(mlir::Type elem);
 /// The packed-B buffer type: one dimension, any offset.
 mlir::MemRefType gemmPackedType(mlir::Type elem);
+/// Elements of one packed B (or of one batch's) of k rows and `panels` panels: k rounded
+/// up to whole groups, times the panels' columns.
+mlir::Value gemmPackedSize(KernelBuilder &kb, const GemmBlocking &g, mlir::Value panels,
+                           mlir::Value k);
 
-/// func.func private @qkv_gemm_pack_b_<T>_<nr>(B: view, Bp: packed, p0, p1, n, k):
-/// panels [p0, p1) of B (k x n) into Bp, panel p at p * k * nr, zero past column n.
-/// Made once per module, element type and nr.
-mlir::func::FuncOp gemmPackBFunction(mlir::ModuleOp module, mlir::Type elem,
+/// func.func private @qkv_gemm_pack_b_<form>_<nr>(B: view of `bElem`, Bp: packed, p0, p1,
+/// n, k): panels [p0, p1) of B (k x n) into Bp, panel p at p * k' * nr (k' = k rounded up
+/// to whole groups), zero past column n and past row k, converted to the packed type.
+/// Made once per module, form and nr.
+mlir::func::FuncOp gemmPackBFunction(mlir::ModuleOp module, mlir::Type bElem,
                                      const GemmBlocking &g);
 
-/// func.func private @qkv_gemm_block_<T>_<mr>x<nr>_k<kc>[_bias](A: view, Bp: packed,
-/// C: view, i0, m, p0, p1, n, k, fill, fromC[, bias: packed]):
+/// func.func private @qkv_gemm_block_<form>_<mr>x<nr>_k<kc>[_bias](A: view of `aElem`,
+/// Bp: packed, C: view, i0, m, p0, p1, n, k, fill, fromC[, bias: packed]):
 /// C[i0 .. i0 + m)[p0 * nr .. min(n, p1 * nr)) = start + A . B, with B packed as
 /// gemmPackBFunction writes it, start being C itself when fromC, else the bias row
 /// (bias[j] for column j) when the function takes one, else the fill. K = 0 writes the
-/// start value. Made once per module, element type, blocking and form.
-mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type elem, const GemmBlocking &g,
-                                     bool bias = false);
+/// start value. Made once per module, form, blocking and bias.
+mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type aElem,
+                                     const GemmBlocking &g, bool bias = false);
 
-/// func.func private @qkv_gemm_skinny_<T>_<mr>x<nr>[_bias](the block function's
+/// func.func private @qkv_gemm_skinny_<form>_<mr>x<nr>[_bias](the block function's
 /// operands): the same product for m <= mr rows (a decode step's), each panel one tile of
 /// exactly m rows over the whole K: A read where it is (nothing packed), each panel of B
 /// read once, as one stream.
-mlir::func::FuncOp gemmSkinnyFunction(mlir::ModuleOp module, mlir::Type elem,
+mlir::func::FuncOp gemmSkinnyFunction(mlir::ModuleOp module, mlir::Type aElem,
                                       const GemmBlocking &g, bool bias = false);
 
 } // namespace qkv::ir

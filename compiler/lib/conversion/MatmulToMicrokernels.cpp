@@ -50,8 +50,18 @@ bool denseRows(Value v) {
 struct MatmulOperands {
   Value a, b, c; // B is (K, N) for a batch_matmul whose B serves every batch
   bool batched;
-  Type elem;
+  Type elem; // C's, the accumulators'
+
+  Type aElem() const { return getElementTypeOrSelf(a.getType()); }
+  Type bElem() const { return getElementTypeOrSelf(b.getType()); }
 };
+
+/// Whether A and B, of types `a` and `b`, can feed a GEMM accumulating in `acc`: the same
+/// type, or f16/bf16 into f32.
+bool operandTypesTaken(Type a, Type b, Type acc) {
+  auto taken = [&](Type t) { return t == acc || (acc.isF32() && (t.isBF16() || t.isF16())); };
+  return (acc.isF32() || acc.isF64()) && taken(a) && taken(b);
+}
 
 /// batch_matmul's indexing maps: the default ones, or B (k, n) shared by all batches.
 std::optional<bool> sharedBMaps(linalg::BatchMatmulOp op) {
@@ -88,8 +98,8 @@ public:
       return;
     MatmulOperands o{op.getDpsInputs()[0], op.getDpsInputs()[1], op.getDpsInits()[0],
                      bmm != nullptr, getElementTypeOrSelf(op.getDpsInits()[0].getType())};
-    if ((!o.elem.isF32() && !o.elem.isF64()) || !unitInnerStride(o.a) || !unitInnerStride(o.b) ||
-        !unitInnerStride(o.c))
+    if (!operandTypesTaken(o.aElem(), o.bElem(), o.elem) || !unitInnerStride(o.a) ||
+        !unitInnerStride(o.b) || !unitInnerStride(o.c))
       return;
     // The start and the epilogue fused into the GEMM (GemmFusion.h): a fill or a bias
     // row instead of a pass over C before; the elementwise op after, applied per task.
@@ -110,8 +120,9 @@ public:
       o.c = memref::CollapseShapeOp::create(ib, o.c, rows);
       o.batched = false;
     }
-    GemmBlocking g = GemmBlocking::forTarget(o.elem, options.vectorBits, options.l1Bytes,
-                                             options.l2Bytes, options.kc, options.mc);
+    GemmBlocking g = GemmBlocking::forTarget(o.elem, onDotTier(o), options.vectorBits,
+                                             options.l1Bytes, options.l2Bytes, options.kc,
+                                             options.mc);
     emitGemm(kb, o, g, start, epilogue ? &*epilogue : nullptr, full);
     op->erase();
     if (start.op)
@@ -121,6 +132,17 @@ public:
   }
 
 private:
+  /// Whether the matmul runs on bf16 pairs (vdpbf16ps): on the avx512bf16 tier, when A
+  /// and B are bf16, or f32 or bf16 under medium precision (rounded to bf16 as packed).
+  bool onDotTier(const MatmulOperands &o) const {
+    if (options.isaTier != "avx512bf16" || !o.elem.isF32())
+      return false;
+    auto bf16 = [](Type t) { return t.isBF16(); };
+    auto roundable = [](Type t) { return t.isBF16() || t.isF32(); };
+    return (bf16(o.aElem()) && bf16(o.bElem())) ||
+           (options.matmulPrecision == "medium" && roundable(o.aElem()) && roundable(o.bElem()));
+  }
+
   /// `mem` as the 2-D view of batch `batch` (or as it is when it has no batch dim).
   Value view2d(KernelBuilder &kb, Value mem, Value batch) {
     ImplicitLocOpBuilder &b = kb.builder();
@@ -171,11 +193,11 @@ private:
   std::pair<Value, Value> packB(KernelBuilder &kb, const MatmulOperands &o, const GemmBlocking &g,
                                 Value nBatchB, Value panels, Value n, Value k) {
     ImplicitLocOpBuilder &ib = kb.builder();
-    Value size = kb.mul(kb.mul(panels, k), g.nr());
-    auto flat = MemRefType::get({ShapedType::kDynamic}, o.elem);
+    Value size = gemmPackedSize(kb, g, panels, k);
+    auto flat = MemRefType::get({ShapedType::kDynamic}, g.packed);
     Value packed = memref::AllocOp::create(ib, flat, ValueRange{kb.mul(nBatchB, size)},
                                            ib.getI64IntegerAttr(64));
-    func::FuncOp fn = gemmPackBFunction(module, o.elem, g);
+    func::FuncOp fn = gemmPackBFunction(module, o.bElem(), g);
     kb.parallel({nBatchB, panels}, [&](KernelBuilder &in, ValueRange iv) {
       Value bb = cast<MemRefType>(o.b.getType()).getRank() == 3 ? iv[0] : Value();
       func::CallOp::create(in.builder(), fn,
@@ -210,13 +232,14 @@ private:
     MLIRContext *ctx = fn.getContext();
     Builder b(ctx);
     unsigned at = fn.getNumArguments();
-    auto type = MemRefType::get({ShapedType::kDynamic}, cast<MemRefType>(param.getType()).getElementType());
+    auto type = MemRefType::get({ShapedType::kDynamic}, g.packed);
     auto attrs = b.getDictionaryAttr(
         {b.getNamedAttr("qkv.packed_param", b.getI64IntegerAttr(param.getArgNumber())),
-         b.getNamedAttr("qkv.panel_columns", b.getI64IntegerAttr(g.nr()))});
+         b.getNamedAttr("qkv.panel_columns", b.getI64IntegerAttr(g.nr())),
+         b.getNamedAttr("qkv.panel_rows", b.getI64IntegerAttr(g.kGroup()))});
     if (failed(fn.insertArgument(at, type, attrs, fn.getLoc())))
       return {};
-    packedParams.push_back({fn, param.getArgNumber(), at, g.nr()});
+    packedParams.push_back({fn, param.getArgNumber(), at, g.nr(), g.kGroup(), g.packed});
     return fn.getArgument(at);
   }
 
@@ -282,17 +305,17 @@ private:
     if (param && !(packed = packedArgument(param, g)))
       param = {};
     if (param)
-      size = kb.mul(kb.mul(panels, k), g.nr());
+      size = gemmPackedSize(kb, g, panels, k);
     else
       std::tie(packed, size) = packB(kb, o, g, batchedB ? nBatch : kb.idx(1), panels, n, k);
     Partition part = partition(kb, g, nBatch, m, panels);
-    func::FuncOp fn = gemmBlockFunction(module, o.elem, g, bias);
+    func::FuncOp fn = gemmBlockFunction(module, o.aElem(), g, bias);
     // A task of at most mr rows (a decode step's) takes the skinny form: A read in place,
     // each panel of B once. Not made when M is static and larger.
     auto cType = cast<MemRefType>(o.c.getType());
     int64_t rowDim = cType.getRank() - 2;
     func::FuncOp skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.mr
-                              ? gemmSkinnyFunction(module, o.elem, g, bias)
+                              ? gemmSkinnyFunction(module, o.aElem(), g, bias)
                               : nullptr;
     kb.parallel({nBatch, part.blocks, part.ranges}, [&](KernelBuilder &in, ValueRange iv) {
       Value i0 = in.mul(iv[1], part.rows);
@@ -321,11 +344,13 @@ private:
 
 public:
   /// A param the runtime packs: function `fn`'s argument `param`, brought packed in panels
-  /// of `columns` by argument `packedArg`.
+  /// of `columns` by argument `packedArg`, `rows` rows of B interleaved per packed row
+  /// (2 on the dot tier), as `elem`.
   struct PackedParam {
     func::FuncOp fn;
     unsigned param, packedArg;
-    int64_t columns;
+    int64_t columns, rows;
+    Type elem;
   };
   SmallVector<PackedParam> packedParams;
 
@@ -336,14 +361,17 @@ private:
 
 /// The list of packed params the runtime reads from the compiled object (Kernel::run
 /// packs each once and passes it after the outputs): a NUL-terminated string global
-/// `qkv_packed_params`, "<param argument>:<panel columns>" per packed argument, in
-/// argument order, separated by ','.
+/// `qkv_packed_params`, "<param argument>:<panel columns>:<rows per packed row>:<packed
+/// dtype>" per packed argument, in argument order, separated by ','.
 void recordPackedParams(ModuleOp module, ArrayRef<MatmulLowering::PackedParam> params) {
   if (params.empty())
     return;
   std::string text;
-  for (const MatmulLowering::PackedParam &p : params)
-    text += (text.empty() ? "" : ",") + std::to_string(p.param) + ":" + std::to_string(p.columns);
+  for (const MatmulLowering::PackedParam &p : params) {
+    std::string dtype = p.elem.isBF16() ? "bf16" : p.elem.isF64() ? "f64" : "f32";
+    text += (text.empty() ? "" : ",") + std::to_string(p.param) + ":" + std::to_string(p.columns) +
+            ":" + std::to_string(p.rows) + ":" + dtype;
+  }
   text.push_back('\0');
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   auto type = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());
@@ -360,7 +388,18 @@ struct LowerMatmulToMicrokernelsPass
       if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
         matmuls.push_back(cast<linalg::LinalgOp>(op));
     });
-    MatmulLowering lowering(getOperation(), {vectorBits, l1Bytes, l2Bytes, kc, mc});
+    if (isaTier != "f32" && isaTier != "avx512bf16") {
+      getOperation().emitError() << "qkv-lower-matmul-to-microkernels: unknown isa '"
+                                 << isaTier << "' (f32, avx512bf16)";
+      return signalPassFailure();
+    }
+    if (matmulPrecision != "highest" && matmulPrecision != "medium") {
+      getOperation().emitError() << "qkv-lower-matmul-to-microkernels: unknown precision '"
+                                 << matmulPrecision << "' (highest, medium)";
+      return signalPassFailure();
+    }
+    MatmulLowering lowering(getOperation(), {vectorBits, l1Bytes, l2Bytes, kc, mc, isaTier,
+                                             matmulPrecision});
     for (linalg::LinalgOp op : matmuls)
       lowering.lower(op);
     recordPackedParams(getOperation(), lowering.packedParams);

@@ -6,7 +6,8 @@
 // mr x nc block of C lives in vector registers across the whole K loop: each step loads
 // nc vectors of a B row, broadcasts mr scalars of A and issues mr * nc FMAs. Callers say
 // how A, B and C are addressed, so one emitter serves QK^T and P.V inside flash attention
-// and the projections (linalg.matmul) alike.
+// and the projections (linalg.matmul) alike. With `dot`, the FMAs are bf16 pair dot
+// products (vdpbf16ps: twice the FMA's work per instruction), K stepping over pairs.
 #pragma once
 
 #include <functional>
@@ -31,6 +32,17 @@ struct GemmSpec {
   std::function<mlir::Value(KernelBuilder &, mlir::Value i, int64_t c)> init;
   /// Writes C's vector (i, c).
   std::function<void(KernelBuilder &, mlir::Value i, int64_t c, mlir::Value v)> store;
+
+  /// bf16 pairs on the dot-product instruction (x86vector.avx512.dot: vdpbf16ps), with f32
+  /// accumulators: K counts pairs of A's columns (B's rows); `a` returns A's pair
+  /// (i, 2k), (i, 2k + 1) as a vector<2xbf16> (broadcast by the kernel as one 32-bit
+  /// element), `b` B's rows 2k and 2k + 1 interleaved column by column, a
+  /// vector<(2 * lanes)xbf16> whose lanes pair up with C's.
+  bool dot = false;
+  /// When set (an i1), one more step of K after the loop, at k = K, whose A pair comes
+  /// from `aTail` (an odd K's last column, paired with 0, read without reading past A).
+  mlir::Value tail;
+  std::function<mlir::Value(KernelBuilder &, mlir::Value i)> aTail;
 };
 
 /// Emits the loops for `spec` at the builder's insertion point.
@@ -39,6 +51,10 @@ void emitGemm(KernelBuilder &kb, const GemmSpec &spec);
 /// One register tile: C rows [i0, i0 + rows) (rows <= spec.mr) by spec.nc vectors, over
 /// the whole spec.K (spec.M is not read).
 void emitGemmTile(KernelBuilder &kb, const GemmSpec &spec, mlir::Value i0, int64_t rows);
+
+/// `pair` (a vector<2xbf16>) as one 32-bit element broadcast to vector<(2 * lanes)xbf16>:
+/// the A operand of a bf16 dot product.
+mlir::Value broadcastPair(KernelBuilder &kb, mlir::Value pair, int64_t lanes);
 
 /// Register-tile rows for nc vectors per row: as many rows as keep the C tile, one B row
 /// and a broadcast within the 32 vector registers of AVX-512 (16 for AVX2).

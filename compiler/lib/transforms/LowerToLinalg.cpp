@@ -187,6 +187,15 @@ Value batchedMatmul(OpBuilder &b, Location loc, Value a, Value bb, Value init,
   return expandLeading(b, loc, res, lead, resT);
 }
 
+/// acc + x * y, x and y (f16 or bf16 operands of a product) widened to acc's type first.
+Value multiplyAdd(OpBuilder &b, Location loc, Value x, Value y, Value acc) {
+  auto widen = [&](Value v) -> Value {
+    return v.getType() == acc.getType() ? v : arith::ExtFOp::create(b, loc, acc.getType(), v);
+  };
+  Value p = arith::MulFOp::create(b, loc, widen(x), widen(y));
+  return arith::AddFOp::create(b, loc, acc, p);
+}
+
 /// The product as a linalg.generic: for shapes the named ops do not take.
 Value genericMatmul(OpBuilder &b, Location loc, Value a, Value bb, Value init) {
   unsigned ra = tensorType(a).getRank(), rb = tensorType(bb).getRank();
@@ -203,8 +212,7 @@ Value genericMatmul(OpBuilder &b, Location loc, Value a, Value bb, Value init) {
   return generic(b, loc, init, {a, bb}, {dimsMap(ctx, loops, am), dimsMap(ctx, loops, bm)},
                  dimsMap(ctx, loops, om), iterators(r, 1),
                  [](OpBuilder &nb2, Location l, ValueRange args) -> Value {
-                   Value p = arith::MulFOp::create(nb2, l, args[0], args[1]);
-                   return arith::AddFOp::create(nb2, l, args[2], p);
+                   return multiplyAdd(nb2, l, args[0], args[1], args[2]);
                  });
 }
 
@@ -267,8 +275,7 @@ struct LinearLowering : OpRewritePattern<LinearOp> {
       res = generic(rw, loc, init, {x, w}, {dimsMap(ctx, loops, xm), dimsMap(ctx, loops, {k, n})},
                     dimsMap(ctx, loops, om), iterators(rx, 1),
                     [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                      Value pr = arith::MulFOp::create(b, l, args[0], args[1]);
-                      return arith::AddFOp::create(b, l, args[2], pr);
+                      return multiplyAdd(b, l, args[0], args[1], args[2]);
                     });
     }
     rw.replaceOp(op, res);

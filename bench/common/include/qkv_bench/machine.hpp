@@ -29,6 +29,13 @@ struct Measurement {
 /// flops per lane. Median of 5 repetitions of about 40 ms.
 Measurement fma_peak_gflops(int threads, Isa isa = host_isa());
 
+/// Whether the CPU has AVX512-BF16 (vdpbf16ps).
+bool has_avx512_bf16();
+/// GFLOP/s of `threads` threads each running independent vdpbf16ps chains (16 lanes of two
+/// bf16 products each: 64 flops an instruction), the peak of qkv's avx512bf16 tier; value
+/// 0 and runs 0 on a CPU without AVX512-BF16. Median of 5 repetitions of about 40 ms.
+Measurement bf16_dot_peak_gflops(int threads);
+
 /// GB/s (1e9 bytes) of `threads` threads summing disjoint slices of one buffer of
 /// `bytes` bytes with vector loads; 0 means 8 x the last-level cache, at least 256 MiB
 /// and at most 1 GiB.

@@ -83,6 +83,41 @@ struct CacheOptions {
   static CacheOptions off() { return {false, false, {}, 0}; }
 };
 
+/// The instruction-set tiers that products (projections, matmuls, attention's QK^T and
+/// P.V) run on, on the CPU (docs/compiler.md, "ISA tiers"). A tier only changes how
+/// products whose operands are bf16 are computed (and f32 ones under
+/// MatmulPrecision::Medium); every other op is the same code on every tier.
+enum class Isa {
+  /// The best tier the host has, unless QKV_ISA in the environment names a lower one.
+  Host,
+  /// f32 FMAs: bf16 and f16 operands are widened to f32 as they are read or packed.
+  F32,
+  /// AVX512-BF16: bf16 operands are multiplied in pairs by vdpbf16ps with f32
+  /// accumulation, twice the FMA's products per instruction.
+  Avx512Bf16,
+};
+
+/// "host", "f32", "avx512bf16".
+std::string isa_name(Isa isa);
+/// The tier a name (as isa_name writes it, or QKV_ISA takes it) names; a qkv::Error for
+/// anything else, naming `what` (where the name came from) and the tiers.
+Isa parse_isa(const std::string &name, const std::string &what = "isa");
+/// The best tier this host's CPU has (never Isa::Host).
+Isa host_isa();
+/// The tiers this host's CPU has, lowest first ("f32", then "avx512bf16" where it runs).
+std::vector<Isa> host_isas();
+
+/// How f32 graphs' products are computed, as torch.set_float32_matmul_precision names it.
+enum class MatmulPrecision {
+  /// f32 products on f32 FMAs (the interpreter's semantics, to f32 rounding).
+  Highest,
+  /// The projections' and matmuls' f32 operands are rounded to bf16 and multiplied on the
+  /// tier's bf16 engine with f32 accumulation (on the f32 tier: as Highest). Each product
+  /// then carries bf16's rounding of its operands: a relative error of about 2^-8 per
+  /// product, docs/compiler.md "ISA tiers". Attention stays f32.
+  Medium,
+};
+
 /// How to compile (never what: that is the graph).
 struct CompileOptions {
   /// Tiles, vector width, threads.
@@ -114,6 +149,11 @@ struct CompileOptions {
   /// false: unchecked, whatever QKV_CHECKED says; an index out of bounds then reads
   /// whatever lies there (docs/compiler.md, "Checked kernels").
   std::optional<bool> checked;
+  /// The tier products run on (Isa::Host: the best the host has, or QKV_ISA). A tier the
+  /// host's CPU lacks is a qkv::Error. Part of the kernel cache's key.
+  Isa isa = Isa::Host;
+  /// f32 products on bf16 engines (Medium) or not (Highest, the default).
+  MatmulPrecision matmul_precision = MatmulPrecision::Highest;
 };
 
 /// A compilation failure: which stage failed and what MLIR/LLVM said.

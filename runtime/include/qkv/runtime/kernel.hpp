@@ -32,6 +32,10 @@ struct CompileStats {
   int codegen_parts = 0;
   /// Of this compile: time spent looking up, reading and writing the cache.
   double cache_ms = 0;
+  /// The tier its products run on ("f32", "avx512bf16"; CompileOptions::isa), and how
+  /// f32 products are computed ("highest", "medium": CompileOptions::matmul_precision);
+  /// empty for the CUDA target.
+  std::string isa, matmul_precision;
   /// The cache key (16 hex digits) and the entry's file; empty when the cache was off.
   std::string cache_key, cache_path;
   /// What the cache did: "hit", "miss, stored", "rebuilt (<why the entry was invalid>)",
@@ -45,16 +49,26 @@ struct CompileStats {
 
 /// A param that the compiled code reads packed for its GEMM (docs/compiler.md, "The
 /// GEMM"): argument `argument` of the graph (an index into Graph::arguments()), a (K, N)
-/// matrix, laid out in panels of `panel_columns` columns (pack_gemm_weight). Kernel::run
-/// packs it on first use and passes the packed copy after the outputs.
+/// matrix, laid out in panels of `panel_columns` columns, `panel_rows` rows of it
+/// interleaved per packed row (2: bf16 pairs for vdpbf16ps), as `dtype`
+/// (pack_gemm_weight). Kernel::run packs it on first use and passes the packed copy after
+/// the outputs.
 struct PackedParam {
   int argument = 0;
   int panel_columns = 0;
+  int panel_rows = 1;
+  DType dtype = DType::F32;
 };
 
-/// w (K, N), f32 or f64, as the GEMM reads a packed weight: panel p holds columns
-/// [p * nr, (p + 1) * nr) of every row, row after row (nr = panel_columns), zero past
-/// column N: shape {ceil(N / nr) * K * nr}.
+/// w (K, N) as the GEMM reads a packed weight, converted to `dtype` (f32 or f64 from any
+/// float dtype; bf16 from f32 or bf16, rounded to nearest even): panel p holds columns
+/// [p * nr, (p + 1) * nr) of every row (nr = panel_columns), zero past column N. With
+/// `panel_rows` = 1 the panel's rows follow one another; with 2 (bf16 only) each packed
+/// row holds rows 2i and 2i + 1 interleaved column by column, (w[2i][j], w[2i + 1][j]) for
+/// each j of the panel, a zero row past an odd K. Shape {ceil(N / nr) * K' * nr}, K' = K
+/// rounded up to a multiple of panel_rows.
+Tensor pack_gemm_weight(const Tensor &w, int panel_columns, DType dtype, int panel_rows = 1);
+/// The same in w's own dtype (f32 or f64), one row per packed row.
 Tensor pack_gemm_weight(const Tensor &w, int panel_columns);
 
 /// What a backend hands a Kernel: an entry point taking MLIR's packed arguments (one

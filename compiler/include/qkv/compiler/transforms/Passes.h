@@ -8,6 +8,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -37,6 +38,9 @@ struct CpuPipelineOptions {
   int64_t threads = 0;
   /// The GEMM's blocking: cache sizes and overrides (0: derived from the caches).
   int64_t l1Bytes = 32768, l2Bytes = 524288, gemmKc = 0, gemmMc = 0;
+  /// The tier products run on ("f32", "avx512bf16") and how f32 products are computed
+  /// ("highest", "medium"): CompileOptions::isa, matmul_precision.
+  std::string isa = "f32", matmulPrecision = "highest";
   /// Target::gpu_tiles_on_host(): the CUDA pipeline's linalg and loops stages, then the
   /// tiles as CPU loops (qkv-tiles-to-cpu-loops) and this pipeline's llvm stage.
   bool gpuTiles = false;

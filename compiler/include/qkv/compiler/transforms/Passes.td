@@ -88,12 +88,14 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
            "Keys per tile (0: as many as the query tile with a mask; without one, the query tile rounded up to whole register tiles of the score kernel)">,
     Option<"decodeRows", "decode-rows", "int64_t", "0",
            "Attention with at most this many queries takes the split-KV decode kernel (0: one vector of queries); a dynamic query length gets both kernels and picks one per call">,
+    Option<"isaTier", "isa", "std::string", "\"f32\"",
+           "The tier bf16 attention's products run on: f32 (widened loads, FMA) or avx512bf16 (bf16 pairs on vdpbf16ps, f32 accumulation)">,
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::func::FuncDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-                           "::mlir::tensor::TensorDialect"];
+                           "::mlir::tensor::TensorDialect", "::mlir::x86vector::X86VectorDialect"];
 }
 
 def LowerMatmulToMicrokernels
@@ -122,10 +124,15 @@ def LowerMatmulToMicrokernels
     Option<"l2Bytes", "l2-bytes", "int64_t", "524288", "L2 cache size in bytes">,
     Option<"kc", "kc", "int64_t", "0", "Rows of B per block (0: from l1-bytes)">,
     Option<"mc", "mc", "int64_t", "0", "Most rows of C per task (0: from l2-bytes)">,
+    Option<"isaTier", "isa", "std::string", "\"f32\"",
+           "The tier contractions of bf16 operands run on: f32 (widened, FMA) or avx512bf16 (bf16 pairs on vdpbf16ps, f32 accumulation)">,
+    Option<"matmulPrecision", "precision", "std::string", "\"highest\"",
+           "f32 operands: highest (f32 FMA) or medium (rounded to bf16 and run on the isa's bf16 tier, f32 accumulation)">,
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect"];
+                           "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def VectorizeElementwise

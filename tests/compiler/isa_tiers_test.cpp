@@ -1,0 +1,230 @@
+// bf16 products on one ISA tier (QKV_TEST_ISA; tests/compiler/isa_tier.hpp) against the
+// interpreter: the blocked GEMM at odd sizes and every block edge, K = 0, weights packed
+// per call and by the runtime, fused starts and epilogues, mixed and f16 operands, and
+// f32 graphs under MatmulPrecision::Medium (docs/compiler.md, "ISA tiers").
+#include <gtest/gtest.h>
+
+#include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/interpreter.hpp>
+
+#include "differential.hpp"
+#include "isa_tier.hpp"
+
+namespace qkv::test {
+namespace {
+
+/// Blocks of 16 rows of B and 12 rows of C: small sizes cross every block edge.
+CompileOptions small_blocks(int threads = 0) {
+  CompileOptions o = on_tier(threads);
+  o.schedule.gemm_k_block = 16;
+  o.schedule.gemm_m_block = 12;
+  return o;
+}
+
+bool dot_tier() { return tier_under_test() == Isa::Avx512Bf16; }
+
+/// y = x . w with x (M, K) and w (K, N) of `dt` (M bound at run time; w a param).
+Graph linear_graph(DType dt, std::int64_t k, std::int64_t n) {
+  Graph g("gemm_" + std::string(dtype_name(dt)) + "_" + std::to_string(k) + "x" + std::to_string(n));
+  Value x = g.input("x", dt, {Dim("M"), Dim("K", k)});
+  g.output("out", linear(x, g.param("w", dt, {Dim("K", k), Dim("N", n)})));
+  return g;
+}
+
+class Bf16GemmSizes : public ::testing::TestWithParam<std::pair<std::int64_t, std::int64_t>> {};
+
+// 1, 7, 33 and 257 in each of K and N, M = 1, 2, 6 (the skinny form), 7, 33, 257; bf16
+// output within two bf16 ulps of the interpreter's (products of bf16 values are exact in
+// f32, the sums are f32's, and each result is rounded once).
+TEST_P(Bf16GemmSizes, MatchInterpreter) {
+  auto [k, n] = GetParam();
+  DiffCase c;
+  c.name = "linear_bf16";
+  c.build = [k, n] { return linear_graph(DType::BF16, k, n); };
+  for (std::int64_t m : {1, 2, 6, 7, 33, 257})
+    c.shapes.push_back({{"M", m}});
+  c.sums({"K"}).within_half_ulps(2);
+  SCOPED_TRACE("K=" + std::to_string(k) + " N=" + std::to_string(n));
+  Kernel small = compile(c.build(), Target::host(), small_blocks());
+  EXPECT_EQ(small.stats().isa, isa_name(tier_under_test()));
+  check_kernel(small, c);
+  check_kernel(compile(c.build(), Target::host(), on_tier()), c);
+}
+
+std::vector<std::pair<std::int64_t, std::int64_t>> sizes() {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t k : {1, 7, 33, 257})
+    for (std::int64_t n : {1, 7, 33, 257})
+      out.push_back({k, n});
+  out.push_back({1000, 65});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(KN, Bf16GemmSizes, ::testing::ValuesIn(sizes()), [](const auto &info) {
+  return "K" + std::to_string(info.param.first) + "_N" + std::to_string(info.param.second);
+});
+
+TEST(Bf16Gemm, TheTiersInstructionsAreInTheKernel) {
+  Kernel k = compile(linear_graph(DType::BF16, 64, 64), Target::host(), on_tier());
+  std::string loops = k.ir("loops");
+  ASSERT_EQ(k.packed_params().size(), 1u);
+  const PackedParam &p = k.packed_params()[0];
+  if (dot_tier()) {
+    EXPECT_NE(loops.find("x86vector.avx512.dot"), std::string::npos) << loops;
+    EXPECT_NE(loops.find("@qkv_gemm_block_bf16_dot_"), std::string::npos);
+    EXPECT_NE(k.ir("asm").find("vdpbf16ps"), std::string::npos);
+    EXPECT_EQ(p.dtype, DType::BF16);
+    EXPECT_EQ(p.panel_rows, 2);
+  } else {
+    EXPECT_EQ(loops.find("x86vector"), std::string::npos) << loops;
+    EXPECT_NE(loops.find("@qkv_gemm_block_bf16_f32_"), std::string::npos);
+    EXPECT_EQ(p.dtype, DType::F32);
+    EXPECT_EQ(p.panel_rows, 1);
+  }
+}
+
+TEST(Bf16Gemm, ZeroKWritesTheStart) {
+  Graph g("k0_bf16");
+  Dim k("K");
+  Value x = g.input("x", DType::BF16, {Dim("M"), k});
+  Value w = g.param("w", DType::BF16, {k, Dim("N", 19)});
+  g.output("out", linear(x, w, g.param("b", DType::BF16, {Dim("N", 19)})));
+  g.output("plain", linear(x, w));
+  Kernel kern = compile(g, Target::host(), small_blocks());
+  for (std::int64_t m : {3, 40}) {
+    TensorMap in = random_inputs(g, {{"M", m}, {"K", 0}}, 3);
+    TensorMap out = kern.run(in);
+    for (std::int64_t i = 0; i < m * 19; ++i) {
+      EXPECT_EQ(out.at("out").get(i), in.at("b").get(i % 19)) << "M=" << m << " at " << i;
+      EXPECT_EQ(out.at("plain").get(i), 0.0) << "M=" << m << " at " << i;
+    }
+  }
+}
+
+TEST(Bf16Gemm, OperandsPackedPerCallAndMixedTypes) {
+  // B an input (packed by the kernel on every call, odd K: the pair past it is zero), a B
+  // per batch, a 2-D weight over batched rows, a transposed A, and operands of two
+  // dtypes or f16 (on every tier: f32 FMAs, each operand widened exactly).
+  std::vector<DiffCase> cases;
+  cases.push_back(one_output("weight_input", [](Graph &g) {
+                    Dim m("M"), k("K", 301), n("N", 17);
+                    return matmul(g.input("a", DType::BF16, {m, k}), g.input("w", DType::BF16, {k, n}));
+                  }, {{{"M", 2}}, {{"M", 31}}}).sums({"K"}).within_half_ulps(2));
+  cases.push_back(one_output("batched_b", [](Graph &g) {
+                    Dim b("B"), m("M"), k("K", 29), n("N", 35);
+                    return matmul(g.input("a", DType::BF16, {b, m, k}), g.input("c", DType::BF16, {b, k, n}));
+                  }, {{{"B", 1}, {"M", 1}}, {{"B", 3}, {"M", 40}}}).sums({"K"}).within_half_ulps(2));
+  cases.push_back(one_output("shared_weight", [](Graph &g) {
+                    Dim b("B"), l("L"), k("K", 23), n("N", 50);
+                    return linear(g.input("x", DType::BF16, {b, l, k}), g.param("w", DType::BF16, {k, n}));
+                  }, {{{"B", 1}, {"L", 1}}, {{"B", 5}, {"L", 13}}}).sums({"K"}).within_half_ulps(2));
+  cases.push_back(one_output("transposed_a", [](Graph &g) {
+                    Value a = g.input("a", DType::BF16, {Dim("K", 37), Dim("M")});
+                    return matmul(transpose(a), g.param("b", DType::BF16, {Dim("K", 37), Dim("N", 21)}));
+                  }, {{{"M", 1}}, {{"M", 45}}}).sums({"K"}).within_half_ulps(2));
+  cases.push_back(one_output("f16", [](Graph &g) {
+                    Dim m("M"), k("K", 45), n("N", 33);
+                    return linear(g.input("x", DType::F16, {m, k}), g.param("w", DType::F16, {k, n}));
+                  }, {{{"M", 3}}, {{"M", 50}}}).sums({"K"}).within_half_ulps(2));
+  for (const DiffCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    check_kernel(compile(c.build(), Target::host(), small_blocks()), c);
+  }
+}
+
+TEST(Bf16Gemm, FusedStartsAndEpilogues) {
+  // The bias as the tiles' start; GELU, SiLU and a residual add after the rounded result.
+  Dim b("B"), l("L"), k("K", 40), n("N", 45);
+  for (const char *what : {"gelu", "silu", "residual"}) {
+    DiffCase c = one_output(
+        std::string("linear_bf16_") + what,
+        [&, what](Graph &g) {
+          Value x = g.input("x", DType::BF16, {b, l, k});
+          Value y = linear(x, g.param("w", DType::BF16, {k, n}), g.param("bias", DType::BF16, {n}));
+          std::string w = what;
+          if (w == "gelu")
+            return gelu(y);
+          if (w == "silu")
+            return silu(y);
+          return residual(g.input("r", DType::BF16, {b, l, n}), y);
+        },
+        {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}, {{"B", 7}, {"L", 30}}});
+    // Two rounded nodes: the product's rounding moves the activation's input by an ulp.
+    c.sums({"K"}, 2).within_half_ulps(4);
+    SCOPED_TRACE(c.name);
+    check_kernel(compile(c.build(), Target::host(), small_blocks()), c);
+  }
+}
+
+TEST(Bf16Gemm, SameBitsOnAnyThreadCount) {
+  Graph g = linear_graph(DType::BF16, 100, 70);
+  TensorMap in = random_inputs(g, {{"M", 77}}, 5);
+  Tensor first;
+  for (int threads : {4, 3, 2, 1}) {
+    Tensor y = compile(g, Target::host(), small_blocks(threads)).run(in).at("out");
+    if (first.empty())
+      first = y;
+    EXPECT_TRUE(same_bits(first, y)) << threads << " threads";
+  }
+}
+
+TEST(Bf16Gemm, AWrittenWeightIsPackedAgain) {
+  Graph g = linear_graph(DType::BF16, 33, 20);
+  Kernel k = compile(g, Target::host(), small_blocks());
+  TensorMap in = random_inputs(g, {{"M", 9}}, 7);
+  auto matches = [&](const char *when) {
+    SCOPED_TRACE(when);
+    Tensor got = k.run(in).at("out"), want = reference::run(g, in).at("out");
+    assert_close(got, want, 0, 1.0 / 64); // within 2 bf16 ulps of |want|
+  };
+  matches("first run");
+  EXPECT_EQ(k.weight_packs(), 1);
+  in.at("w").set(5, 3.0);
+  matches("after a write");
+  EXPECT_EQ(k.weight_packs(), 2);
+  std::int64_t nr = k.packed_params()[0].panel_columns;
+  std::int64_t rows = dot_tier() ? 34 : 33, bytes = dot_tier() ? 2 : 4;
+  EXPECT_EQ(k.packed_bytes(), (20 + nr - 1) / nr * nr * rows * bytes);
+}
+
+/// x rounded to bf16, as f32 (what MatmulPrecision::Medium multiplies).
+Tensor rounded_to_bf16(const Tensor &x) { return x.to(DType::BF16).to(DType::F32); }
+
+TEST(MediumPrecision, F32ProductsOfBf16RoundedOperands) {
+  // An f32 graph under Medium: on the dot tier its products are those of the operands
+  // rounded to bf16 (the interpreter on rounded inputs, to f32's rule), its other ops
+  // f32; on the f32 tier it is the Highest kernel, bit for bit.
+  for (auto [k, n, m] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 17, 3},
+                         {257, 70, 45}, {64, 64, 130}}) {
+    SCOPED_TRACE("K=" + std::to_string(k) + " N=" + std::to_string(n) + " M=" + std::to_string(m));
+    Graph g("medium");
+    Value x = g.input("x", DType::F32, {Dim("M"), Dim("K", k)});
+    Value y = linear(x, g.param("w", DType::F32, {Dim("K", k), Dim("N", n)}),
+                     g.param("b", DType::F32, {Dim("N", n)}));
+    g.output("out", gelu(y));
+    CompileOptions medium = small_blocks();
+    medium.matmul_precision = MatmulPrecision::Medium;
+    Kernel km = compile(g, Target::host(), medium);
+    EXPECT_EQ(km.stats().matmul_precision, "medium");
+    TensorMap in = random_inputs(g, {{"M", m}}, 21);
+    Tensor got = km.run(in).at("out");
+    if (!dot_tier()) {
+      EXPECT_TRUE(same_bits(got, compile(g, Target::host(), small_blocks()).run(in).at("out")));
+      continue;
+    }
+    EXPECT_NE(km.ir("loops").find("x86vector.avx512.dot"), std::string::npos);
+    TensorMap rounded = in;
+    rounded["x"] = rounded_to_bf16(in.at("x"));
+    rounded["w"] = rounded_to_bf16(in.at("w"));
+    Tensor want = reference::run(g, rounded).at("out");
+    Tolerance tol = tolerance(DType::F32, 1.0 + static_cast<double>(k), 1);
+    Comparison cmp = compare(got, want, tol.atol, tol.rtol);
+    EXPECT_TRUE(cmp.ok) << cmp.message;
+    // And it is not the f32 result: the rounding shows.
+    Tensor highest = reference::run(g, in).at("out");
+    EXPECT_FALSE(compare(got, highest, 1e-7, 1e-7).ok) << "medium precision rounded nothing";
+  }
+}
+
+} // namespace
+} // namespace qkv::test

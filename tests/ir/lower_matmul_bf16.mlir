@@ -1,0 +1,106 @@
+// qkv-lower-matmul-to-microkernels on each ISA tier (docs/compiler.md, "ISA tiers"):
+// linalg.matmul of bf16 operands into f32. On avx512bf16 the products are bf16 pairs on
+// x86vector.avx512.dot (vdpbf16ps): B packed with rows 2k and 2k + 1 interleaved column by
+// column (vector.interleave, a zero row past an odd K), A's pair broadcast as one 32-bit
+// element, and an odd K's last column, in the skinny form that reads A in place, a masked
+// pair after the loop. On f32 the same matmul widens its operands (arith.extf) as it packs
+// them and runs f32 FMAs. Under medium precision f32 operands are rounded to bf16
+// (arith.truncf) for the pairs.
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=avx512bf16},canonicalize,cse)" | FileCheck %s --check-prefix=DOT
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=f32},canonicalize,cse)" | FileCheck %s --check-prefix=F32
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=avx512bf16 precision=medium},canonicalize,cse)" | FileCheck %s --check-prefix=MEDIUM
+// RUN: not qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{isa=amx})" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// A bf16 weight: the runtime packs it, in pairs of rows on avx512bf16, widened on f32.
+// DOT-LABEL: func.func @weights
+// DOT-SAME: memref<?xbf16> {qkv.packed_param = 1 : i64, qkv.panel_columns = 64 : i64, qkv.panel_rows = 2 : i64}
+// DOT: func.call @qkv_gemm_skinny_bf16_dot_6x64(
+// DOT: func.call @qkv_gemm_block_bf16_dot_6x64_k32(
+// F32-LABEL: func.func @weights
+// F32-SAME: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 64 : i64, qkv.panel_rows = 1 : i64}
+// F32: func.call @qkv_gemm_block_bf16_f32_6x64_k32(
+func.func @weights(%a: memref<?x7xbf16> {qkv.name = "x"}, %b: memref<7x70xbf16> {qkv.name = "w", qkv.param}, %c: memref<?x70xf32>) attributes {llvm.emit_c_interface} {
+  linalg.matmul ins(%a, %b : memref<?x7xbf16>, memref<7x70xbf16>) outs(%c : memref<?x70xf32>)
+  return
+}
+
+// A bf16 B that is not a param: packed on every call, 2 panels x 4 pairs of rows x 64
+// columns x 2.
+// DOT-LABEL: func.func @activations
+// DOT: memref.alloc() {alignment = 64 : i64} : memref<1024xbf16>
+// DOT: func.call @qkv_gemm_pack_b_bf16_dot_64(
+// F32-LABEL: func.func @activations
+// F32: memref.alloc() {alignment = 64 : i64} : memref<896xf32>
+// F32: func.call @qkv_gemm_pack_b_bf16_f32_64(
+func.func @activations(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %c: memref<?x70xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x7xbf16>, memref<7x70xbf16>) outs(%c : memref<?x70xf32>)
+  return
+}
+
+// f32 operands: f32 FMAs unless the precision is medium.
+// DOT-LABEL: func.func @f32
+// DOT: func.call @qkv_gemm_block_f32_6x64_k32(
+// MEDIUM-LABEL: func.func @f32
+// MEDIUM: memref.alloc() {alignment = 64 : i64} : memref<1024xbf16>
+// MEDIUM: func.call @qkv_gemm_pack_b_f32_dot_64(
+// MEDIUM: func.call @qkv_gemm_block_f32_dot_6x64_k32(
+func.func @f32(%a: memref<?x7xf32>, %b: memref<7x70xf32>, %c: memref<?x70xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x7xf32>, memref<7x70xf32>) outs(%c : memref<?x70xf32>)
+  return
+}
+
+// The block function: A's rows packed as bf16 (a zero past an odd block of K), pairs
+// broadcast as 32-bit elements, four dot products per broadcast.
+// DOT-LABEL: func.func private @qkv_gemm_block_bf16_dot_6x64_k32
+// DOT: memref.alloc() {alignment = 64 : i64} : memref<384xbf16>
+// DOT: %[[ODD:.*]] = arith.cmpi ne, %{{.*}}, %c0
+// DOT: vector.maskedload %arg0{{.*}} vector<32xbf16>
+// DOT: scf.if %[[ODD]]
+// DOT: memref.store %{{.*}}, %{{.*}} : memref<384xbf16>
+// DOT: scf.for
+// DOT: %[[PAIR:.*]] = vector.load %{{.*}} : memref<384xbf16>, vector<2xbf16>
+// DOT: %[[WORD:.*]] = vector.bitcast %[[PAIR]] : vector<2xbf16> to vector<1xi32>
+// DOT: %[[ONE:.*]] = vector.extract %[[WORD]][0] : i32 from vector<1xi32>
+// DOT: %[[WORDS:.*]] = vector.broadcast %[[ONE]] : i32 to vector<16xi32>
+// DOT: %[[AV:.*]] = vector.bitcast %[[WORDS]] : vector<16xi32> to vector<32xbf16>
+// DOT-NEXT: x86vector.avx512.dot %{{.*}}, %[[AV]], %{{.*}} : vector<32xbf16> -> vector<16xf32>
+// DOT-NEXT: x86vector.avx512.dot %{{.*}}, %[[AV]], %{{.*}} : vector<32xbf16> -> vector<16xf32>
+// DOT-NEXT: x86vector.avx512.dot %{{.*}}, %[[AV]], %{{.*}} : vector<32xbf16> -> vector<16xf32>
+// DOT-NEXT: x86vector.avx512.dot %{{.*}}, %[[AV]], %{{.*}} : vector<32xbf16> -> vector<16xf32>
+
+// The skinny form: an odd K's last pair after the loop, its second element masked off.
+// DOT-LABEL: func.func private @qkv_gemm_skinny_bf16_dot_6x64
+// DOT: %[[REM:.*]] = arith.remui %arg8, %c2
+// DOT: %[[ODDK:.*]] = arith.cmpi ne, %[[REM]], %c0
+// DOT: %[[TAILMASK:.*]] = vector.constant_mask [1] : vector<2xi1>
+// DOT: scf.if %[[ODDK]] -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// DOT: vector.maskedload %arg0[%{{.*}}], %[[TAILMASK]], %{{.*}} : memref<?x?xbf16, strided<[?, 1], offset: ?>>, vector<2xi1>, vector<2xbf16>
+
+// B in pairs: rows 2k and 2k + 1 (masked off past K) interleaved, 32 bf16 per 16 columns.
+// DOT-LABEL: func.func private @qkv_gemm_pack_b_bf16_dot_64
+// DOT: %[[SECOND:.*]] = arith.cmpi slt, %{{.*}}, %arg5 : index
+// DOT: %[[COLS:.*]] = vector.create_mask %{{.*}} : vector<16xi1>
+// DOT: %[[S:.*]] = vector.broadcast %[[SECOND]] : i1 to vector<16xi1>
+// DOT: %[[M1:.*]] = arith.andi %[[COLS]], %[[S]] : vector<16xi1>
+// DOT: %[[R0:.*]] = vector.maskedload %arg0[%{{.*}}], %[[COLS]]
+// DOT: %[[R1:.*]] = vector.maskedload %arg0[%{{.*}}], %[[M1]]
+// DOT: %[[BOTH:.*]] = vector.interleave %[[R0]], %[[R1]] : vector<16xbf16> -> vector<32xbf16>
+// DOT: vector.store %[[BOTH]], %arg1
+
+// The f32 tier: bf16 widened as packed, f32 FMAs.
+// F32-LABEL: func.func private @qkv_gemm_block_bf16_f32_6x64_k32
+// F32: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
+// F32: vector.fma
+// F32-NOT: x86vector
+// F32-LABEL: func.func private @qkv_gemm_pack_b_bf16_f32_64
+// F32: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
+
+// Medium: f32 operands rounded to bf16 as they are packed.
+// MEDIUM-LABEL: func.func private @qkv_gemm_pack_b_f32_dot_64
+// MEDIUM: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// MEDIUM: vector.interleave
+// MEDIUM-LABEL: func.func private @qkv_gemm_block_f32_dot_6x64_k32
+// MEDIUM: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// MEDIUM: x86vector.avx512.dot
+
+// BAD: unknown isa 'amx' (f32, avx512bf16)
