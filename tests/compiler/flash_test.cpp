@@ -467,7 +467,10 @@ TEST(Flash, TileCountsFollowTheData) {
   g.output("o", attention(q, k, v)
                     .mask([&](auto, auto, auto qi, auto ki) { return doc[qi] == doc[ki]; })
                     .value());
+  // Tiles of 8 x 8 on any host: 8 queries are one vector of 256 bits (with 512-bit
+  // vectors a tile holds at least 16).
   CompileOptions o;
+  o.schedule.vector_bits = 256;
   o.schedule.q_tile = 8;
   o.schedule.kv_tile = 8;
   o.schedule.decode_rows = 1;

@@ -1,7 +1,9 @@
 // bf16 products on one ISA tier (QKV_TEST_ISA; tests/compiler/isa_tier.hpp) against the
 // interpreter: the blocked GEMM at odd sizes and every block edge, K = 0, weights packed
 // per call and by the runtime, fused starts and epilogues, mixed and f16 operands, and
-// f32 graphs under MatmulPrecision::Medium (docs/compiler.md, "ISA tiers").
+// f32 graphs under MatmulPrecision::Medium; bf16 attention's tiled kernel at every tile
+// edge, odd and dynamic head dims, masks, score mods, GQA and a KV cache read in place
+// (docs/compiler.md, "ISA tiers").
 #include <gtest/gtest.h>
 
 #include <qkv/compiler/compile.hpp>
@@ -224,6 +226,155 @@ TEST(MediumPrecision, F32ProductsOfBf16RoundedOperands) {
     Tensor highest = reference::run(g, in).at("out");
     EXPECT_FALSE(compare(got, highest, 1e-7, 1e-7).ok) << "medium precision rounded nothing";
   }
+}
+
+// ---- attention -------------------------------------------------------------------------
+
+/// q (B, H, L, Dh), k and v (B, Hkv, S, Dh), bf16, L and S bound at run time (Dh too when
+/// dh is 0).
+struct Qkv {
+  Value q, k, v;
+};
+Qkv bf16_inputs(Graph &g, std::int64_t h, std::int64_t hkv, std::int64_t dh) {
+  Dim B = g.dim("B"), L = g.dim("L"), S = g.dim("S");
+  Dim H = g.dim("H", h), Hk = hkv == h ? H : g.dim("Hkv", hkv);
+  Dim Dh = dh ? g.dim("Dh", dh) : g.dim("Dh");
+  return {g.input("q", DType::BF16, {B, H, L, Dh}), g.input("k", DType::BF16, {B, Hk, S, Dh}),
+          g.input("v", DType::BF16, {B, Hk, S, Dh})};
+}
+
+/// The tiled kernel for every length (decode_rows = 1 leaves it the single query only).
+CompileOptions tiled(int q_tile = 0, int kv_tile = 0) {
+  CompileOptions o = on_tier();
+  o.schedule.decode_rows = 1;
+  o.schedule.q_tile = q_tile;
+  o.schedule.kv_tile = kv_tile;
+  return o;
+}
+
+/// bf16 attention over exact bf16 inputs is one rounded node: within two bf16 ulps of the
+/// interpreter's largest output, plus f32's rule over Dh + S terms. On the pairs tier P is
+/// rounded to bf16 for P.V (at most 2^-9 of max |v| in the worst case, far less on random
+/// data), which the same bound covers.
+void check_attention(const std::string &name, const std::function<Graph()> &build,
+                     const std::vector<DimBindings> &shapes, const CompileOptions &options) {
+  DiffCase c;
+  c.name = name;
+  c.build = build;
+  c.shapes = shapes;
+  c.sums({"Dh", "S"}).within_half_ulps(2);
+  Kernel k = compile(c.build(), Target::host(), options);
+  if (dot_tier() && options.schedule.decode_rows == 1)
+    EXPECT_NE(k.ir("loops").find("x86vector.avx512.dot"), std::string::npos)
+        << name << ": the tiled kernel does not run on bf16 pairs";
+  check_kernel(k, c);
+}
+
+const std::vector<DimBindings> kEdges = {
+    {{"B", 1}, {"L", 1}, {"S", 1}},    {{"B", 2}, {"L", 3}, {"S", 300}},
+    {{"B", 1}, {"L", 17}, {"S", 17}},  {{"B", 1}, {"L", 64}, {"S", 97}},
+    {{"B", 1}, {"L", 65}, {"S", 96}},  {{"B", 1}, {"L", 130}, {"S", 5}},
+    {{"B", 1}, {"L", 33}, {"S", 1000}}};
+
+class Bf16AttentionHeadDim : public ::testing::TestWithParam<std::int64_t> {};
+
+// Head dims: odd (a last pair with one dim), the sizes models use, and one bound at run
+// time (then odd and even ones on the same kernel).
+TEST_P(Bf16AttentionHeadDim, EveryTileEdgeMatchesInterpreter) {
+  std::int64_t dh = GetParam();
+  auto build = [dh] {
+    Graph g("bf16_attention_dh" + std::to_string(dh));
+    auto [q, k, v] = bf16_inputs(g, 2, 2, dh);
+    g.output("o", attention(q, k, v).value());
+    return g;
+  };
+  std::vector<DimBindings> shapes = kEdges;
+  if (dh == 0)
+    for (DimBindings &b : shapes)
+      b["Dh"] = b["L"] % 2 ? 33 : 64;
+  check_attention("plain", build, shapes, tiled());
+  check_attention("default", build, shapes, on_tier());
+}
+
+INSTANTIATE_TEST_SUITE_P(Dh, Bf16AttentionHeadDim, ::testing::Values(0, 7, 16, 33, 64, 128),
+                         [](const auto &info) {
+                           return info.param ? "dh" + std::to_string(info.param) : std::string("dynamic");
+                         });
+
+TEST(Bf16Attention, SchedulesMatchInterpreter) {
+  // Key tiles of an odd length (a last pair with one key in every tile), shorter and
+  // longer than the query tiles, and the dynamic length's two-vector variant.
+  auto build = [] {
+    Graph g("bf16_attention_schedules");
+    auto [q, k, v] = bf16_inputs(g, 2, 1, 64);
+    g.output("o", attention(q, k, v).value());
+    return g;
+  };
+  for (auto [qt, kt] : {std::pair{16, 17}, {32, 7}, {64, 65}, {48, 130}}) {
+    SCOPED_TRACE("q_tile " + std::to_string(qt) + " kv_tile " + std::to_string(kt));
+    check_attention("schedule", build, kEdges, tiled(qt, kt));
+  }
+}
+
+TEST(Bf16Attention, MasksAndScoreModsMatchInterpreter) {
+  std::vector<DimBindings> shapes = {{{"B", 1}, {"L", 300}, {"S", 300}},
+                                     {{"B", 2}, {"L", 3}, {"S", 3}},
+                                     {{"B", 1}, {"L", 129}, {"S", 400}}};
+  check_attention(
+      "causal",
+      [] {
+        Graph g("bf16_causal");
+        auto [q, k, v] = bf16_inputs(g, 4, 2, 64);
+        g.output("o", attention(q, k, v).mask(causal_mask()).value());
+        return g;
+      },
+      shapes, tiled());
+  check_attention(
+      "window_alibi",
+      [] {
+        Graph g("bf16_window_alibi");
+        auto [q, k, v] = bf16_inputs(g, 2, 2, 32);
+        Value slopes = g.param("slopes", DType::F32, {g.dim("H", 2)});
+        g.output("o", attention(q, k, v)
+                          .mask(sliding_window_mask(50))
+                          .score_mod([slopes](auto s, auto, auto h, auto qi, auto ki) {
+                            return s + slopes[h] * (ki - qi);
+                          })
+                          .value());
+        return g;
+      },
+      shapes, tiled());
+}
+
+TEST(Bf16Attention, PrefillOverABf16CacheReadInPlace) {
+  // The tiled kernel over a cache view: the cached rows, this step's, then zeros.
+  DiffCase c;
+  c.name = "bf16_prefill_over_cache";
+  c.build = [] {
+    Graph g("bf16_prefill_over_cache");
+    Dim B = g.dim("B"), C = g.dim("C"), N = g.dim("n"), H = g.dim("H", 4), Hk = g.dim("Hkv", 2),
+        Dh = g.dim("Dh", 64);
+    Value past_k = g.input("past_k", DType::BF16, {B, Hk, C, Dh});
+    Value past_v = g.input("past_v", DType::BF16, {B, Hk, C, Dh});
+    Value len = g.input("len", DType::I64, {B});
+    Value kn = g.input("k_new", DType::BF16, {B, Hk, N, Dh});
+    Value vn = g.input("v_new", DType::BF16, {B, Hk, N, Dh});
+    Value q = g.input("q", DType::BF16, {B, H, N, Dh});
+    g.output("o", attention(q, cache_view(past_k, len, kn), cache_view(past_v, len, vn))
+                      .mask(cache_mask(len))
+                      .value());
+    return g;
+  };
+  c.shapes = {{{"B", 2}, {"C", 50}, {"n", 70}}, {{"B", 3}, {"C", 129}, {"n", 5}},
+              {{"B", 1}, {"C", 0}, {"n", 17}}};
+  c.sums({"Dh", "C", "n"}).within_half_ulps(2);
+  c.inputs([](TensorMap &in) {
+    Tensor &t = in.at("len");
+    std::int64_t rows = in.at("past_k").shape()[2];
+    for (std::int64_t b = 0; b < t.numel(); ++b)
+      t.set(b, static_cast<double>((b * 7 + 3) % (rows + 1)));
+  });
+  check_kernel(compile(c.build(), Target::host(), tiled()), c);
 }
 
 } // namespace

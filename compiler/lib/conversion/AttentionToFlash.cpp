@@ -141,6 +141,15 @@ Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value
   return arith::SelectOp::create(ib, keep, s, ninf);
 }
 
+Value rowOffsets(KernelBuilder &kb, const HeadView &v, int64_t lanes) {
+  auto md = memref::ExtractStridedMetadataOp::create(kb.builder(), v.mem);
+  // (..., row, col) or, merged, (b, row, h * D + col): the row dim is the second last.
+  Value stride = md.getStrides()[md.getStrides().size() - 2];
+  auto vt = VectorType::get({lanes}, kb.builder().getIndexType());
+  Value step = vector::StepOp::create(kb.builder(), vt);
+  return arith::MulIOp::create(kb.builder(), step, kb.splat(stride, vt));
+}
+
 /// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h).
 std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
                                       Value i0, Value rows, Value j0, Value cols) {
@@ -159,16 +168,6 @@ std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a,
 } // namespace qkv::ir
 
 namespace {
-
-/// Buffers one task of the tiled kernel works in, all on its stack.
-struct TileBuffers {
-  Value qT;   // Dh x qTile: the query tile, transposed and pre-scaled
-  Value sT;   // kvTile x qTile: scores, then probabilities, transposed
-  Value oT;   // Dv x qTile: the output accumulator, transposed
-  Value m, l; // qTile: running max (log2 units) and sum
-  Value corr; // qTile: this tile's rescale factor, at the end 1 / l
-  Value counts; // 3 x i64: the task's key tiles, those computed, those without mask code
-};
 
 /// counts[slot] += by (an index or i1), in a task's own buffer.
 void bump(KernelBuilder &kb, const TileBuffers &t, int64_t slot, Value by) {
@@ -190,16 +189,6 @@ void publishCounts(KernelBuilder &kb, const AttentionInfo &a, const TileBuffers 
                                 a.tileCounts, ValueRange{kb.idx(a.tileSlot + i)});
 }
 
-/// Offsets, in elements, from a row of `v`'s buffer to the next `lanes` rows (lane i: i
-/// rows down), for gathering a column of a tile or scattering one.
-Value rowOffsets(KernelBuilder &kb, const HeadView &v, int64_t lanes) {
-  auto md = memref::ExtractStridedMetadataOp::create(kb.builder(), v.mem);
-  // (..., row, col) or, merged, (b, row, h * D + col): the row dim is the second last.
-  Value stride = md.getStrides()[md.getStrides().size() - 2];
-  auto vt = VectorType::get({lanes}, kb.builder().getIndexType());
-  Value step = vector::StepOp::create(kb.builder(), vt);
-  return arith::MulIOp::create(kb.builder(), step, kb.splat(stride, vt));
-}
 
 /// qT[d][i] = q[b, h, i0 + i, d] * scale for the tile's rows, 0 past them: each qT row is
 /// a column of q gathered lanes rows at a time, in a loop over d (a rolled loop keeps the
@@ -228,6 +217,8 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
                  const TileBuffers &t, Value b, Value h, Value i0, Value j0, Value cols,
                  bool withMask) {
   VectorType vt = kb.vec(a.ft, s.lanes);
+  // The pairs tier's scores are unscaled (its q is never rounded scaled): scaled here.
+  Value scaleV = t.scoreScale ? kb.splat(t.scoreScale, vt) : Value();
   Value ninf = kb.fconst(vt, -std::numeric_limits<double>::infinity());
   Value lastQ = kb.sub(a.nL, kb.idx(1));
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
@@ -237,6 +228,8 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
     Value mx = in.forLoop(
         in.idx(0), cols, in.idx(1), {mOld}, [&](KernelBuilder &in2, Value j, ValueRange acc) {
           Value sc = in2.vload(vt, t.sT, {j, c});
+          if (scaleV)
+            sc = arith::MulFOp::create(in2.builder(), sc, scaleV);
           Value kv = in2.name(in2.add(j0, j), "kv");
           sc = emitScoreAndMask(in2, a, sc, b, h, qi, kv, withMask, s.lanes);
           in2.vstore(sc, t.sT, {j, c});
@@ -252,7 +245,8 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
     Value corr = emitExp2(in, arith::SubFOp::create(ib, mOld, mUse));
     in.vstore(mx, t.m, {c});
     in.vstore(corr, t.corr, {c});
-    Value sum = in.forLoop(in.idx(0), cols, in.idx(1), {in.fconst(vt, 0.0)},
+    Value sum = s.dot ? probabilityPairs(in, s, t, c, cols, mUse) :
+                in.forLoop(in.idx(0), cols, in.idx(1), {in.fconst(vt, 0.0)},
                            [&](KernelBuilder &in2, Value j, ValueRange acc) {
                              ImplicitLocOpBuilder &b2 = in2.builder();
                              Value sc = in2.vload(vt, t.sT, {j, c});
@@ -267,9 +261,9 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
 
 /// sT[j][i] = sum_d K[b, hk, j0 + j, d] * qT[d][i] for j < cols (`cols` is the whole
 /// key tile when `fullTile`: then the last register tile is one exact block).
-void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-                const TileBuffers &t, const KeySegment &seg, Value b, Value hk, Value j0,
-                Value cols, bool fullTile) {
+void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                 const TileBuffers &t, const KeySegment &seg, Value b, Value hk, Value j0,
+                 Value cols, bool fullTile) {
   GemmSpec g;
   g.elem = a.ft;
   g.lanes = s.lanes;
@@ -294,9 +288,9 @@ void tileScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
 }
 
 /// oT[d][i] = oT[d][i] * corr[i] + sum_j V[b, hk, j0 + j, d] * sT[j][i] for d < Dv.
-void tileValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-                const TileBuffers &t, const KeySegment &seg, Value b, Value hk, Value j0,
-                Value cols) {
+void tileValuesF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                 const TileBuffers &t, const KeySegment &seg, Value b, Value hk, Value j0,
+                 Value cols) {
   GemmSpec g;
   g.elem = a.ft;
   g.lanes = s.lanes;
@@ -344,6 +338,11 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
              const TileBuffers &t, const KeySegment &seg, Value b, Value h, Value hk, Value i0,
              Value rows, Value j0) {
   Value cols = kb.min(kb.idx(s.kvTile), kb.sub(seg.end, j0));
+  auto tileScores = s.dot ? tileScorePairs : tileScoresF;
+  auto tileValues = s.dot ? tileValuePairs : tileValuesF;
+  auto tileSoftmax = [&](KernelBuilder &x, bool withMask) {
+    ::tileSoftmax(x, a, s, t, b, h, i0, j0, cols, withMask);
+  };
   auto work = [&](KernelBuilder &in, std::optional<Value> full) {
     // Every key tile but a segment's last has kv-tile keys: a static count lets the score
     // kernel end in one exact register tile when kv-tile is not a multiple of its rows.
@@ -356,10 +355,10 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
           [&](KernelBuilder &x) { tileScores(x, a, s, t, seg, b, hk, j0, cols, false); });
     if (full)
       in.ifThen(
-          *full, [&](KernelBuilder &x) { tileSoftmax(x, a, s, t, b, h, i0, j0, cols, false); },
-          [&](KernelBuilder &x) { tileSoftmax(x, a, s, t, b, h, i0, j0, cols, true); });
+          *full, [&](KernelBuilder &x) { tileSoftmax(x, false); },
+          [&](KernelBuilder &x) { tileSoftmax(x, true); });
     else
-      tileSoftmax(in, a, s, t, b, h, i0, j0, cols, a.mask != nullptr);
+      tileSoftmax(in, a.mask != nullptr);
     tileValues(in, a, s, t, seg, b, hk, j0, cols);
     bump(in, t, 1, in.idx(1));
     if (full)
@@ -442,13 +441,26 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
   auto [dh, dhDyn] = dimOf(a.nDh, a.staticDh);
   auto [dv, dvDyn] = dimOf(a.nDv, a.staticDv);
   TileBuffers t;
-  t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
   t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
   t.oT = kb.stackBuffer(a.ft, {dv, s.qTile}, dvDyn);
   t.m = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.l = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.corr = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.counts = kb.stackBuffer(kb.builder().getI64Type(), {3}, {});
+  if (!s.dot) {
+    t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
+    return t;
+  }
+  // Pairs: of head dims (qT), of keys (pT, vP); vP's rows whole vectors of Dv.
+  Type bf16 = kb.builder().getBF16Type();
+  int64_t keyPairs = (s.kvTile + 1) / 2;
+  auto [dhp, dhpDyn] = dimOf(kb.ceilDiv(a.nDh, 2), a.staticDh ? std::optional<int64_t>((*a.staticDh + 1) / 2) : std::nullopt);
+  auto whole = [&](int64_t n) { return 2 * ((n + s.lanes - 1) / s.lanes * s.lanes); };
+  auto [dvp, dvpDyn] = dimOf(kb.mul(kb.mul(kb.ceilDiv(a.nDv, s.lanes), s.lanes), 2),
+                             a.staticDv ? std::optional<int64_t>(whole(*a.staticDv)) : std::nullopt);
+  t.qT = kb.stackBuffer(bf16, {dhp, 2 * s.qTile}, dhpDyn);
+  t.pT = kb.stackBuffer(bf16, {keyPairs, 2 * s.qTile}, {});
+  t.vP = kb.stackBuffer(bf16, {keyPairs, dvp}, dvpDyn);
   return t;
 }
 
@@ -485,7 +497,12 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
     Value i0 = in.mul(in.name(iv[2], "q_tile"), s.qTile);
     Value rows = in.min(in.idx(s.qTile), in.sub(a.nL, i0));
     TileBuffers t = allocTileBuffers(in, a, s);
-    packQueries(in, a, s, t, b, h, i0, rows, qScale);
+    if (s.dot) {
+      packQueryPairs(in, a, s, t, b, h, i0, rows);
+      t.scoreScale = qScale;
+    } else {
+      packQueries(in, a, s, t, b, h, i0, rows, qScale);
+    }
     initTile(in, a, s, t);
     keyTiles(in, a, s, t, b, h, hk, i0, rows);
     writeTile(in, a, s, t, b, h, i0, rows);
@@ -693,7 +710,16 @@ namespace {
 
 struct FlashOptions {
   int64_t vectorBits, qTile, kvTile, decodeRows;
+  bool bf16Pairs; // the avx512bf16 tier
 };
+
+/// Whether `op`'s tiled kernel multiplies bf16 pairs: on the avx512bf16 tier, when q, k
+/// and v are bf16 (read where they are) and it computes in f32.
+bool onPairs(AttentionOp op, const FlashOptions &o) {
+  auto bf16 = [](Value t) { return getElementTypeOrSelf(unwidened(t).getType()).isBF16(); };
+  return o.bf16Pairs && getElementTypeOrSelf(op.getQ().getType()).isF32() && bf16(op.getQ()) &&
+         bf16(op.getK()) && bf16(op.getV());
+}
 
 FlashSchedule resolveSchedule(const FlashOptions &o, Type ft, bool masked) {
   FlashSchedule s;
@@ -741,6 +767,7 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   Type ft = qt.getElementType();
   bool masked = !op.getMask().empty();
   FlashSchedule s = resolveSchedule(o, ft, masked);
+  s.dot = onPairs(op, o);
   int64_t l = qt.getDimSize(qt.getRank() - 2);
   FlashVariant decode{true, s, s.decodeRows}, tiled{false, s, 0};
   if (!ShapedType::isDynamic(l))
@@ -753,7 +780,9 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   if (o.qTile == 0 && s.qTile > two && s.decodeRows < two) {
     FlashOptions small = o;
     small.qTile = two;
-    v.push_back({false, resolveSchedule(small, ft, masked), two});
+    FlashSchedule ss = resolveSchedule(small, ft, masked);
+    ss.dot = s.dot;
+    v.push_back({false, ss, two});
   }
   v.push_back(tiled);
   return v;
@@ -882,7 +911,12 @@ struct LowerAttentionToFlashPass
     : qkv::ir::impl::LowerAttentionToFlashBase<LowerAttentionToFlashPass> {
   using LowerAttentionToFlashBase::LowerAttentionToFlashBase;
   void runOnOperation() override {
-    FlashOptions options{vectorBits, qTile, kvTile, decodeRows};
+    if (isaTier != "f32" && isaTier != "avx512bf16") {
+      getOperation().emitError() << "qkv-lower-attention-to-flash: unknown isa '" << isaTier
+                                 << "' (f32, avx512bf16)";
+      return signalPassFailure();
+    }
+    FlashOptions options{vectorBits, qTile, kvTile, decodeRows, isaTier == "avx512bf16"};
     ScheduleCounters counters = declareScheduleCounters(getOperation(), options);
     RewritePatternSet patterns(&getContext());
     patterns.add<FlashLowering>(&getContext(), options, counters);

@@ -21,6 +21,26 @@ struct FlashSchedule {
   int64_t registers;  // vector registers of the ISA (32 for AVX-512, 16 otherwise)
   int64_t decodeRows; // at most this many queries take the split-KV decode kernel
   int64_t minSplit;   // keys per split at least, in the decode kernel
+  /// The tiled kernel's products on bf16 pairs (vdpbf16ps, the avx512bf16 tier): q, k
+  /// and v are bf16; QK^T reads q and k as they are, P is rounded to bf16 for P.V, and V
+  /// is packed in pairs of keys per key tile (FlashPairs.cpp).
+  bool dot = false;
+};
+
+/// Buffers one task of the tiled kernel works in, all on its stack.
+struct TileBuffers {
+  mlir::Value qT;   // Dh x qTile: the query tile, transposed and pre-scaled
+  mlir::Value sT;   // kvTile x qTile: scores, then probabilities, transposed
+  mlir::Value oT;   // Dv x qTile: the output accumulator, transposed
+  mlir::Value m, l; // qTile: running max (log2 units) and sum
+  mlir::Value corr; // qTile: this tile's rescale factor, at the end 1 / l
+  mlir::Value counts; // 3 x i64: the task's key tiles, those computed, those without mask code
+  // The bf16 pairs tier (FlashSchedule::dot): qT is instead ceil(Dh / 2) x 2 qTile bf16,
+  // pairs of head dims interleaved per query, unscaled; and
+  mlir::Value pT; // ceil(kvTile / 2) x 2 qTile bf16: P rounded, pairs of keys per query
+  mlir::Value vP; // ceil(kvTile / 2) x 2 Dv' bf16: V, pairs of keys per head dim (Dv'
+                  // is Dv rounded up to whole vectors)
+  mlir::Value scoreScale; // the scale its f32 scores take (q is packed unscaled)
 };
 
 /// How a kernel addresses q, k, v or the output. The buffer has the operand's own shape
@@ -125,6 +145,31 @@ mlir::Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, mlir::Va
 std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b,
                                       mlir::Value h, mlir::Value i0, mlir::Value rows,
                                       mlir::Value j0, mlir::Value cols);
+
+/// Offsets, in elements, from a row of `v`'s buffer to the next `lanes` rows (lane i: i
+/// rows down), for gathering a column of a tile or scattering one.
+mlir::Value rowOffsets(KernelBuilder &kb, const HeadView &v, int64_t lanes);
+
+// ---- the bf16 pairs tier of the tiled kernel (FlashPairs.cpp) ------------------------
+
+/// qT's pairs: qT[dp][2 i + t] = q[b, h, i0 + i, 2 dp + t] as it is (bf16, unscaled), 0
+/// past the tile's rows and past Dh.
+void packQueryPairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                    const TileBuffers &t, mlir::Value b, mlir::Value h, mlir::Value i0,
+                    mlir::Value rows);
+/// sT[j][i] = sum_d K[b, hk, j0 + j, d] * q[i0 + i, d], unscaled, on bf16 pairs.
+void tileScorePairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                    const TileBuffers &t, const KeySegment &seg, mlir::Value b, mlir::Value hk,
+                    mlir::Value j0, mlir::Value cols, bool fullTile);
+/// pT for the queries of vector c: probabilities exp2(sT[j][c..] - mUse) rounded to bf16,
+/// keys 2 jp and 2 jp + 1 interleaved, a zero past cols; returns their f32 sum.
+mlir::Value probabilityPairs(KernelBuilder &kb, const FlashSchedule &s, const TileBuffers &t,
+                             mlir::Value c, mlir::Value cols, mlir::Value mUse);
+/// oT[d][i] = oT[d][i] * corr[i] + sum_j V[b, hk, j0 + j, d] * pT[j][i], V packed in pairs
+/// of keys first (vP), on bf16 pairs.
+void tileValuePairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                    const TileBuffers &t, const KeySegment &seg, mlir::Value b, mlir::Value hk,
+                    mlir::Value j0, mlir::Value cols);
 
 /// The tiled kernel: parallel over (b, h, query tile), online softmax over key tiles.
 void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s);
