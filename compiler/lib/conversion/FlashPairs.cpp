@@ -24,6 +24,9 @@ namespace {
 
 Type bf16(KernelBuilder &kb) { return kb.builder().getBF16Type(); }
 
+/// The exp2 polynomial's degree for probabilities rounded to bf16 (VectorMath.h).
+constexpr int kPairsExpDegree = 4;
+
 Value notPast(KernelBuilder &kb, Value mask, Value inside) {
   return arith::AndIOp::create(kb.builder(), mask, kb.splat(inside, mask.getType()));
 }
@@ -87,8 +90,10 @@ Value probabilityPairs(KernelBuilder &kb, const FlashSchedule &s, const TileBuff
                        Value cols, Value mUse) {
   ImplicitLocOpBuilder &ib = kb.builder();
   VectorType vt = kb.vec(ib.getF32Type(), s.lanes), ht = kb.vec(bf16(kb), s.lanes);
+  // P is rounded to bf16 (8 bits) for P.V: a degree-4 exp2 (2^-14.5) is exact enough.
   auto p = [&](KernelBuilder &in, Value j) {
-    return emitExp2(in, arith::SubFOp::create(in.builder(), in.vload(vt, t.sT, {j, c}), mUse));
+    Value x = arith::SubFOp::create(in.builder(), in.vload(vt, t.sT, {j, c}), mUse);
+    return emitExp2(in, x, kPairsExpDegree);
   };
   auto store = [&](KernelBuilder &in, Value jp, Value p0, Value p1) {
     Value h0 = arith::TruncFOp::create(in.builder(), ht, p0);

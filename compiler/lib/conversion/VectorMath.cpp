@@ -9,13 +9,14 @@ using namespace mlir;
 
 namespace qkv::ir {
 
-Value emitExp2(KernelBuilder &kb, Value x) {
+Value emitExp2(KernelBuilder &kb, Value x, int degree) {
   ImplicitLocOpBuilder &b = kb.builder();
   Type t = x.getType();
   Type elem = getElementTypeOrSelf(t);
   bool f64 = elem.isF64();
   int bits = f64 ? 64 : 32, mantissa = f64 ? 52 : 23, bias = f64 ? 1023 : 127;
-  int degree = f64 ? 12 : 7;
+  if (degree <= 0)
+    degree = f64 ? 12 : 7;
   Type intElem = b.getIntegerType(bits);
   Type intT =
       isa<VectorType>(t) ? Type(VectorType::get(cast<VectorType>(t).getShape(), intElem)) : intElem;
@@ -24,7 +25,7 @@ Value emitExp2(KernelBuilder &kb, Value x) {
   // two has all-zero bits, i.e. exactly 0.
   Value lo = kb.fconst(t, -double(bias)), hi = kb.fconst(t, double(bias));
   Value xc = arith::MinimumFOp::create(b, arith::MaximumFOp::create(b, x, lo), hi);
-  Value n = math::FloorOp::create(b, arith::AddFOp::create(b, xc, kb.fconst(t, 0.5)));
+  Value n = math::RoundEvenOp::create(b, xc); // one vrndscaleps, where floor(x + 0.5) is two
   Value f = arith::SubFOp::create(b, xc, n);
 
   // 2^f = sum_k (f ln2)^k / k!, Horner from the highest degree.
