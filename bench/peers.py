@@ -9,6 +9,7 @@ peers you want to measure (each is skipped, with the reason, when it is not inst
     pip install torch                                # SDPA, FlexAttention (CPU build is enough)
     python3 bench/peers.py --threads 2               # every case below
     python3 bench/peers.py --threads 2 --case attn --seq 2048 --json
+    python3 bench/peers.py --threads 2 --case attn --seq 2048 --dtype bf16  # SDPA in bf16
     python3 bench/peers.py --threads 2 --suite gemm  # torch matmul (qkv bench gemm's shapes)
     python3 bench/peers.py --threads 2 --suite gemm --shape 640x384x1536  # one shape
     pip install transformers
@@ -143,13 +144,14 @@ def time_it(fn, budget_s=10.0):
 # ImportError / NotImplementedError with the reason it is not available ----------------
 
 
-def torch_sdpa(c, x, threads):
+def torch_sdpa(c, x, threads, dtype="f32"):
     import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
     name, mask, b, h, l, s, dh = c
-    t = {k: torch.from_numpy(v) for k, v in x.items()}
+    tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    t = {k: torch.from_numpy(v).to(tdtype) for k, v in x.items()}
     attn_mask = None if mask != "window" else torch.from_numpy(allowed(mask, l, s))
     causal = mask == "causal"
 
@@ -157,19 +159,19 @@ def torch_sdpa(c, x, threads):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal)
 
     if name != "mha":
-        return lambda: attend(t["q"], t["k"], t["v"]).numpy()
+        return lambda: attend(t["q"], t["k"], t["v"]).float().numpy()
     split = lambda y: y.view(b, -1, h, dh).transpose(1, 2)
 
     def block():
         with torch.no_grad():
             q, k, v = (split(t["x"] @ t[w]) for w in ("wq", "wk", "wv"))
             o = attend(q, k, v).transpose(1, 2).reshape(b, l, h * dh)
-            return (o @ t["wo"]).numpy()
+            return (o @ t["wo"]).float().numpy()
 
     return block
 
 
-def torch_flex(c, x, threads):
+def torch_flex(c, x, threads, dtype="f32"):
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -186,11 +188,14 @@ def torch_flex(c, x, threads):
     if mods[mask] is not None:
         block_mask = create_block_mask(mods[mask], None, None, l, s, device="cpu")
     fn = torch.compile(flex_attention)
-    t = {k: torch.from_numpy(v) for k, v in x.items()}
-    return lambda: fn(t["q"], t["k"], t["v"], block_mask=block_mask).numpy()
+    tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    t = {k: torch.from_numpy(v).to(tdtype) for k, v in x.items()}
+    return lambda: fn(t["q"], t["k"], t["v"], block_mask=block_mask).float().numpy()
 
 
-def ort_mha(c, x, threads):
+def ort_mha(c, x, threads, dtype="f32"):
+    if dtype != "f32":
+        raise NotImplementedError("measured in f32 only (the CPU provider's MultiHeadAttention)")
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
@@ -303,15 +308,26 @@ def llama_suite(threads, dtype, contexts, as_json):
         sys.stdout.flush()
 
 
-def measure(c, threads, peers, rng):
+def to_bf16_values(a):
+    """The values of `a` rounded to bf16 (to nearest even), as f32: what a peer given bf16
+    tensors multiplies, so that the f32 reference sees the same inputs."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+def measure(c, threads, peers, rng, dtype="f32"):
     x = make_inputs(c, rng)
+    if dtype == "bf16":
+        x = {k: to_bf16_values(v) for k, v in x.items()}
     want = reference(c, x)
-    tol = 1e-3 * max(1.0, float(np.abs(want).max()))
+    # bf16: the output rounded once (2^-8), and P rounded for P.V (up to 2^-8 of max |v|).
+    tol = (1e-3 if dtype == "f32" else 2 ** -7) * max(1.0, float(np.abs(want).max()))
     f = flops(c)
     rows = []
     for peer in peers:
         try:
-            fn = PEERS[peer](c, x, threads)
+            fn = PEERS[peer](c, x, threads, dtype)
             ms, runs, got = time_it(fn)
         except (ImportError, NotImplementedError, RuntimeError) as e:
             rows.append({"peer": peer, "unavailable": f"{type(e).__name__}: {e}"})
@@ -320,12 +336,13 @@ def measure(c, threads, peers, rng):
         rows.append({"peer": peer, "ms": ms, "runs": runs, "gflops": f / ms / 1e6,
                      "max_abs_err": err, "ok": err <= tol})
     return {"name": c[0], "mask": c[1], "batch": c[2], "heads": c[3], "seq": c[4],
-            "kv_len": c[5], "head_dim": c[6], "threads": threads, "flops": f, "peers": rows}
+            "kv_len": c[5], "head_dim": c[6], "dtype": dtype, "threads": threads, "flops": f,
+            "peers": rows}
 
 
 def print_table(r):
     print(f"{r['name']} mask={r['mask']} B={r['batch']} H={r['heads']} L={r['seq']} "
-          f"S={r['kv_len']} Dh={r['head_dim']} threads={r['threads']} "
+          f"S={r['kv_len']} Dh={r['head_dim']} {r['dtype']} threads={r['threads']} "
           f"({r['flops'] / 1e9:.4g} GFLOP)")
     for p in r["peers"]:
         if "unavailable" in p:
@@ -346,7 +363,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="one JSON object per case")
     ap.add_argument("--suite", default="attention", choices=["attention", "gemm", "llama"])
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
-                    help="--suite gemm and llama: the element type")
+                    help="the element type (attention: SDPA and FlexAttention on bf16 tensors, "
+                         "ONNX Runtime f32 only)")
     ap.add_argument("--context", default="512,4096", help="--suite llama: prompt lengths")
     ap.add_argument("--shape", help="--suite gemm: only MxKxN (any sizes)")
     a = ap.parse_args()
@@ -374,7 +392,7 @@ def main():
     rng = np.random.default_rng(1)
     wrong = False
     for c in cases:
-        r = measure(c, a.threads, peers, rng)
+        r = measure(c, a.threads, peers, rng, a.dtype)
         wrong |= any(p.get("ok") is False for p in r["peers"])
         print(json.dumps(r) if a.json else "", end="\n" if a.json else "")
         if not a.json:

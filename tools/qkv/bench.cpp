@@ -81,16 +81,21 @@ const char *const kBenchHelp =
     "                  warm compiles (default: adaptive runs as above, 3 cold and 5 warm\n"
     "                  compiles)\n"
     "  --no-baselines  time qkv alone\n"
+    "  --isa TIER      the tier qkv's products run on: host (default: the best this CPU\n"
+    "                  has), f32, avx512bf16 (docs/compiler.md, \"ISA tiers\"); with\n"
+    "                  --dtype bf16 on avx512bf16, % peak is of the vdpbf16ps peak,\n"
+    "                  measured the same way as the FMA peak\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
     "JSON fields: name, shape (with dtype; decode: with paged, page_rows), mask (none, causal,\n"
-    "window, cache, expr), threads, isa, ms, runs,\n"
+    "window, cache, expr), threads, isa (the peak loop's), tier (qkv's products'), ms, runs,\n"
     "compile_ms (= compile_cold_ms), compile_runs, compile_cold_ms, compile_warm_ms (null\n"
     "when the warm compiles did not come from the cache, e.g. under QKV_CACHE=0),\n"
     "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
     "median cold compile's stages), compile_parts (the parts LLVM compiled), schedules (the\n"
     "attention kernels qkv's runs took, with their runs), flops, gflops, kept_pairs and pairs (over all batches and\n"
-    "heads), peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
+    "heads), peak_gflops (the tier's), peak_kind (fma, vdpbf16ps), fma_peak_gflops,\n"
+    "bf16_peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
     "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s.\n"
     "Percentages are in percent.\n";
@@ -118,6 +123,7 @@ struct Config {
   int repeat = 0; // 0: adaptive
   bool baselines = true;
   int compile_threads = 0; // CompileOptions::compile_threads
+  Isa isa = Isa::Host;      // CompileOptions::isa
 };
 
 struct Result {
@@ -132,6 +138,10 @@ struct Report {
   qb::Isa isa = qb::Isa::Scalar;
   qb::Measurement peak, bandwidth;       // the higher of the measurements below
   std::vector<double> peaks, bandwidths; // before and after the runs
+  qb::Measurement bf16_peak;             // vdpbf16ps (0 without AVX512-BF16), the same way
+  std::vector<double> bf16_peaks;
+  std::string tier;      // the tier qkv's products ran on (CompileStats::isa)
+  bool on_pairs = false; // bf16 products on vdpbf16ps: % peak is of bf16_peak
   double flops = 0, bytes = 0;
   std::vector<double> compile_ms;      // cold: the kernel cache not read
   std::vector<double> warm_compile_ms; // warm: loaded from the kernel cache
@@ -169,7 +179,7 @@ std::string sig(double v) {
 }
 
 Config config_of(const cli::Args &a) {
-  cli::check_opts(a, {"threads", "compile-threads", "json", "repeat", "no-baselines",
+  cli::check_opts(a, {"threads", "compile-threads", "json", "repeat", "no-baselines", "isa",
                       QKV_SHAPE_OPTS});
   for (const char *flag : {"json", "no-baselines"})
     if (a.opts.count(flag) && !a.opts.at(flag).empty())
@@ -182,6 +192,8 @@ Config config_of(const cli::Args &a) {
   c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
   c.baselines = a.opts.count("no-baselines") == 0;
   c.compile_threads = static_cast<int>(cli::int_opt(a, "compile-threads", 0).value_or(0));
+  if (a.opts.count("isa"))
+    c.isa = parse_isa(a.opts.at("isa"), "--isa");
   return c;
 }
 
@@ -194,13 +206,19 @@ void measure_machine(Report &r, const char *when) {
            ") and read bandwidth on " + std::to_string(r.c.threads) + " threads, " + when);
   qb::Measurement peak = qb::fma_peak_gflops(r.c.threads, r.isa);
   qb::Measurement bw = qb::read_bandwidth_gbs(r.c.threads, 0, r.isa);
+  qb::Measurement dot = qb::bf16_dot_peak_gflops(r.c.threads);
   r.peaks.push_back(peak.value);
   r.bandwidths.push_back(bw.value);
+  r.bf16_peaks.push_back(dot.value);
   if (peak.value > r.peak.value)
     r.peak = peak;
   if (bw.value > r.bandwidth.value)
     r.bandwidth = bw;
-  progress("peak " + fixed(peak.value, 1) + " GFLOP/s, bandwidth " + fixed(bw.value, 1) + " GB/s");
+  if (dot.value > r.bf16_peak.value)
+    r.bf16_peak = dot;
+  progress("peak " + fixed(peak.value, 1) + " GFLOP/s" +
+           (dot.value > 0 ? ", vdpbf16ps peak " + fixed(dot.value, 1) + " GFLOP/s" : "") +
+           ", bandwidth " + fixed(bw.value, 1) + " GB/s");
 }
 
 /// A kernel cache folder of the benchmark's own, removed with everything in it at the end:
@@ -233,6 +251,7 @@ Kernel compile_timed(const Graph &g, Report &r) {
   CompileOptions o;
   o.schedule.threads = r.c.threads;
   o.compile_threads = r.c.compile_threads;
+  o.isa = r.c.isa;
   o.cache.dir = scratch.path();
   o.cache.read = false;
   o.cache.write = !scratch.path().empty();
@@ -256,6 +275,8 @@ Kernel compile_timed(const Graph &g, Report &r) {
     return std::abs(x.stats().total_ms - med) < std::abs(y.stats().total_ms - med);
   });
   r.compile_stats = closest->stats();
+  r.tier = r.compile_stats.isa;
+  r.on_pairs = r.tier == "avx512bf16" && r.c.shape.dtype == DType::BF16;
   return std::move(kernels.back());
 }
 
@@ -306,7 +327,10 @@ Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Re
 }
 
 double gflops(const Report &r, const Result &x) { return r.flops / (x.t.median_ms * 1e6); }
-double pct_peak(const Report &r, const Result &x) { return 100 * gflops(r, x) / r.peak.value; }
+/// The peak of the tier qkv's products ran on: vdpbf16ps for bf16 on the avx512bf16 tier,
+/// else the FMA peak. The baselines (f32 FMAs) are shown against the same, for the ratio.
+double tier_peak(const Report &r) { return r.on_pairs ? r.bf16_peak.value : r.peak.value; }
+double pct_peak(const Report &r, const Result &x) { return 100 * gflops(r, x) / tier_peak(r); }
 double gbs(const Report &r, const Result &x) { return r.bytes / (x.t.median_ms * 1e6); }
 
 json shape_json(const Config &c) {
@@ -354,6 +378,7 @@ json to_json(const Report &r) {
   j["pairs"] = r.pairs;
   j["threads"] = r.c.threads;
   j["isa"] = qb::isa_name(r.isa);
+  j["tier"] = r.tier;
   j["ms"] = r.qkv.t.median_ms;
   j["runs"] = r.qkv.t.runs;
   j["min_ms"] = r.qkv.t.min_ms;
@@ -373,8 +398,11 @@ json to_json(const Report &r) {
     j["schedules"][name] = runs;
   j["flops"] = r.flops;
   j["gflops"] = gflops(r, r.qkv);
-  j["peak_gflops"] = r.peak.value;
-  j["peak_gflops_measured"] = r.peaks;
+  j["peak_gflops"] = tier_peak(r);
+  j["peak_kind"] = r.on_pairs ? "vdpbf16ps" : "fma";
+  j["peak_gflops_measured"] = r.on_pairs ? r.bf16_peaks : r.peaks;
+  j["fma_peak_gflops"] = r.peak.value;
+  j["bf16_peak_gflops"] = r.bf16_peak.value;
   j["pct_peak"] = pct_peak(r, r.qkv);
   j["bytes"] = r.bytes;
   j["read_gbs"] = gbs(r, r.qkv);
@@ -443,7 +471,14 @@ void print_table(std::ostream &os, const Report &r) {
             << " GFLOP/s, read bandwidth " << fixed(r.bandwidth.value, 1) << " GB/s (on "
             << c.threads << " threads; the higher of " << fixed(r.peaks.front(), 1) << " and "
             << fixed(r.peaks.back(), 1) << ", " << fixed(r.bandwidths.front(), 1) << " and "
-            << fixed(r.bandwidths.back(), 1) << ")\n"
+            << fixed(r.bandwidths.back(), 1) << ")";
+  if (r.bf16_peak.value > 0)
+    os << "; vdpbf16ps peak " << fixed(r.bf16_peak.value, 1) << " GFLOP/s";
+  os << "\n"
+            << "tier      " << r.tier
+            << (r.on_pairs ? ": bf16 products on vdpbf16ps; % peak is of the vdpbf16ps peak"
+                           : ": f32 FMAs; % peak is of the FMA peak")
+            << "\n"
             << "flops     " << work_line(r) << "\n"
             << "compile   " << fixed(qb::median(r.compile_ms), 1) << " ms cold (median of "
             << r.compile_ms.size() << "):";
@@ -581,7 +616,7 @@ BenchReport bench(const Graph &g, const TensorMap &inputs, const BenchOptions &o
   out.compile_ms = qb::median(r.compile_ms);
   out.flops = r.flops;
   out.gflops = gflops(r, r.qkv);
-  out.peak_gflops = r.peak.value;
+  out.peak_gflops = tier_peak(r);
   out.pct_peak = pct_peak(r, r.qkv);
   out.bytes = r.bytes;
   out.read_gbs = gbs(r, r.qkv);
