@@ -4,6 +4,7 @@
 //
 //   build/bin/qkv-generate [MODEL_DIR] [--prompt 1,17,42 ...] [--new N]
 //                          [--temperature T --top-k K --seed S] [--paged] [--interpreter]
+//                          [--dtype f32|bf16] [--isa TIER]
 //   build/bin/qkv-generate --random [--hidden 512 --layers 2 --heads 8 --kv-heads 8
 //                          --intermediate 1376 --vocab 32000] --context 4096 [--new 32]
 //                          [--batch B] [--paged]
@@ -42,16 +43,19 @@ struct Args {
 
 constexpr const char *kUsage = R"(usage:
   qkv-generate [MODEL_DIR] [--prompt 1,17,42 ...] [--new N] [--temperature T] [--top-k K]
-               [--seed S] [--paged] [--interpreter] [--threads T]
+               [--seed S] [--paged] [--interpreter] [--threads T] [--dtype D] [--isa TIER]
   qkv-generate --random [--hidden 512 --layers 2 --heads 8 --kv-heads 8
                --intermediate 1376 --vocab 32000] [--context 512] [--batch B] [--new N]
-               [--paged] [--threads T]
+               [--paged] [--threads T] [--dtype D] [--isa TIER]
 
 MODEL_DIR holds a Llama-style model's config.json and model.safetensors (default: the
 tiny random model of qkv's tests). Prompts are token ids; --prompt once per sequence.
 --new N tokens are generated (default 16), greedily unless --temperature is given.
 --random measures speed on a model of the given size with random weights and random
 prompts of --context tokens. Prints the tokens, prefill and decode tokens/s.
+--dtype bf16 keeps the weights and the KV cache in bf16 and rounds every node to it, as
+the model cast to bf16 computes (default f32); --isa picks the tier its products run on
+(host, the default: the best this CPU has; f32; avx512bf16).
 )";
 
 std::int64_t integer(const std::string &option, const std::string &text) {
@@ -159,6 +163,13 @@ Args parse(int argc, char **argv) {
       a.options.backend = qkv::LlamaOptions::Backend::Interpreter;
     else if (arg == "--random")
       a.random = true;
+    else if (arg == "--dtype") {
+      std::string d = value();
+      if (d != "f32" && d != "bf16")
+        throw std::invalid_argument("--dtype takes f32 or bf16, got '" + d + "'");
+      a.options.dtype = d == "bf16" ? qkv::DType::BF16 : qkv::DType::F32;
+    } else if (arg == "--isa")
+      a.options.isa = qkv::parse_isa(value(), "--isa");
     else if (arg == "--context")
       a.context = integer(arg, value());
     else if (arg == "--batch")
@@ -213,15 +224,17 @@ int main(int argc, char **argv) try {
     return 0;
   }
   qkv::LlamaModel model =
-      a.random ? qkv::LlamaModel(a.size, qkv::LlamaWeights::random(a.size, 1), a.options)
+      a.random ? qkv::LlamaModel(a.size, qkv::LlamaWeights::random(a.size, 1, a.options.dtype),
+                                 a.options)
                : qkv::LlamaModel::load(a.dir, a.options);
   const qkv::LlamaConfig &c = model.config();
   std::printf("model: %lld layers, hidden %lld, %lld heads (%lld kv), head dim %lld, vocab %lld; "
-              "%s cache, %s; compiled and weights packed in %.2f s\n",
+              "%s %s cache, %s; compiled and weights packed in %.2f s\n",
               static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
               static_cast<long long>(c.num_attention_heads),
               static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.head_dim),
-              static_cast<long long>(c.vocab_size), a.options.paged ? "paged" : "contiguous",
+              static_cast<long long>(c.vocab_size), qkv::dtype_name(a.options.dtype).data(),
+              a.options.paged ? "paged" : "contiguous",
               a.options.backend == qkv::LlamaOptions::Backend::Compiled ? "compiled"
                                                                           : "interpreter",
               model.compile_seconds());

@@ -52,12 +52,18 @@ BertConfig BertConfig::load(const std::string &path) { return from_json(JsonConf
 
 namespace {
 
+/// The graphs' dims, and the dtype of their float values.
 struct Dims {
   Dim B{"B"}, L{"L"}, D, H, Dh, F, V, P, T, Pool{"Pool", 1};
-  explicit Dims(const BertConfig &c)
+  DType t;
+  Dims(const BertConfig &c, DType dtype)
       : D("D", c.hidden_size), H("H", c.num_attention_heads), Dh("Dh", c.head_dim()),
         F("F", c.intermediate_size), V("V", c.vocab_size), P("P", c.max_position_embeddings),
-        T("T", c.type_vocab_size) {}
+        T("T", c.type_vocab_size), t(dtype) {
+    user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+               "BERT graphs: the dtype must be f32, bf16 or f16, got " +
+                   std::string(dtype_name(dtype)));
+  }
 };
 
 Value bert_embeddings(Graph &g, const Dims &d, const BertConfig &c, const std::string &prefix) {
@@ -65,7 +71,7 @@ Value bert_embeddings(Graph &g, const Dims &d, const BertConfig &c, const std::s
   Value types = g.input("token_types", DType::I32, {d.B, d.L});
   Value positions = g.input("positions", DType::I32, {d.L});
   auto param = [&](const std::string &name, std::vector<Dim> dims) {
-    return g.param(prefix + name, DType::F32, dims);
+    return g.param(prefix + name, d.t, dims);
   };
   Value word = param("word_embeddings.weight", {d.V, d.D});
   Value pos = param("position_embeddings.weight", {d.P, d.D});
@@ -80,7 +86,7 @@ Value bert_embeddings(Graph &g, const Dims &d, const BertConfig &c, const std::s
 Value bert_layer(Graph &g, const Dims &d, const BertConfig &c, Value x, Value lengths,
                  const std::string &prefix) {
   auto param = [&](const std::string &name, std::vector<Dim> dims) {
-    return g.param(prefix + name, DType::F32, dims);
+    return g.param(prefix + name, d.t, dims);
   };
   auto dense = [&](Value in, const std::string &name, const Dim &from, const Dim &to) {
     return linear(in, param(name + ".weight", {from, to}), param(name + ".bias", {to}));
@@ -104,7 +110,7 @@ Value bert_layer(Graph &g, const Dims &d, const BertConfig &c, Value x, Value le
 /// divides by sqrt(mean(x^2) + eps), so eps = 1e-24 / D and a factor 1/sqrt(D) give
 /// x / sqrt(|x|^2 + 1e-24).
 Value mean_pool(Graph &g, const Dims &d, Value x, bool normalize) {
-  Value pool = g.input("pool", DType::F32, {d.B, d.Pool, d.L});
+  Value pool = g.input("pool", d.t, {d.B, d.Pool, d.L});
   Value mean = matmul(pool, x);
   if (!normalize)
     return mean;
@@ -114,33 +120,33 @@ Value mean_pool(Graph &g, const Dims &d, Value x, bool normalize) {
 
 } // namespace
 
-Graph bert_embeddings_graph(const BertConfig &c) {
+Graph bert_embeddings_graph(const BertConfig &c, DType dtype) {
   Graph g("bert_embeddings");
-  Dims d(c);
+  Dims d(c, dtype);
   g.output("x", bert_embeddings(g, d, c, ""));
   return g;
 }
 
-Graph bert_layer_graph(const BertConfig &c) {
+Graph bert_layer_graph(const BertConfig &c, DType dtype) {
   Graph g("bert_layer");
-  Dims d(c);
-  Value x = g.input("x", DType::F32, {d.B, d.L, d.D});
+  Dims d(c, dtype);
+  Value x = g.input("x", d.t, {d.B, d.L, d.D});
   Value lengths = g.input("lengths", DType::I32, {d.B});
   g.output("y", bert_layer(g, d, c, x, lengths, ""));
   return g;
 }
 
-Graph mean_pool_graph(const BertConfig &c, bool normalize) {
+Graph mean_pool_graph(const BertConfig &c, bool normalize, DType dtype) {
   Graph g(normalize ? "mean_pool_normalize" : "mean_pool");
-  Dims d(c);
-  Value x = g.input("x", DType::F32, {d.B, d.L, d.D});
+  Dims d(c, dtype);
+  Value x = g.input("x", d.t, {d.B, d.L, d.D});
   g.output("embedding", mean_pool(g, d, x, normalize));
   return g;
 }
 
-Graph bert_model_graph(const BertConfig &c, bool normalize) {
+Graph bert_model_graph(const BertConfig &c, bool normalize, DType dtype) {
   Graph g("bert_model");
-  Dims d(c);
+  Dims d(c, dtype);
   Value x = bert_embeddings(g, d, c, "embeddings.");
   Value lengths = g.input("lengths", DType::I32, {d.B});
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)

@@ -57,7 +57,10 @@ TensorMap strip(const TensorMap &all, const std::string &prefix) {
 
 } // namespace
 
-BertWeights BertWeights::load(const std::string &path, const BertConfig &c) {
+BertWeights BertWeights::load(const std::string &path, const BertConfig &c, DType dtype) {
+  user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+             "BertWeights::load: the dtype must be f32, bf16 or f16, got " +
+                 std::string(dtype_name(dtype)));
   SafeTensors file = SafeTensors::open(path);
   // BertModel checkpoints name tensors "embeddings...", task models "bert.embeddings...".
   std::string root;
@@ -71,7 +74,9 @@ BertWeights BertWeights::load(const std::string &path, const BertConfig &c) {
   auto take = [&](const std::string &prefix, const std::vector<Spec> &specs) {
     for (const Spec &s : specs) {
       Tensor t = load_weight(file, root + prefix + s.name, s.shape);
-      w.all_.emplace(prefix + s.name, s.linear_weight ? transposed(t) : t);
+      if (s.linear_weight)
+        t = transposed(t);
+      w.all_.emplace(prefix + s.name, dtype == DType::F32 ? t : t.to(dtype));
     }
   };
   take("embeddings.", embedding_specs(c));

@@ -94,13 +94,19 @@ LlamaConfig LlamaConfig::load(const std::string &path) { return from_json(JsonCo
 
 namespace {
 
+/// The graphs' dims, and the dtype of their float values.
 struct Dims {
   Dim B{"B"}, N{"n"}, D, H, Hkv, Dh, F, V;
-  explicit Dims(const LlamaConfig &c, std::int64_t n = 0)
+  DType t;
+  Dims(const LlamaConfig &c, DType dtype, std::int64_t n = 0)
       : N(n ? Dim("n", n) : Dim("n")), D("D", c.hidden_size), H("H", c.num_attention_heads),
         Hkv(c.num_key_value_heads == c.num_attention_heads ? H
                                                            : Dim("Hkv", c.num_key_value_heads)),
-        Dh("Dh", c.head_dim), F("F", c.intermediate_size), V("V", c.vocab_size) {}
+        Dh("Dh", c.head_dim), F("F", c.intermediate_size), V("V", c.vocab_size), t(dtype) {
+    user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+               "Llama graphs: the dtype must be f32, bf16 or f16, got " +
+                   std::string(dtype_name(dtype)));
+  }
   Dim qdim() const { return product(H, Dh); }
   Dim kvdim() const { return product(Hkv, Dh); }
 };
@@ -115,13 +121,13 @@ CacheInputs cache_inputs(Graph &g, const Dims &d, bool paged) {
   ci.lengths = g.input("lengths", DType::I64, {d.B});
   if (paged) {
     Dim P("P"), page("page"), M("M");
-    ci.k_store = g.input("k_pool", DType::F32, {P, d.Hkv, page, d.Dh});
-    ci.v_store = g.input("v_pool", DType::F32, {P, d.Hkv, page, d.Dh});
+    ci.k_store = g.input("k_pool", d.t, {P, d.Hkv, page, d.Dh});
+    ci.v_store = g.input("v_pool", d.t, {P, d.Hkv, page, d.Dh});
     ci.table = g.input("block_table", DType::I32, {d.B, M});
   } else {
     Dim C("C");
-    ci.k_store = g.input("k_past", DType::F32, {d.B, d.Hkv, C, d.Dh});
-    ci.v_store = g.input("v_past", DType::F32, {d.B, d.Hkv, C, d.Dh});
+    ci.k_store = g.input("k_past", d.t, {d.B, d.Hkv, C, d.Dh});
+    ci.v_store = g.input("v_past", d.t, {d.B, d.Hkv, C, d.Dh});
   }
   return ci;
 }
@@ -133,22 +139,22 @@ Value view(const CacheInputs &ci, Value store, Value fresh) {
 
 } // namespace
 
-Graph llama_embed_graph(const LlamaConfig &c) {
+Graph llama_embed_graph(const LlamaConfig &c, DType dtype) {
   Graph g("llama_embed");
-  Dims d(c);
+  Dims d(c, dtype);
   Value ids = g.input("ids", DType::I64, {d.B, d.N});
-  g.output("x", embedding(ids, g.param("model.embed_tokens.weight", DType::F32, {d.V, d.D})));
+  g.output("x", embedding(ids, g.param("model.embed_tokens.weight", d.t, {d.V, d.D})));
   return g;
 }
 
-Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens) {
+Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens, DType dtype) {
   Graph g(paged ? "llama_layer_paged" : "llama_layer");
-  Dims d(c, new_tokens);
-  Value x = g.input("x", DType::F32, {d.B, d.N, d.D});
+  Dims d(c, dtype, new_tokens);
+  Value x = g.input("x", d.t, {d.B, d.N, d.D});
   Value positions = g.input("positions", DType::I64, {d.B, d.N});
   CacheInputs ci = cache_inputs(g, d, paged);
   auto param = [&](const std::string &name, std::vector<Dim> dims) {
-    return g.param(name, DType::F32, std::move(dims));
+    return g.param(name, d.t, std::move(dims));
   };
   auto norm = [&](Value in, const std::string &name) {
     return rms_norm(in, param(name + ".weight", {d.D}), c.rms_norm_eps);
@@ -175,12 +181,12 @@ Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_token
   return g;
 }
 
-Graph llama_head_graph(const LlamaConfig &c) {
+Graph llama_head_graph(const LlamaConfig &c, DType dtype) {
   Graph g("llama_head");
-  Dims d(c);
-  Value x = g.input("x", DType::F32, {d.B, d.N, d.D});
-  Value h = rms_norm(x, g.param("model.norm.weight", DType::F32, {d.D}), c.rms_norm_eps);
-  g.output("logits", linear(h, g.param("lm_head.weight", DType::F32, {d.D, d.V})));
+  Dims d(c, dtype);
+  Value x = g.input("x", d.t, {d.B, d.N, d.D});
+  Value h = rms_norm(x, g.param("model.norm.weight", d.t, {d.D}), c.rms_norm_eps);
+  g.output("logits", linear(h, g.param("lm_head.weight", d.t, {d.D, d.V})));
   return g;
 }
 
@@ -210,7 +216,32 @@ std::string layer_prefix(std::int64_t i) { return "model.layers." + std::to_stri
 
 } // namespace
 
-LlamaWeights LlamaWeights::load(const std::string &path, const LlamaConfig &c) {
+namespace {
+
+/// Every tensor of `w` converted to `dtype` (f32 kept as it is).
+void keep_as(TensorMap &w, DType dtype) {
+  if (dtype != DType::F32)
+    for (auto &[name, t] : w)
+      t = t.to(dtype);
+}
+
+void check_weights_dtype(DType dtype) {
+  user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+             "LlamaWeights: the dtype must be f32, bf16 or f16, got " +
+                 std::string(dtype_name(dtype)));
+}
+
+} // namespace
+
+void LlamaWeights::convert(DType dtype) {
+  keep_as(embed_, dtype);
+  keep_as(head_, dtype);
+  for (TensorMap &layer : layers_)
+    keep_as(layer, dtype);
+}
+
+LlamaWeights LlamaWeights::load(const std::string &path, const LlamaConfig &c, DType dtype) {
+  check_weights_dtype(dtype);
   SafeTensors file = SafeTensors::open(path);
   LlamaWeights w;
   auto take = [&](const std::string &name, const Shape &shape, bool linear_weight) {
@@ -234,10 +265,12 @@ LlamaWeights LlamaWeights::load(const std::string &path, const LlamaConfig &c) {
                       "model.embed_tokens.weight (tie_word_embeddings is false)");
   else
     w.head_.emplace("lm_head.weight", take("lm_head.weight", {V, D}, true));
+  w.convert(dtype);
   return w;
 }
 
-LlamaWeights LlamaWeights::random(const LlamaConfig &c, std::uint64_t seed) {
+LlamaWeights LlamaWeights::random(const LlamaConfig &c, std::uint64_t seed, DType dtype) {
+  check_weights_dtype(dtype);
   LlamaWeights w;
   auto uniform = [&](Shape shape, double fan_in) {
     double a = fan_in > 0 ? std::sqrt(3.0 / fan_in) : 1.0;
@@ -258,6 +291,7 @@ LlamaWeights LlamaWeights::random(const LlamaConfig &c, std::uint64_t seed) {
   }
   w.head_.emplace("model.norm.weight", ones(D));
   w.head_.emplace("lm_head.weight", uniform({D, V}, static_cast<double>(D)));
+  w.convert(dtype);
   return w;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -21,7 +22,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// One graph, run compiled or interpreted; outputs are f32 either way.
+/// One graph, run compiled or interpreted; outputs are in the graph's dtypes either way.
 class Runner {
 public:
   Runner(Graph graph, const LlamaOptions &o, double &compile_s) : graph_(std::move(graph)) {
@@ -30,6 +31,7 @@ public:
     auto t0 = std::chrono::steady_clock::now();
     CompileOptions co;
     co.schedule.threads = o.threads;
+    co.isa = o.isa;
     kernel_ = std::make_unique<Kernel>(compile(graph_, Target::host(), co));
     double s = seconds_since(t0);
     compile_s += s;
@@ -47,8 +49,8 @@ public:
     if (kernel_)
       return kernel_->run(in);
     TensorMap out = reference::run(graph_, in);
-    for (auto &[name, t] : out)
-      t = t.to(DType::F32);
+    for (const auto &[name, id] : graph_.outputs())
+      out.at(name) = out.at(name).to(graph_.node(id).dtype);
     return out;
   }
 
@@ -69,6 +71,7 @@ std::unique_ptr<KVCacheBase> make_cache(const LlamaConfig &c, const LlamaOptions
     pc.page_size = o.page_size;
     pc.max_pages_per_seq = (capacity + o.page_size - 1) / o.page_size;
     pc.num_pages = o.num_pages ? o.num_pages : pc.max_pages_per_seq * o.batch;
+    pc.dtype = o.dtype;
     return std::make_unique<PagedKVCache>(pc);
   }
   KVCacheConfig kc;
@@ -78,6 +81,7 @@ std::unique_ptr<KVCacheBase> make_cache(const LlamaConfig &c, const LlamaOptions
   kc.kv_heads = c.num_key_value_heads;
   kc.head_dim = c.head_dim;
   kc.capacity = capacity;
+  kc.dtype = o.dtype;
   return std::make_unique<KVCache>(kc);
 }
 
@@ -96,13 +100,15 @@ struct LlamaModel::Impl {
       : config(std::move(c)), weights(std::move(w)), options(o) {
     user_check(options.batch >= 1, "LlamaOptions: batch must be positive");
     user_check(options.page_size >= 1, "LlamaOptions: page_size must be positive");
+    check_weights();
     cache = make_cache(config, options);
-    embed = std::make_unique<Runner>(llama_embed_graph(config), options, compile_s);
-    prefill = std::make_unique<Runner>(llama_layer_graph(config, options.paged, 0), options,
+    DType t = options.dtype;
+    embed = std::make_unique<Runner>(llama_embed_graph(config, t), options, compile_s);
+    prefill = std::make_unique<Runner>(llama_layer_graph(config, options.paged, 0, t), options,
                                        compile_s);
-    decode = std::make_unique<Runner>(llama_layer_graph(config, options.paged, 1), options,
+    decode = std::make_unique<Runner>(llama_layer_graph(config, options.paged, 1, t), options,
                                       compile_s);
-    head = std::make_unique<Runner>(llama_head_graph(config), options, compile_s);
+    head = std::make_unique<Runner>(llama_head_graph(config, t), options, compile_s);
     // The weights the GEMMs read packed, packed at load rather than by the first step
     // (the prefill and decode kernels share the copies).
     auto t0 = std::chrono::steady_clock::now();
@@ -112,6 +118,15 @@ struct LlamaModel::Impl {
     }
     head->prepare(weights.head());
     compile_s += seconds_since(t0);
+  }
+
+  /// The weights must be of the options' dtype (LlamaWeights::load's and random's).
+  void check_weights() const {
+    const Tensor &e = weights.embed().at("model.embed_tokens.weight");
+    user_check(e.dtype() == options.dtype,
+               "LlamaModel: the weights are " + std::string(dtype_name(e.dtype())) +
+                   " but LlamaOptions::dtype is " + std::string(dtype_name(options.dtype)) +
+                   " (load or draw them as that dtype)");
   }
 
   /// The cache's tensors for layer l, as llama_layer_graph names them.
@@ -165,15 +180,19 @@ struct LlamaModel::Impl {
   }
 };
 
-/// Rows counts[b] - 1 of x (B, n, D): each sequence's last real token, (B, 1, D).
+/// Rows counts[b] - 1 of x (B, n, D): each sequence's last real token, (B, 1, D), in x's
+/// dtype (zeros for a sequence with no real token).
 static Tensor last_rows(const Tensor &x, const std::vector<std::int64_t> &counts) {
   std::int64_t batch = x.shape()[0], n = x.shape()[1], d = x.shape()[2];
-  Tensor out(DType::F32, {batch, 1, d});
-  const float *src = x.data_as<float>();
-  float *dst = out.data_as<float>();
+  Tensor out(x.dtype(), {batch, 1, d});
+  std::size_t row = static_cast<std::size_t>(d) * dtype_size(x.dtype());
+  const auto *src = static_cast<const unsigned char *>(x.data());
+  auto *dst = static_cast<unsigned char *>(out.data());
   for (std::int64_t b = 0; b < batch; ++b)
     if (counts[static_cast<std::size_t>(b)] > 0)
-      std::copy_n(src + (b * n + counts[static_cast<std::size_t>(b)] - 1) * d, d, dst + b * d);
+      std::memcpy(dst + static_cast<std::size_t>(b) * row,
+                  src + static_cast<std::size_t>(b * n + counts[static_cast<std::size_t>(b)] - 1) * row,
+                  row);
   return out;
 }
 
@@ -182,7 +201,7 @@ LlamaModel::LlamaModel(LlamaConfig config, LlamaWeights weights, LlamaOptions op
 
 LlamaModel LlamaModel::load(const std::string &dir, LlamaOptions options) {
   LlamaConfig c = LlamaConfig::load(dir + "/config.json");
-  return LlamaModel(c, LlamaWeights::load(dir + "/model.safetensors", c), options);
+  return LlamaModel(c, LlamaWeights::load(dir + "/model.safetensors", c, options.dtype), options);
 }
 
 LlamaModel::LlamaModel(LlamaModel &&) noexcept = default;
@@ -238,7 +257,7 @@ Tensor LlamaModel::forward(const Tensor &tokens, const std::vector<std::int64_t>
   Tensor logits = impl_->head->run(h).at("logits");
   times.head_s += seconds_since(t0);
   ++times.steps;
-  return logits;
+  return logits.dtype() == DType::F32 ? logits : logits.to(DType::F32);
 }
 
 // ---- generation --------------------------------------------------------------------------

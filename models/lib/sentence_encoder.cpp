@@ -77,12 +77,19 @@ std::int64_t read_max_seq_length(const std::string &dir, const BertConfig &c) {
   return n;
 }
 
-/// (B, 1, D) -> (B, D): the same values, row-major.
+/// (B, 1, D) -> (B, D): the same values, row-major, f32 from a half-precision model's
+/// values (the interpreter's f64 stay f64).
 Tensor drop_pool_axis(const Tensor &t) {
-  Tensor out = Tensor::uninitialized(t.dtype(), {t.shape()[0], t.shape()[2]});
-  if (t.nbytes())
-    std::memcpy(out.data(), t.data(), t.nbytes());
+  Tensor in = is_half(t.dtype()) ? t.to(DType::F32) : t;
+  Tensor out = Tensor::uninitialized(in.dtype(), {in.shape()[0], in.shape()[2]});
+  if (in.nbytes())
+    std::memcpy(out.data(), in.data(), in.nbytes());
   return out;
+}
+
+/// The batch's pooling weights in the model's dtype.
+Tensor pool_of(const TokenBatch &b, DType dtype) {
+  return dtype == DType::F32 ? b.pool : b.pool.to(dtype);
 }
 
 } // namespace
@@ -98,7 +105,7 @@ std::string default_minilm_dir() {
   return (fs::path(model_cache_dir()) / "all-MiniLM-L6-v2").string();
 }
 
-SentenceEncoder SentenceEncoder::load(const std::string &dir) {
+SentenceEncoder SentenceEncoder::load(const std::string &dir, DType dtype) {
   if (!fs::is_directory(dir))
     user_error(dir + ": not a directory (a sentence-transformers model directory is expected; "
                      "scripts/fetch-model.sh minilm downloads all-MiniLM-L6-v2)");
@@ -112,7 +119,8 @@ SentenceEncoder SentenceEncoder::load(const std::string &dir) {
   if (static_cast<std::int64_t>(m.tokenizer_.vocab_size()) > m.config_.vocab_size)
     user_error(dir + ": the tokenizer has " + std::to_string(m.tokenizer_.vocab_size()) +
                " tokens but config.json's vocab_size is " + std::to_string(m.config_.vocab_size));
-  m.weights_ = BertWeights::load((fs::path(dir) / "model.safetensors").string(), m.config_);
+  m.dtype_ = dtype;
+  m.weights_ = BertWeights::load((fs::path(dir) / "model.safetensors").string(), m.config_, dtype);
   for (std::int64_t i = 0; i < m.config_.num_hidden_layers; ++i)
     m.layer_params_.push_back(m.weights_.layer(i));
   return m;
@@ -124,10 +132,11 @@ void SentenceEncoder::compile(const CompileOptions &options, KernelPlan plan) {
   k->plan = plan;
   if (plan == KernelPlan::WholeModel)
     k->kernels.push_back(
-        qkv::compile(bert_model_graph(config_, normalize_), Target::host(), options));
+        qkv::compile(bert_model_graph(config_, normalize_, dtype_), Target::host(), options));
   else // three independent graphs, compiled at once
-    k->kernels = compile_all({bert_embeddings_graph(config_), bert_layer_graph(config_),
-                              mean_pool_graph(config_, normalize_)},
+    k->kernels = compile_all({bert_embeddings_graph(config_, dtype_),
+                              bert_layer_graph(config_, dtype_),
+                              mean_pool_graph(config_, normalize_, dtype_)},
                              Target::host(), options);
   // The weights the GEMMs read packed, packed now rather than by the first batch.
   if (plan == KernelPlan::WholeModel)
@@ -169,7 +178,7 @@ Tensor SentenceEncoder::run(const TokenBatch &b) {
                {"token_types", b.token_types},
                {"positions", b.positions},
                {"lengths", b.lengths},
-               {"pool", b.pool}});
+               {"pool", pool_of(b, dtype_)}});
     return drop_pool_axis(k[0].run(in).at("embedding"));
   }
   TensorMap in = weights_.embeddings();
@@ -179,7 +188,7 @@ Tensor SentenceEncoder::run(const TokenBatch &b) {
     layer.insert({{"x", x}, {"lengths", b.lengths}});
     x = k[1].run(layer).at("y");
   }
-  return drop_pool_axis(k[2].run({{"x", x}, {"pool", b.pool}}).at("embedding"));
+  return drop_pool_axis(k[2].run({{"x", x}, {"pool", pool_of(b, dtype_)}}).at("embedding"));
 }
 
 Tensor SentenceEncoder::run_reference(const TokenBatch &b) const {
@@ -189,8 +198,9 @@ Tensor SentenceEncoder::run_reference(const TokenBatch &b) const {
              {"token_types", b.token_types},
              {"positions", b.positions},
              {"lengths", b.lengths},
-             {"pool", b.pool}});
-  return drop_pool_axis(reference::run(bert_model_graph(config_, normalize_), in).at("embedding"));
+             {"pool", pool_of(b, dtype_)}});
+  return drop_pool_axis(
+      reference::run(bert_model_graph(config_, normalize_, dtype_), in).at("embedding"));
 }
 
 Tensor SentenceEncoder::embed(const std::vector<std::string> &sentences, std::int64_t batch_size) {

@@ -10,7 +10,7 @@
 #include <qkv/runtime/interpreter.hpp>
 
 #include "differential.hpp"
-#include "isa_tier.hpp"
+#include "qkv_test/isa_tier.hpp"
 
 namespace qkv::test {
 namespace {

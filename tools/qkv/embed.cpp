@@ -17,9 +17,9 @@ namespace qkv::tool {
 
 const char *const kEmbedHelp =
     "usage: qkv embed [--model DIR] [--json] [--reference] [--threads T] [--batch N]\n"
-    "                 [--plan P] SENTENCE...\n"
+    "                 [--plan P] [--dtype T] [--isa TIER] SENTENCE...\n"
     "       qkv embed --bench [--model DIR] [--threads T] [--plan P] [--json] [--repeat R]\n"
-    "                 [--sentences N --words W --batch N]\n\n"
+    "                 [--dtype T] [--isa TIER] [--sentences N --words W --batch N]\n\n"
     "Embeds each SENTENCE with a sentence-transformers model: WordPiece ids, the BERT\n"
     "encoder JIT-compiled for the host CPU, mean pooling and L2 normalization as the\n"
     "model's modules.json says. Prints each sentence's tokens, dims, norm and first values,\n"
@@ -34,7 +34,10 @@ const char *const kEmbedHelp =
     "  --threads T    OpenMP threads of the kernels (default: all cores)\n"
     "  --batch N      sentences per batch, each padded to its longest (default 32)\n"
     "  --plan P       per-layer (default: an embeddings kernel, one layer kernel run once per\n"
-    "                 layer, a pooling kernel) or whole (one kernel for the model)\n\n"
+    "                 layer, a pooling kernel) or whole (one kernel for the model)\n"
+    "  --dtype T      f32 (default) or bf16: the weights kept in bf16 and every node rounded\n"
+    "                 to it, as the model cast to bf16 computes (docs/models.md)\n"
+    "  --isa TIER     the tier the products run on: host (default), f32, avx512bf16\n\n"
     "--bench times the model on generated sentences instead, reporting sentences/s: 256\n"
     "sentences of 18 words (20 tokens) at batch 32, then 256 of 300 words (truncated to\n"
     "256 tokens) at batch 16; --sentences, --words and --batch set one case instead.\n"
@@ -60,6 +63,7 @@ constexpr const char *kWords[64] = {
 
 struct Options {
   std::string model;
+  DType dtype = DType::F32;
   CompileOptions compile;
   KernelPlan plan = KernelPlan::PerLayer;
   std::int64_t batch = 32;
@@ -73,6 +77,14 @@ Options options_of(const cli::Args &a) {
     o.compile.schedule.threads = static_cast<int>(*t);
   o.batch = cli::int_opt(a, "batch").value_or(o.batch);
   o.json = a.opts.count("json") > 0;
+  if (a.opts.count("dtype")) {
+    const std::string &d = a.opts.at("dtype");
+    if (d != "f32" && d != "bf16")
+      user_error("--dtype: expected f32 or bf16, got '" + d + "'");
+    o.dtype = d == "bf16" ? DType::BF16 : DType::F32;
+  }
+  if (a.opts.count("isa"))
+    o.compile.isa = parse_isa(a.opts.at("isa"), "--isa");
   if (a.opts.count("plan")) {
     const std::string &p = a.opts.at("plan");
     if (p != "per-layer" && p != "whole")
@@ -86,7 +98,7 @@ Options options_of(const cli::Args &a) {
 }
 
 SentenceEncoder load_model(const Options &o) {
-  SentenceEncoder m = SentenceEncoder::load(o.model);
+  SentenceEncoder m = SentenceEncoder::load(o.model, o.dtype);
   m.compile(o.compile, o.plan);
   return m;
 }
@@ -247,6 +259,7 @@ int run_bench(const cli::Args &a, const Options &o) {
   int repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(3));
   SentenceEncoder m = load_model(o);
   json j = {{"model", o.model},
+            {"dtype", dtype_name(o.dtype)},
             {"threads", o.compile.schedule.threads},
             {"plan", o.plan == KernelPlan::WholeModel ? "whole" : "per-layer"},
             {"compile_ms", m.compile_ms()},
@@ -274,7 +287,8 @@ int run_bench(const cli::Args &a, const Options &o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << "model " << o.model << ", compiled and weights packed in " << std::fixed << std::setprecision(0)
+  std::cout << "model " << o.model << " (" << dtype_name(o.dtype)
+            << "), compiled and weights packed in " << std::fixed << std::setprecision(0)
             << m.compile_ms() << " ms (" << j["plan"].get<std::string>() << ")\n";
   for (const json &c : j["cases"])
     std::cout << std::setw(4) << c["sentences"].get<int>() << " sentences of " << std::setw(3)
@@ -309,7 +323,7 @@ std::string bench_sentence(int i, int words) {
 
 int cmd_embed(const cli::Args &a) {
   cli::check_opts(a, {"model", "json", "reference", "threads", "batch", "plan", "bench", "repeat",
-                      "sentences", "words"});
+                      "sentences", "words", "dtype", "isa"});
   Options o = options_of(a);
   if (a.opts.count("bench"))
     return run_bench(a, o);

@@ -68,19 +68,23 @@ struct TokenBatch {
   std::int64_t length() const { return ids.shape()[1]; }
 };
 
-Graph bert_embeddings_graph(const BertConfig &c);
-Graph bert_layer_graph(const BertConfig &c);
-Graph mean_pool_graph(const BertConfig &c, bool normalize);
-Graph bert_model_graph(const BertConfig &c, bool normalize);
+/// The graphs' float inputs, params and so every node are of `dtype` (f32, or bf16 / f16:
+/// each node rounded to it, as a model cast to that dtype computes; docs/models.md).
+Graph bert_embeddings_graph(const BertConfig &c, DType dtype = DType::F32);
+Graph bert_layer_graph(const BertConfig &c, DType dtype = DType::F32);
+Graph mean_pool_graph(const BertConfig &c, bool normalize, DType dtype = DType::F32);
+Graph bert_model_graph(const BertConfig &c, bool normalize, DType dtype = DType::F32);
 
-/// A BERT checkpoint's weights as the graphs above take them (f32; linear weights
-/// transposed to (in, out)), keyed by the checkpoint's names without a "bert." prefix.
+/// A BERT checkpoint's weights as the graphs above take them (linear weights transposed to
+/// (in, out)), keyed by the checkpoint's names without a "bert." prefix.
 class BertWeights {
 public:
   /// Reads every tensor the encoder needs from a .safetensors file, checking each shape
   /// against the config; a missing tensor or a wrong shape is a qkv::Error naming the file
-  /// and the tensor. F16 and BF16 weights are converted to f32.
-  static BertWeights load(const std::string &safetensors_path, const BertConfig &c);
+  /// and the tensor. The weights are kept as `dtype` (f32, bf16 or f16: the graphs' dtype),
+  /// whatever float dtype the file stores (converted to nearest even).
+  static BertWeights load(const std::string &safetensors_path, const BertConfig &c,
+                          DType dtype = DType::F32);
 
   /// Every param of bert_model_graph.
   const TensorMap &all() const { return all_; }

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include <qkv/compiler/compile.hpp>
 #include <qkv/dsl/graph.hpp>
 #include <qkv/runtime/json_config.hpp>
 #include <qkv/runtime/kv_cache.hpp>
@@ -55,24 +56,28 @@ struct LlamaConfig {
   static LlamaConfig load(const std::string &config_json_path);
 };
 
-Graph llama_embed_graph(const LlamaConfig &c);
+/// The graphs' float inputs (x, the cache), params and so every node are of `dtype` (f32,
+/// or bf16 / f16: each node rounded to it, as the model cast to it computes).
+Graph llama_embed_graph(const LlamaConfig &c, DType dtype = DType::F32);
 /// `new_tokens`: the static n of a decode step (1, or a few speculative tokens), or 0 for a
 /// dynamic n (prefill). `paged`: read a PagedKVCache's pools through its block table.
-Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens);
-Graph llama_head_graph(const LlamaConfig &c);
+Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens,
+                        DType dtype = DType::F32);
+Graph llama_head_graph(const LlamaConfig &c, DType dtype = DType::F32);
 
-/// A Llama checkpoint's weights as the graphs take them (f32; linear weights transposed to
+/// A Llama checkpoint's weights as the graphs take them (linear weights transposed to
 /// (in, out)), keyed by the checkpoint's names.
 class LlamaWeights {
 public:
   /// Reads every tensor the decoder needs from a .safetensors file, checking each shape
   /// against the config; a missing tensor or a wrong shape is a qkv::Error naming the file
-  /// and the tensor. F16 and BF16 weights are converted to f32. A tied LM head reads
-  /// embed_tokens.
-  static LlamaWeights load(const std::string &safetensors_path, const LlamaConfig &c);
+  /// and the tensor. The weights are kept as `dtype` (f32, bf16 or f16), whatever float
+  /// dtype the file stores (converted to nearest even). A tied LM head reads embed_tokens.
+  static LlamaWeights load(const std::string &safetensors_path, const LlamaConfig &c,
+                           DType dtype = DType::F32);
   /// Random weights of the config's shapes (for benchmarks): linear weights uniform with
-  /// variance 1/fan-in, norms 1, embeddings uniform in [-1, 1).
-  static LlamaWeights random(const LlamaConfig &c, std::uint64_t seed);
+  /// variance 1/fan-in, norms 1, embeddings uniform in [-1, 1); drawn in f32, kept as dtype.
+  static LlamaWeights random(const LlamaConfig &c, std::uint64_t seed, DType dtype = DType::F32);
 
   /// The params of llama_embed_graph, llama_layer_graph for layer `i`, llama_head_graph.
   const TensorMap &embed() const { return embed_; }
@@ -80,6 +85,7 @@ public:
   const TensorMap &head() const { return head_; }
 
 private:
+  void convert(DType dtype); // every tensor to dtype
   TensorMap embed_, head_;
   std::vector<TensorMap> layers_;
 };
@@ -95,6 +101,12 @@ struct LlamaOptions {
   std::int64_t num_pages = 0; // 0: enough for every sequence to reach the capacity
   int threads = 0;            // compiled kernels' threads; 0: all cores
   bool verbose = false;       // compile progress on stderr
+  /// The element type of the weights, the KV cache and every node: f32, or bf16 (half the
+  /// bytes a decode step reads; products on the host's bf16 tier). LlamaModel::load reads
+  /// the weights as it; forward() returns f32 logits either way.
+  DType dtype = DType::F32;
+  /// The tier the kernels' products run on (CompileOptions::isa).
+  Isa isa = Isa::Host;
 };
 
 /// Wall time a LlamaModel spent in each part of its forward steps, summed since the last

@@ -43,7 +43,12 @@ enum class KernelPlan {
 
 class SentenceEncoder {
 public:
-  static SentenceEncoder load(const std::string &dir);
+  /// `dtype`: the weights' and the computation's element type, f32 (the default) or bf16
+  /// (or f16): the weights are kept in it (half the bytes) and every node of the graphs
+  /// rounds to it, as the model cast to it computes in PyTorch; bf16 products run on the
+  /// host's bf16 tier (docs/compiler.md, "ISA tiers"). The embeddings embed() returns are
+  /// f32 either way. docs/models.md gives the accuracy.
+  static SentenceEncoder load(const std::string &dir, DType dtype = DType::F32);
 
   /// Compiles the kernels. embed() compiles with the default options on first use when
   /// this was not called; calling it again recompiles.
@@ -60,7 +65,7 @@ public:
 
   /// Token ids as the encoder sees them: [CLS] ... [SEP], at most max_seq_length().
   std::vector<std::vector<std::int32_t>> tokenize(const std::vector<std::string> &s) const;
-  /// One padded batch through the compiled kernels: f32 (B, dim()).
+  /// One padded batch through the compiled kernels: f32 (B, dim()) (from dtype()'s values).
   Tensor run(const TokenBatch &batch);
   /// One padded batch through the interpreter: f64 (B, dim()).
   Tensor run_reference(const TokenBatch &batch) const;
@@ -70,6 +75,8 @@ public:
   const BertWeights &weights() const { return weights_; }
   std::int64_t max_seq_length() const { return max_seq_length_; }
   std::int64_t dim() const { return config_.hidden_size; }
+  /// The element type it computes in (load's `dtype`).
+  DType dtype() const { return dtype_; }
   bool normalizes() const { return normalize_; }
   /// The time compile() took, in ms (0 before): compiling the kernels and packing the
   /// weights their GEMMs read packed.
@@ -85,6 +92,7 @@ private:
   WordPieceTokenizer tokenizer_;
   std::int64_t max_seq_length_ = 0;
   bool normalize_ = false;
+  DType dtype_ = DType::F32;
   std::vector<TensorMap> layer_params_;
   std::shared_ptr<Kernels> kernels_;
 };
