@@ -42,6 +42,16 @@ void fake_entry(void **args) {
     x[n - 1] = 0;
 }
 
+/// out = 2 x in bf16 (x and out bf16 (L)), then g_ulps units in the last place further from 0.
+int g_ulps = 0;
+void fake_bf16_entry(void **args) {
+  auto *x = *static_cast<std::int64_t **>(args[0]), *o = *static_cast<std::int64_t **>(args[1]);
+  const auto *in = reinterpret_cast<const std::uint16_t *>(x[1]) + x[2];
+  auto *out = reinterpret_cast<std::uint16_t *>(o[1]) + o[2];
+  for (std::int64_t i = 0; i < x[3]; ++i)
+    out[i] = static_cast<std::uint16_t>(float_to_bf16(2 * bf16_to_float(in[i])) + g_ulps);
+}
+
 /// A Kernel for graph `g` (one f32 input x (L), one output) that runs fake_entry.
 Kernel fake_kernel(const Graph &g, Fake how) {
   g_fake = how;
@@ -112,6 +122,24 @@ TEST(Harness, ToleranceIsTheDocumentedRule) {
   EXPECT_DOUBLE_EQ(t.atol, kTolC * 0x1p-23 * 10 * 3);
   EXPECT_DOUBLE_EQ(tolerance(DType::F64, 10, 3).rtol, kTolC * 0x1p-52 * 10);
   EXPECT_EQ(tolerance(DType::I32, 10, 3).rtol, 0);
+}
+
+TEST(Harness, HalfOutputsAreHeldToTheirUlps) {
+  // within_half_ulps(2): two bf16 ulps of the largest output (2^-6 at |out| <= 2) plus
+  // f32's rule. One ulp off passes; four fail, though bf16's general rule (8 eps n M,
+  // 0.0625 here) would let them through.
+  DiffCase c = one_output("fake_bf16", [](Graph &g) { return scale(g.input("x", DType::BF16, {g.dim("L")}), 2.0); },
+                          {{{"L", 64}}});
+  c.within_half_ulps(2);
+  KernelEntry e;
+  e.packed = fake_bf16_entry;
+  e.symbol = "fake_bf16";
+  Kernel k(c.build(), e, {}, nullptr, CompileStats{});
+  g_ulps = 1;
+  EXPECT_EQ(failures_of([&] { check_kernel(k, c); }), "");
+  g_ulps = 4;
+  EXPECT_TRUE(Says(failures_of([&] { check_kernel(k, c); }), {"output 'out'", "elements differ"}));
+  g_ulps = 0;
 }
 
 TEST(Harness, ReductionDimsAddUp) {

@@ -1,5 +1,6 @@
 // Kernel behaviour around the compiled code: argument checks (nothing written on a bad
-// input), IR stages, QKV_DUMP, and compile-time errors.
+// input), IR stages, QKV_DUMP, compile-time errors, and the ISA tier's choice.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -384,6 +385,50 @@ TEST(Compile, PipelineStagesArePrintable) {
   EXPECT_NE(cpu_stage_pipeline("loops").find("one-shot-bufferize"), std::string::npos);
   EXPECT_NE(error_of([] { cpu_stage_pipeline("gpu"); }).find("unknown CPU pipeline stage"),
             std::string::npos);
+}
+
+} // namespace
+} // namespace qkv
+
+namespace qkv {
+namespace {
+
+/// CompileOptions::isa, then QKV_ISA, then the host's best tier (docs/compiler.md, "ISA
+/// tiers"); names they cannot take are errors that say where the name came from.
+TEST(IsaTiers, ChosenFromTheOptionsThenQkvIsaThenTheHost) {
+  Graph g("isa_choice");
+  Value x = g.input("x", DType::BF16, {g.dim("M"), g.dim("K", 8)});
+  g.output("y", linear(x, g.param("w", DType::BF16, {g.dim("K", 8), g.dim("N", 8)})));
+  CompileOptions o;
+  o.cache = CacheOptions::off();
+  std::vector<Isa> have = host_isas();
+  ASSERT_FALSE(have.empty());
+  EXPECT_EQ(have.front(), Isa::F32); // every host has the f32 tier
+  EXPECT_EQ(host_isa(), have.back());
+  ::unsetenv("QKV_ISA");
+  EXPECT_EQ(compile(g, Target::host(), o).stats().isa, isa_name(host_isa()));
+  ::setenv("QKV_ISA", "f32", 1);
+  EXPECT_EQ(compile(g, Target::host(), o).stats().isa, "f32");
+  CompileOptions host = o;
+  host.isa = host_isa(); // an explicit tier wins over the environment
+  EXPECT_EQ(compile(g, Target::host(), host).stats().isa, isa_name(host_isa()));
+  ::setenv("QKV_ISA", "amx", 1);
+  EXPECT_EQ(test::error_of([&] { compile(g, Target::host(), o); }),
+            "QKV_ISA is 'amx': qkv has no AMX kernels yet (the tiers: host, f32, avx512bf16)");
+  ::setenv("QKV_ISA", "sse", 1);
+  EXPECT_EQ(test::error_of([&] { compile(g, Target::host(), o); }),
+            "QKV_ISA is 'sse'; the tiers are host (the best this CPU has), f32, avx512bf16");
+  ::unsetenv("QKV_ISA");
+  CompileOptions bf16 = o;
+  bf16.isa = Isa::Avx512Bf16;
+  if (std::find(have.begin(), have.end(), Isa::Avx512Bf16) == have.end())
+    EXPECT_EQ(test::error_of([&] { compile(g, Target::host(), bf16); }),
+              "CompileOptions::isa asks for the avx512bf16 tier, which this host's CPU does not "
+              "have (no avx512_bf16); its tiers: f32");
+  else // this host has it: the refusal is checked on hosts without it
+    EXPECT_EQ(compile(g, Target::host(), bf16).stats().isa, "avx512bf16");
+  for (Isa isa : {Isa::Host, Isa::F32, Isa::Avx512Bf16})
+    EXPECT_EQ(parse_isa(isa_name(isa)), isa);
 }
 
 } // namespace

@@ -93,7 +93,7 @@
 // CHECK: %[[MUSE:.*]] = arith.select %[[NONE]], %{{.*}}, %[[MX]]
 // the rescale factor exp2(m_old - m_new), by the polynomial
 // CHECK: %[[DM:.*]] = arith.subf %[[MOLD]], %[[MUSE]] : vector<16xf32>
-// CHECK: math.floor
+// CHECK: math.roundeven
 // CHECK-COUNT-7: math.fma
 // CHECK: arith.shli
 // CHECK: %[[P2:.*]] = arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>

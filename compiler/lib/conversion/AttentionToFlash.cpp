@@ -440,25 +440,31 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
   };
   auto [dh, dhDyn] = dimOf(a.nDh, a.staticDh);
   auto [dv, dvDyn] = dimOf(a.nDv, a.staticDv);
+  Type bf16 = kb.builder().getBF16Type();
   TileBuffers t;
+  if (!s.dot) {
+    t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
+  } else { // pairs of head dims, bf16
+    std::optional<int64_t> pairs;
+    if (a.staticDh)
+      pairs = (*a.staticDh + 1) / 2;
+    auto [dhp, dhpDyn] = dimOf(kb.ceilDiv(a.nDh, 2), pairs);
+    t.qT = kb.stackBuffer(bf16, {dhp, 2 * s.qTile}, dhpDyn);
+  }
   t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
   t.oT = kb.stackBuffer(a.ft, {dv, s.qTile}, dvDyn);
   t.m = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.l = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.corr = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.counts = kb.stackBuffer(kb.builder().getI64Type(), {3}, {});
-  if (!s.dot) {
-    t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
+  if (!s.dot)
     return t;
-  }
-  // Pairs: of head dims (qT), of keys (pT, vP); vP's rows whole vectors of Dv.
-  Type bf16 = kb.builder().getBF16Type();
+  // Pairs of keys (pT, vP); vP's rows whole vectors of Dv.
   int64_t keyPairs = (s.kvTile + 1) / 2;
-  auto [dhp, dhpDyn] = dimOf(kb.ceilDiv(a.nDh, 2), a.staticDh ? std::optional<int64_t>((*a.staticDh + 1) / 2) : std::nullopt);
-  auto whole = [&](int64_t n) { return 2 * ((n + s.lanes - 1) / s.lanes * s.lanes); };
-  auto [dvp, dvpDyn] = dimOf(kb.mul(kb.mul(kb.ceilDiv(a.nDv, s.lanes), s.lanes), 2),
-                             a.staticDv ? std::optional<int64_t>(whole(*a.staticDv)) : std::nullopt);
-  t.qT = kb.stackBuffer(bf16, {dhp, 2 * s.qTile}, dhpDyn);
+  std::optional<int64_t> dvWhole;
+  if (a.staticDv)
+    dvWhole = 2 * ((*a.staticDv + s.lanes - 1) / s.lanes * s.lanes);
+  auto [dvp, dvpDyn] = dimOf(kb.mul(kb.mul(kb.ceilDiv(a.nDv, s.lanes), s.lanes), 2), dvWhole);
   t.pT = kb.stackBuffer(bf16, {keyPairs, 2 * s.qTile}, {});
   t.vP = kb.stackBuffer(bf16, {keyPairs, dvp}, dvpDyn);
   return t;
