@@ -5,11 +5,13 @@
 //
 //   build/bin/bench_llama [--hidden 512 --layers 2 --heads 8 --kv-heads 8
 //                         --intermediate 1376 --vocab 32000] [--context 512,4096]
-//                         [--steps 32] [--threads T]
+//                         [--steps 32] [--threads T] [--dtype f32|bf16]
 //
 // For each context length and cache layout (contiguous, paged in pages of 16 rows): the
 // median of 3 prefills of `context` tokens, then `steps` decode steps after one of them
-// (median step), and where a step's time goes (LlamaModel::times()).
+// (median step), and where a step's time goes (LlamaModel::times()). --dtype bf16 keeps the
+// weights and the cache in bf16 (LlamaOptions::dtype): a step reads half the bytes, and
+// the prefill's % is of the host's bf16 tier's peak (vdpbf16ps) where it has one.
 #include <qkv/models/llama.hpp>
 
 #include <qkv_bench/machine.hpp>
@@ -30,6 +32,7 @@ struct Args {
   std::vector<std::int64_t> contexts = {512, 4096};
   std::int64_t steps = 32;
   int threads = 0;
+  qkv::DType dtype = qkv::DType::F32;
 };
 
 std::int64_t integer(const std::string &opt, const std::string &text) {
@@ -77,6 +80,11 @@ Args parse(int argc, char **argv) {
       a.steps = integer(arg, v);
     else if (arg == "--threads")
       a.threads = static_cast<int>(integer(arg, v));
+    else if (arg == "--dtype") {
+      if (v != "f32" && v != "bf16")
+        throw std::invalid_argument("--dtype takes f32 or bf16, got '" + v + "'");
+      a.dtype = v == "bf16" ? qkv::DType::BF16 : qkv::DType::F32;
+    }
     else if (arg == "--context") {
       a.contexts.clear();
       std::stringstream ss(v);
@@ -91,16 +99,21 @@ Args parse(int argc, char **argv) {
   return a;
 }
 
-/// Bytes of f32 weights a decode step reads: every layer's and the head's, one embedding row.
-double weight_bytes(const qkv::LlamaConfig &c) {
+/// Weights a decode step reads: every layer's and the head's, one embedding row.
+double weight_elements(const qkv::LlamaConfig &c) {
   double d = static_cast<double>(c.hidden_size), kv = static_cast<double>(c.num_key_value_heads * c.head_dim);
   double layer = d * d * 2 + d * kv * 2 + 3 * d * static_cast<double>(c.intermediate_size) + 2 * d;
-  return 4 * (static_cast<double>(c.num_hidden_layers) * layer + d * static_cast<double>(c.vocab_size) + 2 * d);
+  return static_cast<double>(c.num_hidden_layers) * layer + d * static_cast<double>(c.vocab_size) + 2 * d;
+}
+
+double weight_bytes(const qkv::LlamaConfig &c, qkv::DType t) {
+  return static_cast<double>(qkv::dtype_size(t)) * weight_elements(c);
 }
 
 /// Bytes of K and V a step at cache length n reads (and the new row it writes), all layers.
-double cache_bytes(const qkv::LlamaConfig &c, double n) {
-  return 4 * 2 * static_cast<double>(c.num_hidden_layers * c.num_key_value_heads * c.head_dim) * (n + 1);
+double cache_bytes(const qkv::LlamaConfig &c, double n, qkv::DType t) {
+  return static_cast<double>(qkv::dtype_size(t)) * 2 *
+         static_cast<double>(c.num_hidden_layers * c.num_key_value_heads * c.head_dim) * (n + 1);
 }
 
 /// Flops of a prefill of n tokens: 2 per layer weight per token, the LM head once (only
@@ -108,7 +121,7 @@ double cache_bytes(const qkv::LlamaConfig &c, double n) {
 /// n(n+1)/2 pairs per head.
 double prefill_flops(const qkv::LlamaConfig &c, double n) {
   double head = static_cast<double>(c.hidden_size * c.vocab_size);
-  double layers = weight_bytes(c) / 4 - head;
+  double layers = weight_elements(c) - head;
   double attn = 2.0 * 2 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim) *
                 n * (n + 1) / 2;
   return 2 * layers * n + 2 * head + attn;
@@ -125,6 +138,7 @@ std::vector<std::int64_t> random_tokens(std::int64_t n, std::int64_t vocab) {
 void run(const Args &a, const qkv::LlamaWeights &w, std::int64_t context, bool paged, double peak,
          double bw) {
   qkv::LlamaOptions o;
+  o.dtype = a.dtype;
   o.capacity = context + a.steps + 1;
   o.paged = paged;
   o.threads = a.threads;
@@ -147,10 +161,12 @@ void run(const Args &a, const qkv::LlamaWeights &w, std::int64_t context, bool p
     step_ms.push_back(qkv::bench::now_ms() - t0);
   }
   double pf = qkv::bench::median(prefill_ms), st = qkv::bench::median(step_ms);
-  double bytes = weight_bytes(a.c) + cache_bytes(a.c, static_cast<double>(context) + static_cast<double>(a.steps) / 2);
+  double bytes = weight_bytes(a.c, a.dtype) +
+                 cache_bytes(a.c, static_cast<double>(context) + static_cast<double>(a.steps) / 2, a.dtype);
   const qkv::LlamaTimes &t = model.times();
   double n = static_cast<double>(t.steps);
-  double head_bytes = 4.0 * static_cast<double>(a.c.hidden_size * a.c.vocab_size);
+  double head_bytes = static_cast<double>(qkv::dtype_size(a.dtype)) *
+                      static_cast<double>(a.c.hidden_size * a.c.vocab_size);
   double head_ms = 1e3 * t.head_s / n, layers_ms = 1e3 * t.layers_s / n;
   std::printf("%7lld  %-10s  %9.1f  %8.0f  %5.1f%%   %7.3f  %7.1f  %5.1f%%   %6.3f (%4.1f%%)  %6.3f (%4.1f%%)  %5.3f\n",
               static_cast<long long>(context), paged ? "paged" : "contiguous", pf,
@@ -170,19 +186,27 @@ int main(int argc, char **argv) try {
   // Measured twice (here and after one untimed model build) and the higher kept, as
   // `qkv bench` does: other work on the machine, or a buffer the kernel could not put on
   // huge pages, only ever lowers them.
-  double peak = qkv::bench::fma_peak_gflops(threads).value;
+  // bf16 on a host with the avx512bf16 tier: the prefill's products run on vdpbf16ps.
+  bool dot = a.dtype == qkv::DType::BF16 && qkv::bench::has_avx512_bf16() &&
+             qkv::host_isa() == qkv::Isa::Avx512Bf16;
+  auto peak_now = [&] {
+    return dot ? qkv::bench::bf16_dot_peak_gflops(threads).value
+               : qkv::bench::fma_peak_gflops(threads).value;
+  };
+  double peak = peak_now();
   double bw = qkv::bench::read_bandwidth_gbs(threads).value;
-  peak = std::max(peak, qkv::bench::fma_peak_gflops(threads).value);
+  peak = std::max(peak, peak_now());
   bw = std::max(bw, qkv::bench::read_bandwidth_gbs(threads).value);
   const qkv::LlamaConfig &c = a.c;
   std::printf("bench_llama: %lld layers, hidden %lld, %lld heads (%lld kv) of %lld, MLP %lld, "
-              "vocab %lld; %.1f MB of f32 weights; %d threads\n"
-              "machine: fp32 FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s (measured now, the higher of two)\n\n",
+              "vocab %lld; %.1f MB of %s weights; %d threads\n"
+              "machine: %s peak %.1f GFLOP/s, read bandwidth %.1f GB/s (measured now, the higher of two)\n\n",
               static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.num_key_value_heads),
               static_cast<long long>(c.head_dim), static_cast<long long>(c.intermediate_size),
-              static_cast<long long>(c.vocab_size), weight_bytes(c) / 1e6, threads, peak, bw);
-  qkv::LlamaWeights w = qkv::LlamaWeights::random(c, 1);
+              static_cast<long long>(c.vocab_size), weight_bytes(c, a.dtype) / 1e6,
+              qkv::dtype_name(a.dtype).data(), threads, dot ? "vdpbf16ps" : "fp32 FMA", peak, bw);
+  qkv::LlamaWeights w = qkv::LlamaWeights::random(c, 1, a.dtype);
   std::printf("context  cache       prefill ms  tokens/s  %%peak   step ms  tokens/s  %%bw     "
               "layers ms (%%bw)  head ms (%%bw)  other ms\n");
   for (std::int64_t context : a.contexts)

@@ -3,6 +3,7 @@
 
     HF_HUB_OFFLINE=1 python3 bench/embed_peer.py [--model DIR] [--threads 2] [--repeat 3]
                                                  [--sentences N --words W --batch B] [--json]
+                                                 [--dtype f32|bf16]
 
 The cases are those of `qkv embed --bench`: 256 sentences of 18 words (20 tokens) at batch
 32, and 256 sentences of 300 words (truncated to 256 tokens) at batch 16; sentence i is
@@ -43,6 +44,8 @@ def main():
     p.add_argument("--words", type=int)
     p.add_argument("--batch", type=int)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                   help="bf16: the model cast to torch.bfloat16 (as qkv embed --dtype bf16)")
     a = p.parse_args()
 
     import torch
@@ -50,11 +53,13 @@ def main():
 
     torch.set_num_threads(a.threads)
     model = SentenceTransformer(a.model, device="cpu")
+    if a.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     cases = [(256, 18, 32), (256, 300, 16)]
     if a.sentences or a.words or a.batch:
         cases = [(a.sentences or 256, a.words or 18, a.batch or 32)]
     out = {"peer": "sentence-transformers", "torch": torch.__version__, "threads": a.threads,
-           "cases": []}
+           "dtype": a.dtype, "cases": []}
     for n, words, batch in cases:
         s = [sentence(i, words) for i in range(n)]
         tokens = max(len(t) for t in model.tokenizer(s[:8], truncation=True,

@@ -5,7 +5,8 @@ Run by hand, never by the tests or CI, with a Python that has the peers (the ven
 bench/peers.py and bench/embed_peer.py):
 
     python3 bench/side_by_side.py --python /tmp/peers/bin/python --threads 2 [--rounds 3]
-                                  [--suite gemm,minilm,llama] [--build build]
+                                  [--suite gemm,attention,minilm,llama] [--build build]
+                                  [--dtype f32,bf16]
 
 On a machine shared with other work the time of one run says little: the load moves in
 seconds. Each case therefore runs qkv, then the peer, then qkv again..., `--rounds` times,
@@ -17,9 +18,16 @@ time, so > 1 means qkv is faster), each ratio taken between two adjacent runs. C
           (`bench/peers.py --suite gemm --shape MxKxN --json`).
   minilm  all-MiniLM-L6-v2 on 256 sentences of 20 and of 256 tokens: `qkv embed --bench
           --json` against sentence-transformers (`bench/embed_peer.py --json`).
+  attention  attention alone, B1 H16 L=S=2048 Dh64, no mask and causal: `qkv bench attn`
+          / `attn_causal` against PyTorch's SDPA (`bench/peers.py --case ... --peers
+          torch_sdpa`).
   llama   the Llama-shaped decoder of `qkv-generate --random` (2 layers, hidden 512, vocab
           32000), prefill of 512 and 4096 tokens and a decode step after it: `bench_llama`
           (contiguous cache) against transformers (`bench/peers.py --suite llama --json`).
+
+--dtype f32,bf16 runs every case in each dtype: qkv's graphs in bf16 (on the host's best
+tier) against the peer on bf16 tensors (torch.matmul, SDPA, the models cast to
+torch.bfloat16). Default: f32.
 """
 import argparse
 import json
@@ -52,36 +60,55 @@ def report(name, unit, qkv, peer, lower_is_better=True):
     sys.stdout.flush()
 
 
-def gemm(a):
+def gemm(a, dtype):
     for m, k, n in GEMM_SHAPES:
         qkv, peer = [], []
         for _ in range(a.rounds):
             j = json.loads(run([a.qkv, "bench", "gemm", "--m", str(m), "--k", str(k), "--n", str(n),
-                                "--threads", str(a.threads), "--no-baselines", "--json"]))
+                                "--threads", str(a.threads), "--no-baselines", "--json",
+                                "--dtype", dtype]))
             qkv.append(j["ms"])
             p = json_lines(run([a.python, os.path.join(HERE, "peers.py"), "--suite", "gemm",
-                                "--threads", str(a.threads), "--shape", f"{m}x{k}x{n}", "--json"]))
+                                "--threads", str(a.threads), "--shape", f"{m}x{k}x{n}", "--json",
+                                "--dtype", dtype]))
             if not p[0]["ok"]:
                 sys.exit(f"side_by_side: torch.matmul {m}x{k}x{n} disagrees with NumPy")
             peer.append(p[0]["ms"])
-        report(f"matmul f32 {m}x{k}x{n}", "ms", qkv, peer)
+        report(f"matmul {dtype} {m}x{k}x{n}", "ms", qkv, peer)
 
 
-def minilm(a):
+def attention(a, dtype):
+    for case in ("attn", "attn_causal"):
+        qkv, peer = [], []
+        for _ in range(a.rounds):
+            j = json.loads(run([a.qkv, "bench", case, "--seq", "2048", "--threads",
+                                str(a.threads), "--no-baselines", "--json", "--dtype", dtype]))
+            qkv.append(j["ms"])
+            p = json_lines(run([a.python, os.path.join(HERE, "peers.py"), "--case", case,
+                                "--seq", "2048", "--peers", "torch_sdpa", "--threads",
+                                str(a.threads), "--json", "--dtype", dtype]))
+            r = p[0]["peers"][0]
+            if not r.get("ok"):
+                sys.exit(f"side_by_side: SDPA {case} {dtype} is unavailable or wrong: {r}")
+            peer.append(r["ms"])
+        report(f"{case} {dtype} B1 H16 L2048 Dh64", "ms", qkv, peer)
+
+
+def minilm(a, dtype):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     cases = [(256, 18, 32), (256, 300, 16)]
     for n, words, batch in cases:
         qkv, peer = [], []
         shape = ["--sentences", str(n), "--words", str(words), "--batch", str(batch)]
         for _ in range(a.rounds):
-            j = json.loads(run([a.qkv, "embed", "--bench", "--threads", str(a.threads), "--json"] +
-                               shape))
+            j = json.loads(run([a.qkv, "embed", "--bench", "--threads", str(a.threads), "--json",
+                                "--dtype", dtype] + shape))
             qkv.append(j["cases"][0]["sentences_per_s"])
             p = json.loads(run([a.python, os.path.join(HERE, "embed_peer.py"), "--threads",
-                                str(a.threads), "--json"] + shape, env))
+                                str(a.threads), "--json", "--dtype", dtype] + shape, env))
             peer.append(p["cases"][0]["sentences_per_s"])
         tokens = 20 if words == 18 else 256
-        report(f"all-MiniLM-L6-v2 {tokens} tokens, batch {batch}", "sent/s", qkv, peer,
+        report(f"all-MiniLM-L6-v2 {dtype} {tokens} tokens, batch {batch}", "sent/s", qkv, peer,
                lower_is_better=False)
 
 
@@ -95,24 +122,25 @@ def bench_llama_rows(text):
     return rows
 
 
-def llama(a):
+def llama(a, dtype):
     contexts = [512, 4096]
     qkv = {c: ([], []) for c in contexts}
     peer = {c: ([], []) for c in contexts}
     for _ in range(a.rounds):
         rows = bench_llama_rows(run([a.bench_llama, "--threads", str(a.threads), "--context",
-                                     ",".join(map(str, contexts)), "--steps", "16"]))
+                                     ",".join(map(str, contexts)), "--steps", "16",
+                                     "--dtype", dtype]))
         for c in contexts:
             qkv[c][0].append(rows[c][0])
             qkv[c][1].append(rows[c][1])
         for r in json_lines(run([a.python, os.path.join(HERE, "peers.py"), "--suite", "llama",
                                  "--threads", str(a.threads), "--context",
-                                 ",".join(map(str, contexts)), "--json"])):
+                                 ",".join(map(str, contexts)), "--json", "--dtype", dtype])):
             peer[r["context"]][0].append(r["prefill_ms"])
             peer[r["context"]][1].append(r["decode_step_ms"])
     for c in contexts:
-        report(f"Llama decoder prefill {c}", "ms", qkv[c][0], peer[c][0])
-        report(f"Llama decoder decode step at {c}", "ms", qkv[c][1], peer[c][1])
+        report(f"Llama decoder {dtype} prefill {c}", "ms", qkv[c][0], peer[c][0])
+        report(f"Llama decoder {dtype} decode step at {c}", "ms", qkv[c][1], peer[c][1])
 
 
 def main():
@@ -121,20 +149,25 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--suite", default="gemm,minilm,llama")
+    ap.add_argument("--dtype", default="f32", help="f32, bf16 or both (comma-separated)")
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     a = ap.parse_args()
     if a.rounds < 1 or a.threads < 1:
         ap.error("--rounds and --threads must be at least 1")
     a.qkv = os.path.join(a.build, "bin", "qkv")
     a.bench_llama = os.path.join(a.build, "bin", "bench_llama")
-    suites = {"gemm": gemm, "minilm": minilm, "llama": llama}
+    suites = {"gemm": gemm, "attention": attention, "minilm": minilm, "llama": llama}
     for s in a.suite.split(","):
         if s not in suites:
-            ap.error(f"unknown suite '{s}' (gemm, minilm, llama)")
+            ap.error(f"unknown suite '{s}' (gemm, attention, minilm, llama)")
+    dtypes = a.dtype.split(",")
+    if any(d not in ("f32", "bf16") for d in dtypes):
+        ap.error(f"--dtype takes f32, bf16 or both, got '{a.dtype}'")
     print(f"side by side, {a.threads} threads, {a.rounds} rounds; host: "
           f"{open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
-    for s in a.suite.split(","):
-        suites[s](a)
+    for d in dtypes:
+        for s in a.suite.split(","):
+            suites[s](a, d)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,10 @@ struct GemmBlocking {
 
   /// Register tiles for `vectorBits`-bit vectors of `acc` (16 vector registers below
   /// 512 bits, 32 at 512), kc and mc from the L1 and L2 data cache sizes in bytes:
-  /// kc x nr packed elements of B take at most half of L1, mc x kc of A at most half of
-  /// L2. A positive `kcOverride` / `mcOverride` replaces the derived value (mc rounded up
-  /// to a multiple of mr, kc to an even number on the dot tier).
+  /// kc x nr packed elements of B take half of L1 or a sixteenth of L2, whichever is
+  /// more, mc x kc of A at most half of L2. A positive `kcOverride` / `mcOverride`
+  /// replaces the derived value (mc rounded up to a multiple of mr, kc to an even number
+  /// on the dot tier).
   static GemmBlocking forTarget(mlir::Type acc, bool dot, int64_t vectorBits, int64_t l1Bytes,
                                 int64_t l2Bytes, int64_t kcOverride = 0, int64_t mcOverride = 0);
 };
