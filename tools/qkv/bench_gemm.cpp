@@ -149,133 +149,175 @@ Tensor as_f32(const Tensor &t) { return t.dtype() == DType::F32 ? t : t.to(DType
 
 } // namespace
 
+namespace {
+
+/// What one `qkv bench gemm` measured.
+struct GemmRun {
+  GemmConfig c;
+  Machine machine;
+  std::string tier, precision;
+  bool on_dot = false; // products on bf16 pairs: % peak is of the vdpbf16ps peak
+  double compile_ms = 0, flops = 0;
+  qb::Timing qkv, blas;
+  bool have_blas = false, ok = true;
+  double err = 0, limit = 0; // OpenBLAS against qkv, and what is allowed
+
+  double gflops(const qb::Timing &t) const { return flops / (t.median_ms * 1e6); }
+  // The peak of the tier the products ran on; OpenBLAS's sgemm is on f32 FMAs whatever
+  // qkv's tier, so it is shown against the same peak, for the ratio of the two.
+  double peak() const { return on_dot ? machine.bf16_peak() : machine.peak(); }
+  double pct(const qb::Timing &t) const { return 100 * gflops(t) / peak(); }
+};
+
+Kernel compile_gemm(const Graph &g, GemmRun &r) {
+  progress("compiling");
+  CompileOptions o;
+  o.schedule.threads = r.c.threads;
+  o.cache.read = false;
+  o.cache.write = false;
+  o.isa = r.c.isa;
+  o.matmul_precision = r.c.precision;
+  o.schedule.gemm_k_block = r.c.kc;
+  o.schedule.gemm_m_block = r.c.mc;
+  Kernel kernel = compile(g, Target::host(), o);
+  r.compile_ms = kernel.stats().total_ms;
+  r.tier = kernel.stats().isa;
+  r.precision = kernel.stats().matmul_precision;
+  // Products on bf16 pairs: bf16 operands on the avx512bf16 tier, or f32 ones under medium.
+  r.on_dot = r.tier == "avx512bf16" &&
+             (r.c.dtype == DType::BF16 || r.c.precision == MatmulPrecision::Medium);
+  progress("tier " + r.tier + (r.on_dot ? " (bf16 pairs on vdpbf16ps)" : " (f32 FMAs)"));
+  return kernel;
+}
+
+/// OpenBLAS's sgemm (plus the bias, in a loop) on the same values widened to f32, timed
+/// and compared with qkv's output `y`.
+void run_openblas(const TensorMap &in, const Tensor &y, GemmRun &r) {
+  const GemmConfig &c = r.c;
+  progress("running openblas");
+  qb::settle();
+  Tensor out(DType::F32, y.shape());
+  Tensor xf = as_f32(in.at("x")), wf = as_f32(in.at("w")),
+         bf = c.bias ? as_f32(in.at("bias")) : Tensor();
+  const float *x = xf.data_as<float>(), *w = wf.data_as<float>();
+  const float *bias = c.bias ? bf.data_as<float>() : nullptr;
+  float *o = out.data_as<float>();
+  r.blas = qb::time_runs(
+      [&] {
+        qb::matmul(qb::Baseline::OpenBlas, c.m, c.k, c.n, x, w, o, c.threads);
+        if (bias)
+          qb::parallel_for(c.m, c.threads, [&](std::int64_t i, int) {
+            for (std::int64_t j = 0; j < c.n; ++j)
+              o[i * c.n + j] += bias[j];
+          });
+      },
+      policy(c));
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    double d = std::fabs(y.get(i) - o[i]);
+    r.err = std::isnan(d) ? INFINITY : std::max(r.err, d);
+  }
+  r.ok = r.err <= r.limit;
+  progress("openblas: " + fixed(r.blas.median_ms, 3) + " ms (median of " +
+           std::to_string(r.blas.runs) + "), max_abs_err " + std::to_string(r.err));
+}
+
+/// How far OpenBLAS may be from qkv's `y`: 1e-4 of the largest |y|; in bf16 qkv rounds
+/// its f32 sums once more, half an ulp (2^-8 of the largest |y|); under medium precision
+/// its operands are rounded too, about sqrt(K) such errors.
+double allowed_error(const GemmRun &r, const Tensor &y) {
+  double scale = 1;
+  for (std::int64_t i = 0; i < y.numel(); ++i)
+    scale = std::max(scale, std::fabs(y.get(i)));
+  if (r.c.precision == MatmulPrecision::Medium && r.on_dot)
+    return std::ldexp(scale, -7) * std::sqrt(static_cast<double>(r.c.k));
+  return r.c.dtype == DType::BF16 ? std::ldexp(scale, -8) + 1e-4 * scale : 1e-4 * scale;
+}
+
+void print_gemm_json(const GemmRun &r) {
+  const GemmConfig &c = r.c;
+  const Machine &m = r.machine;
+  json j = {{"name", "gemm"}, {"m", c.m},         {"k", c.k},
+            {"n", c.n},       {"bias", c.bias},   {"dtype", dtype_name(c.dtype)},
+            {"tier", r.tier}, {"matmul_precision", r.precision},
+            {"threads", c.threads},
+            {"isa", qb::isa_name(m.isa)},          {"ms", r.qkv.median_ms},
+            {"min_ms", r.qkv.min_ms},              {"runs", r.qkv.runs},  {"gflops", r.gflops(r.qkv)},
+            {"pct_peak", r.pct(r.qkv)},            {"peak_gflops", r.peak()},
+            {"fma_peak_gflops", m.peak()},         {"bf16_peak_gflops", m.bf16_peak()},
+            {"peak_gflops_measured", r.on_dot ? m.bf16_peaks : m.peaks},
+            {"bandwidth_gbs", m.bandwidth()},      {"compile_ms", r.compile_ms}};
+  j["baselines"] = json::object();
+  if (r.have_blas)
+    j["baselines"]["openblas"] = {{"ms", r.blas.median_ms},
+                                  {"ratio", r.blas.median_ms / r.qkv.median_ms},
+                                  {"runs", r.blas.runs},
+                                  {"gflops", r.gflops(r.blas)},
+                                  {"pct_peak", r.pct(r.blas)},
+                                  {"max_abs_err", r.err},
+                                  {"ok", r.ok}};
+  std::cout << j.dump(2) << "\n";
+}
+
+void print_gemm_table(const GemmRun &r) {
+  const GemmConfig &c = r.c;
+  const Machine &m = r.machine;
+  std::cout << "qkv bench gemm: M=" << c.m << " K=" << c.k << " N=" << c.n
+            << (c.bias ? " +bias" : "") << ", " << dtype_name(c.dtype) << ", " << c.threads
+            << " threads\n"
+            << "machine   " << qb::isa_name(m.isa) << " FMA peak " << fixed(m.peak(), 1)
+            << " GFLOP/s (the higher of " << fixed(m.peaks.front(), 1) << " and "
+            << fixed(m.peaks.back(), 1) << ")";
+  if (m.bf16_peak() > 0)
+    std::cout << ", vdpbf16ps peak " << fixed(m.bf16_peak(), 1) << " GFLOP/s";
+  std::cout << ", read bandwidth " << fixed(m.bandwidth(), 1) << " GB/s\n"
+            << "tier      " << r.tier << (r.on_dot ? ": bf16 pairs on vdpbf16ps" : ": f32 FMAs")
+            << ", matmul precision " << r.precision << "; % peak is of the "
+            << (r.on_dot ? "vdpbf16ps" : "FMA") << " peak\n"
+            << "compile   " << fixed(r.compile_ms, 1) << " ms cold\n\n"
+            << "             median ms  runs    GFLOP/s  % peak  baseline/qkv  max abs err\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-10s %12.3f %5d %10.2f %7.2f%% %12s  %s\n", "qkv",
+                r.qkv.median_ms, r.qkv.runs, r.gflops(r.qkv), r.pct(r.qkv), "-", "-");
+  std::cout << buf;
+  if (r.have_blas) {
+    std::snprintf(buf, sizeof buf, "%-10s %12.3f %5d %10.2f %7.2f%% %11.3fx  %.2e%s\n",
+                  "openblas", r.blas.median_ms, r.blas.runs, r.gflops(r.blas), r.pct(r.blas),
+                  r.blas.median_ms / r.qkv.median_ms, r.err, r.ok ? "" : " WRONG");
+    std::cout << buf << "openblas  " << qb::blas_config() << "\n";
+  }
+}
+
+} // namespace
+
 int cmd_bench_gemm(const cli::Args &a) {
-  GemmConfig c = gemm_config(a);
+  GemmRun r;
+  r.c = gemm_config(a);
+  const GemmConfig &c = r.c;
   Graph g = gemm_graph(c);
   progress("M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
            (c.bias ? " +bias" : "") + ", " + std::to_string(c.threads) + " threads");
   // Weights scaled by 1/sqrt(K), as models initialise them: outputs stay O(1).
   TensorMap in = random_inputs(g, {{"M", c.m}}, {.seed = 1, .scale_params = true});
-  Machine machine;
-  machine.measure(c.threads, "before the runs");
-
-  progress("compiling");
-  CompileOptions o;
-  o.schedule.threads = c.threads;
-  o.cache.read = false;
-  o.cache.write = false;
-  o.isa = c.isa;
-  o.matmul_precision = c.precision;
-  o.schedule.gemm_k_block = c.kc;
-  o.schedule.gemm_m_block = c.mc;
-  Kernel kernel = compile(g, Target::host(), o);
-  double compile_ms = kernel.stats().total_ms;
-  const std::string tier = kernel.stats().isa;
-  // Products on bf16 pairs: bf16 operands on the avx512bf16 tier, or f32 ones under medium.
-  bool on_dot = tier == "avx512bf16" &&
-                (c.dtype == DType::BF16 || c.precision == MatmulPrecision::Medium);
-  progress("tier " + tier + (on_dot ? " (bf16 pairs on vdpbf16ps)" : " (f32 FMAs)"));
-
+  r.machine.measure(c.threads, "before the runs");
+  Kernel kernel = compile_gemm(g, r);
   progress("running qkv");
   qb::settle();
   Tensor y;
-  qb::Timing tq = qb::time_runs([&] { y = kernel.run(in).at("y"); }, policy(c));
-  progress("qkv: " + fixed(tq.median_ms, 3) + " ms (median of " + std::to_string(tq.runs) + ")");
-  double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.k) * static_cast<double>(c.n);
-  double scale = 1;
-  for (std::int64_t i = 0; i < y.numel(); ++i)
-    scale = std::max(scale, std::fabs(y.get(i)));
-  // In bf16 qkv rounds its f32 sums once more: half an ulp, 2^-8 of the largest |y|. Under
-  // medium precision its operands are rounded too: about sqrt(K) such errors.
-  double limit = c.dtype == DType::BF16 ? std::ldexp(scale, -8) + 1e-4 * scale : 1e-4 * scale;
-  if (c.precision == MatmulPrecision::Medium && on_dot)
-    limit = std::ldexp(scale, -7) * std::sqrt(static_cast<double>(c.k));
-
-  bool have_blas = c.baselines && !qb::blas_config().empty();
-  qb::Timing tb;
-  double err = 0;
-  bool ok = true;
-  if (have_blas) {
-    progress("running openblas");
-    qb::settle();
-    Tensor out(DType::F32, y.shape());
-    Tensor xf = as_f32(in.at("x")), wf = as_f32(in.at("w")),
-           bf = c.bias ? as_f32(in.at("bias")) : Tensor();
-    const float *x = xf.data_as<float>(), *w = wf.data_as<float>();
-    const float *bias = c.bias ? bf.data_as<float>() : nullptr;
-    float *o = out.data_as<float>();
-    tb = qb::time_runs(
-        [&] {
-          qb::matmul(qb::Baseline::OpenBlas, c.m, c.k, c.n, x, w, o, c.threads);
-          if (bias)
-            qb::parallel_for(c.m, c.threads, [&](std::int64_t i, int) {
-              for (std::int64_t j = 0; j < c.n; ++j)
-                o[i * c.n + j] += bias[j];
-            });
-        },
-        policy(c));
-    for (std::int64_t i = 0; i < out.numel(); ++i) {
-      double d = std::fabs(y.get(i) - o[i]);
-      err = std::isnan(d) ? INFINITY : std::max(err, d);
-    }
-    ok = err <= limit;
-    progress("openblas: " + fixed(tb.median_ms, 3) + " ms (median of " + std::to_string(tb.runs) +
-             "), max_abs_err " + std::to_string(err));
-  }
-  machine.measure(c.threads, "after the runs");
-
-  auto gf = [&](const qb::Timing &t) { return flops / (t.median_ms * 1e6); };
-  // The peak of the tier the products ran on; OpenBLAS's sgemm is on f32 FMAs whatever
-  // qkv's tier, so it is shown against the same peak, for the ratio of the two.
-  double tier_peak = on_dot ? machine.bf16_peak() : machine.peak();
-  auto pct = [&](const qb::Timing &t) { return 100 * gf(t) / tier_peak; };
-  if (c.json) {
-    json j = {{"name", "gemm"}, {"m", c.m},         {"k", c.k},
-              {"n", c.n},       {"bias", c.bias},   {"dtype", dtype_name(c.dtype)},
-              {"tier", tier},   {"matmul_precision", kernel.stats().matmul_precision},
-              {"threads", c.threads},
-              {"isa", qb::isa_name(machine.isa)},   {"ms", tq.median_ms},
-              {"min_ms", tq.min_ms},                {"runs", tq.runs},                    {"gflops", gf(tq)},
-              {"pct_peak", pct(tq)},                {"peak_gflops", tier_peak},
-              {"fma_peak_gflops", machine.peak()},  {"bf16_peak_gflops", machine.bf16_peak()},
-              {"peak_gflops_measured", on_dot ? machine.bf16_peaks : machine.peaks},
-              {"bandwidth_gbs", machine.bandwidth()}, {"compile_ms", compile_ms}};
-    j["baselines"] = json::object();
-    if (have_blas)
-      j["baselines"]["openblas"] = {{"ms", tb.median_ms},     {"ratio", tb.median_ms / tq.median_ms},
-                                    {"runs", tb.runs},         {"gflops", gf(tb)},
-                                    {"pct_peak", pct(tb)},     {"max_abs_err", err},
-                                    {"ok", ok}};
-    std::cout << j.dump(2) << "\n";
-  } else {
-    std::cout << "qkv bench gemm: M=" << c.m << " K=" << c.k << " N=" << c.n
-              << (c.bias ? " +bias" : "") << ", " << dtype_name(c.dtype) << ", " << c.threads
-              << " threads\n"
-              << "machine   " << qb::isa_name(machine.isa) << " FMA peak " << fixed(machine.peak(), 1)
-              << " GFLOP/s (the higher of " << fixed(machine.peaks.front(), 1) << " and "
-              << fixed(machine.peaks.back(), 1) << ")";
-    if (machine.bf16_peak() > 0)
-      std::cout << ", vdpbf16ps peak " << fixed(machine.bf16_peak(), 1) << " GFLOP/s";
-    std::cout << ", read bandwidth " << fixed(machine.bandwidth(), 1) << " GB/s\n"
-              << "tier      " << tier << (on_dot ? ": bf16 pairs on vdpbf16ps" : ": f32 FMAs")
-              << ", matmul precision " << kernel.stats().matmul_precision << "; % peak is of the "
-              << (on_dot ? "vdpbf16ps" : "FMA") << " peak\n"
-              << "compile   " << fixed(compile_ms, 1) << " ms cold\n\n"
-              << "             median ms  runs    GFLOP/s  % peak  baseline/qkv  max abs err\n";
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%-10s %12.3f %5d %10.2f %7.2f%% %12s  %s\n", "qkv",
-                  tq.median_ms, tq.runs, gf(tq), pct(tq), "-", "-");
-    std::cout << buf;
-    if (have_blas) {
-      std::snprintf(buf, sizeof buf, "%-10s %12.3f %5d %10.2f %7.2f%% %11.3fx  %.2e%s\n",
-                    "openblas", tb.median_ms, tb.runs, gf(tb), pct(tb), tb.median_ms / tq.median_ms,
-                    err, ok ? "" : " WRONG");
-      std::cout << buf << "openblas  " << qb::blas_config() << "\n";
-    }
-  }
-  if (!ok) {
-    std::cerr << "qkv: error: openblas disagrees with qkv: max_abs_err " << err << " > "
-              << limit << "\n";
+  r.qkv = qb::time_runs([&] { y = kernel.run(in).at("y"); }, policy(c));
+  progress("qkv: " + fixed(r.qkv.median_ms, 3) + " ms (median of " + std::to_string(r.qkv.runs) + ")");
+  r.flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.k) * static_cast<double>(c.n);
+  r.limit = allowed_error(r, y);
+  r.have_blas = c.baselines && !qb::blas_config().empty();
+  if (r.have_blas)
+    run_openblas(in, y, r);
+  r.machine.measure(c.threads, "after the runs");
+  if (c.json)
+    print_gemm_json(r);
+  else
+    print_gemm_table(r);
+  if (!r.ok) {
+    std::cerr << "qkv: error: openblas disagrees with qkv: max_abs_err " << r.err << " > "
+              << r.limit << "\n";
     return 1;
   }
   return 0;
