@@ -49,6 +49,35 @@ func.func @f32(%a: memref<?x7xf32>, %b: memref<7x70xf32>, %c: memref<?x70xf32>) 
   return
 }
 
+// A bf16 graph's product rounded to bf16 (the truncation generic after it): C stays f32,
+// and each task rounds its block of C into the output right after computing it.
+// DOT-LABEL: func.func @rounded
+// DOT: %[[C:.*]] = memref.alloc(%{{.*}}) : memref<?x70xf32>
+// DOT-NOT: linalg.generic
+// DOT: scf.parallel
+// DOT: func.call @qkv_gemm_block_bf16_dot_6x64_k32(
+// DOT: %[[V:.*]] = vector.load %[[C]][%{{.*}}] : memref<?x70xf32>, vector<16xf32>
+// DOT: %[[R:.*]] = arith.truncf %[[V]] : vector<16xf32> to vector<16xbf16>
+// DOT: vector.store %[[R]], %arg2[%{{.*}}] : memref<?x70xbf16>, vector<16xbf16>
+// DOT: memref.dealloc %[[C]]
+func.func @rounded(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %out: memref<?x70xbf16>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = memref.dim %a, %c0 : memref<?x7xbf16>
+  %c = memref.alloc(%m) : memref<?x70xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<?x70xf32>)
+  linalg.matmul ins(%a, %b : memref<?x7xbf16>, memref<7x70xbf16>) outs(%c : memref<?x70xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<?x70xf32>) outs(%out : memref<?x70xbf16>) {
+  ^bb0(%x: f32, %y: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  memref.dealloc %c : memref<?x70xf32>
+  return
+}
+
 // The block function: A's rows packed as bf16 (a zero past an odd block of K), pairs
 // broadcast as 32-bit elements, four dot products per broadcast.
 // DOT-LABEL: func.func private @qkv_gemm_block_bf16_dot_6x64_k32

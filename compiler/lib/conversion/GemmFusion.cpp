@@ -92,8 +92,10 @@ GemmStart gemmStartOf(Operation *op, Value c) {
 /// not read the output.
 bool epilogueFits(Operation *op, linalg::GenericOp g, const VectorizedGeneric &v, Value c,
                   Value out) {
-  if (v.reduction() || v.loops() != cast<MemRefType>(c.getType()).getRank() ||
-      out.getType() != c.getType() || !g.getRegion().front().getArguments().back().use_empty())
+  auto ct = cast<MemRefType>(c.getType()), ot = cast<MemRefType>(out.getType());
+  if (v.reduction() || v.loops() != ct.getRank() || ot.getShape() != ct.getShape() ||
+      ot.getLayout() != ct.getLayout() ||
+      !g.getRegion().front().getArguments().back().use_empty())
     return false;
   for (OpOperand *in : g.getDpsInputOperands()) {
     if (in->get() == c ? !g.getMatchingIndexingMap(in).isIdentity() : in->get() == out)
@@ -109,6 +111,9 @@ std::optional<GemmEpilogue> takeGemmEpilogue(Operation *op, Value c, const GemmS
     return std::nullopt;
   std::optional<VectorizedGeneric> v = VectorizedGeneric::analyse(g, vectorBits);
   Value out = g.getDpsInits()[0];
+  // An output of another element type (a bf16 graph's rounding of the product): C stays,
+  // f32, and each task writes its block's output from it right after the block.
+  bool narrowing = getElementTypeOrSelf(out.getType()) != getElementTypeOrSelf(c.getType());
   // C is the output already (the generic bufferized in place on it: other ops may use the
   // buffer before the start or after the generic, nothing between them does), or a
   // buffer of its own that only the start, the matmul and the generic use.
@@ -119,7 +124,7 @@ std::optional<GemmEpilogue> takeGemmEpilogue(Operation *op, Value c, const GemmS
     return user == op || user == start.op || user == g || isa<memref::DeallocOp>(user);
   };
   if (!v || !epilogueFits(op, g, *v, c, out) ||
-      (!inPlace && (!alloc || !llvm::all_of(c.getUses(), known))))
+      (!inPlace && (!alloc || !llvm::all_of(c.getUses(), known))) || (narrowing && inPlace))
     return std::nullopt;
   // Everything the epilogue reads must exist where the GEMM starts; the output's
   // allocation moves there when it can.
@@ -134,6 +139,8 @@ std::optional<GemmEpilogue> takeGemmEpilogue(Operation *op, Value c, const GemmS
   for (Value x : g->getOperands())
     if (x != c && !dom.properlyDominates(x, first))
       return std::nullopt;
+  if (narrowing)
+    return GemmEpilogue{*v, SmallVector<Value>(g->getOperands()), c};
   if (!inPlace) {
     // The start, the matmul and the epilogue write the output; C goes.
     for (Operation *user : {first, op, g.getOperation()})

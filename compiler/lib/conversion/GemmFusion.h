@@ -8,7 +8,9 @@
 //               add, a scale), applied by each GEMM task to its block of C while the
 //               block is in cache, writing the generic's output; C itself is then never
 //               allocated: the GEMM writes the output buffer, and the epilogue updates it
-//               in place.
+//               in place. An epilogue whose output has another element type (a bf16
+//               graph's rounding of the product) leaves C as it is, f32, and writes the
+//               output from each task's block of it.
 #pragma once
 
 #include <optional>
@@ -30,9 +32,10 @@ GemmStart gemmStartOf(mlir::Operation *op, mlir::Value c);
 
 struct GemmEpilogue {
   VectorizedGeneric generic;
-  /// The generic's operands with C replaced by its output buffer.
+  /// The generic's operands with C replaced by its output buffer (a narrowing one's, as
+  /// they are).
   llvm::SmallVector<mlir::Value> operands;
-  mlir::Value out; ///< the buffer the GEMM writes instead of C
+  mlir::Value out; ///< the buffer the GEMM writes instead of C (a narrowing one's: C)
 };
 
 /// The elementwise generic that consumes the result of matmul `op` (whose C is `c` and
