@@ -24,9 +24,17 @@
 // CHECK: %[[KP:.*]] = vector.load %{{.*}} : memref<1x2x70x64xbf16, {{.*}}>, vector<2xbf16>
 // CHECK: vector.bitcast %[[KP]] : vector<2xbf16> to vector<1xi32>
 // CHECK: x86vector.avx512.dot
-// The softmax: the scores scaled, the probabilities in pairs of keys, rounded to bf16.
+// The softmax: the raw scores' max, scaled once per query vector; the probabilities
+// exp2(s * scale - m) (the scale in an FMA), in pairs of keys, rounded to bf16.
+// CHECK: %[[TMAX:.*]] = scf.for %{{.*}} iter_args(%{{.*}} = %[[NINF:.*]]) -> (vector<16xf32>) {
 // CHECK: %[[RAW:.*]] = vector.load %{{.*}} : memref<66x64xf32>, vector<16xf32>
-// CHECK: arith.mulf %[[RAW]], %{{.*}} : vector<16xf32>
+// CHECK-NOT: arith.mulf %[[RAW]]
+// CHECK: scf.yield
+// CHECK: %[[SCALED:.*]] = arith.mulf %[[TMAX]], %[[SCALE:.*]] : vector<16xf32>
+// CHECK-NEXT: arith.cmpf ogt, %[[SCALED]]
+// CHECK: %[[NEGM:.*]] = arith.negf
+// CHECK: %[[S:.*]] = vector.load %{{.*}} : memref<66x64xf32>, vector<16xf32>
+// CHECK: math.fma %[[S]], %[[SCALE]], %[[NEGM]] : vector<16xf32>
 // CHECK: %[[P0:.*]] = arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
 // CHECK: %[[P1:.*]] = arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
 // CHECK: vector.interleave %[[P0]], %[[P1]] : vector<16xbf16> -> vector<32xbf16>

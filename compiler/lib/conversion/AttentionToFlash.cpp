@@ -217,8 +217,11 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
                  const TileBuffers &t, Value b, Value h, Value i0, Value j0, Value cols,
                  bool withMask) {
   VectorType vt = kb.vec(a.ft, s.lanes);
-  // The pairs tier's scores are unscaled (its q is never rounded scaled): scaled here.
+  // The pairs tier's scores are unscaled (its q is never rounded scaled): scaled before a
+  // score mod, or else only in the max and in exp2's argument (max commutes with a
+  // positive scale), one multiply per query vector instead of one per score.
   Value scaleV = t.scoreScale ? kb.splat(t.scoreScale, vt) : Value();
+  bool raw = scaleV && !a.score;
   Value ninf = kb.fconst(vt, -std::numeric_limits<double>::infinity());
   Value lastQ = kb.sub(a.nL, kb.idx(1));
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
@@ -226,9 +229,10 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
     Value mOld = in.vload(vt, t.m, {c});
     Value qi = in.name(in.laneIds(in.add(i0, c), lastQ, s.lanes), "qi");
     Value mx = in.forLoop(
-        in.idx(0), cols, in.idx(1), {mOld}, [&](KernelBuilder &in2, Value j, ValueRange acc) {
+        in.idx(0), cols, in.idx(1), {raw ? ninf : mOld},
+        [&](KernelBuilder &in2, Value j, ValueRange acc) {
           Value sc = in2.vload(vt, t.sT, {j, c});
-          if (scaleV)
+          if (scaleV && !raw)
             sc = arith::MulFOp::create(in2.builder(), sc, scaleV);
           Value kv = in2.name(in2.add(j0, j), "kv");
           sc = emitScoreAndMask(in2, a, sc, b, h, qi, kv, withMask, s.lanes);
@@ -239,13 +243,18 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
           Value gt = arith::CmpFOp::create(b2, arith::CmpFPredicate::OGT, sc, acc[0]);
           return SmallVector<Value>{arith::SelectOp::create(b2, gt, sc, acc[0])};
         })[0];
+    if (raw) { // the tile's raw max, scaled, against the running max
+      Value scaled = arith::MulFOp::create(ib, mx, scaleV);
+      Value gt = arith::CmpFOp::create(ib, arith::CmpFPredicate::OGT, scaled, mOld);
+      mx = arith::SelectOp::create(ib, gt, scaled, mOld);
+    }
     // A row with nothing kept so far has max -inf: subtract 0 instead, so exp2 gives 0.
     Value none = arith::CmpFOp::create(ib, arith::CmpFPredicate::OEQ, mx, ninf);
     Value mUse = arith::SelectOp::create(ib, none, in.fconst(vt, 0.0), mx);
     Value corr = emitExp2(in, arith::SubFOp::create(ib, mOld, mUse));
     in.vstore(mx, t.m, {c});
     in.vstore(corr, t.corr, {c});
-    Value sum = s.dot ? probabilityPairs(in, s, t, c, cols, mUse) :
+    Value sum = s.dot ? probabilityPairs(in, s, t, c, cols, mUse, raw ? scaleV : Value()) :
                 in.forLoop(in.idx(0), cols, in.idx(1), {in.fconst(vt, 0.0)},
                            [&](KernelBuilder &in2, Value j, ValueRange acc) {
                              ImplicitLocOpBuilder &b2 = in2.builder();

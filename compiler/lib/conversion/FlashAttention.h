@@ -161,10 +161,12 @@ void packQueryPairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedu
 void tileScorePairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                     const TileBuffers &t, const KeySegment &seg, mlir::Value b, mlir::Value hk,
                     mlir::Value j0, mlir::Value cols, bool fullTile);
-/// pT for the queries of vector c: probabilities exp2(sT[j][c..] - mUse) rounded to bf16,
-/// keys 2 jp and 2 jp + 1 interleaved, a zero past cols; returns their f32 sum.
+/// pT for the queries of vector c: probabilities exp2(sT[j][c..] - mUse) (with `scale`:
+/// exp2(sT[j][c..] * scale - mUse), the scores left raw) rounded to bf16, keys 2 jp and
+/// 2 jp + 1 interleaved, a zero past cols; returns their f32 sum.
 mlir::Value probabilityPairs(KernelBuilder &kb, const FlashSchedule &s, const TileBuffers &t,
-                             mlir::Value c, mlir::Value cols, mlir::Value mUse);
+                             mlir::Value c, mlir::Value cols, mlir::Value mUse,
+                             mlir::Value scale = {});
 /// oT[d][i] = oT[d][i] * corr[i] + sum_j V[b, hk, j0 + j, d] * pT[j][i], V packed in pairs
 /// of keys first (vP), on bf16 pairs.
 void tileValuePairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,

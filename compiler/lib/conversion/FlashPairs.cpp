@@ -13,6 +13,8 @@
 // Odd sizes: a zero pairs past an odd Dh (in qT) or an odd number of keys (in pT and
 // vP), and a key row's last pair past an odd Dh is read with its second element masked.
 #include "FlashAttention.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "Microkernel.h"
 #include "VectorMath.h"
 
@@ -87,12 +89,15 @@ void tileScorePairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedu
 }
 
 Value probabilityPairs(KernelBuilder &kb, const FlashSchedule &s, const TileBuffers &t, Value c,
-                       Value cols, Value mUse) {
+                       Value cols, Value mUse, Value scale) {
   ImplicitLocOpBuilder &ib = kb.builder();
   VectorType vt = kb.vec(ib.getF32Type(), s.lanes), ht = kb.vec(bf16(kb), s.lanes);
   // P is rounded to bf16 (8 bits) for P.V: a degree-4 exp2 (2^-14.5) is exact enough.
+  Value negM = scale ? arith::NegFOp::create(ib, mUse).getResult() : Value();
   auto p = [&](KernelBuilder &in, Value j) {
-    Value x = arith::SubFOp::create(in.builder(), in.vload(vt, t.sT, {j, c}), mUse);
+    Value sc = in.vload(vt, t.sT, {j, c});
+    Value x = scale ? math::FmaOp::create(in.builder(), sc, scale, negM).getResult()
+                    : arith::SubFOp::create(in.builder(), sc, mUse).getResult();
     return emitExp2(in, x, kPairsExpDegree);
   };
   auto store = [&](KernelBuilder &in, Value jp, Value p0, Value p1) {
