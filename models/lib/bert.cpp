@@ -6,6 +6,8 @@
 
 #include <qkv/dsl/error.hpp>
 
+#include "checkpoint.hpp"
+
 namespace qkv {
 
 // ---- config ------------------------------------------------------------------------------
@@ -60,9 +62,7 @@ struct Dims {
       : D("D", c.hidden_size), H("H", c.num_attention_heads), Dh("Dh", c.head_dim()),
         F("F", c.intermediate_size), V("V", c.vocab_size), P("P", c.max_position_embeddings),
         T("T", c.type_vocab_size), t(dtype) {
-    user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-               "BERT graphs: the dtype must be f32, bf16 or f16, got " +
-                   std::string(dtype_name(dtype)));
+    models_detail::check_model_dtype("BERT graphs", dtype);
   }
 };
 

@@ -58,9 +58,7 @@ TensorMap strip(const TensorMap &all, const std::string &prefix) {
 } // namespace
 
 BertWeights BertWeights::load(const std::string &path, const BertConfig &c, DType dtype) {
-  user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-             "BertWeights::load: the dtype must be f32, bf16 or f16, got " +
-                 std::string(dtype_name(dtype)));
+  models_detail::check_model_dtype("BertWeights::load", dtype);
   SafeTensors file = SafeTensors::open(path);
   // BertModel checkpoints name tensors "embeddings...", task models "bert.embeddings...".
   std::string root;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include <qkv/dsl/error.hpp>
 #include <qkv/runtime/safetensors.hpp>
 #include <qkv/runtime/tensor.hpp>
 
@@ -29,6 +30,12 @@ inline Tensor load_weight(const SafeTensors &file, const std::string &name, cons
     user_error(file.path() + ": tensor '" + name + "' is stored as " + info.dtype +
                ", but the model expects F32 weights (F32, F16, BF16 or F64, converted to F32)");
   return file.load(name, DType::F32, shape);
+}
+
+/// A model's element type must be f32, bf16 or f16: a qkv::Error naming `what` otherwise.
+inline void check_model_dtype(const std::string &what, DType dtype) {
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    user_error(what + ": the dtype must be f32, bf16 or f16, got " + std::string(dtype_name(dtype)));
 }
 
 /// A 2-D f32 tensor transposed: (out, in) -> (in, out).

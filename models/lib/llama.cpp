@@ -103,9 +103,7 @@ struct Dims {
         Hkv(c.num_key_value_heads == c.num_attention_heads ? H
                                                            : Dim("Hkv", c.num_key_value_heads)),
         Dh("Dh", c.head_dim), F("F", c.intermediate_size), V("V", c.vocab_size), t(dtype) {
-    user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-               "Llama graphs: the dtype must be f32, bf16 or f16, got " +
-                   std::string(dtype_name(dtype)));
+    models_detail::check_model_dtype("Llama graphs", dtype);
   }
   Dim qdim() const { return product(H, Dh); }
   Dim kvdim() const { return product(Hkv, Dh); }
@@ -225,12 +223,6 @@ void keep_as(TensorMap &w, DType dtype) {
       t = t.to(dtype);
 }
 
-void check_weights_dtype(DType dtype) {
-  user_check(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-             "LlamaWeights: the dtype must be f32, bf16 or f16, got " +
-                 std::string(dtype_name(dtype)));
-}
-
 } // namespace
 
 void LlamaWeights::convert(DType dtype) {
@@ -241,7 +233,7 @@ void LlamaWeights::convert(DType dtype) {
 }
 
 LlamaWeights LlamaWeights::load(const std::string &path, const LlamaConfig &c, DType dtype) {
-  check_weights_dtype(dtype);
+  models_detail::check_model_dtype("LlamaWeights", dtype);
   SafeTensors file = SafeTensors::open(path);
   LlamaWeights w;
   auto take = [&](const std::string &name, const Shape &shape, bool linear_weight) {
@@ -270,7 +262,7 @@ LlamaWeights LlamaWeights::load(const std::string &path, const LlamaConfig &c, D
 }
 
 LlamaWeights LlamaWeights::random(const LlamaConfig &c, std::uint64_t seed, DType dtype) {
-  check_weights_dtype(dtype);
+  models_detail::check_model_dtype("LlamaWeights", dtype);
   LlamaWeights w;
   auto uniform = [&](Shape shape, double fan_in) {
     double a = fan_in > 0 ? std::sqrt(3.0 / fan_in) : 1.0;

@@ -152,5 +152,24 @@ TEST(LlamaBf16, WeightsOfAnotherDtypeAreRefused) {
   }
 }
 
+TEST(ModelsDtype, OnlyF32Bf16AndF16AreTaken) {
+  LlamaConfig c = LlamaConfig::load(llama_dir() + "/config.json");
+  auto error = [](auto f) {
+    try {
+      f();
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error([&] { llama_layer_graph(c, false, 0, DType::F64); }),
+            "Llama graphs: the dtype must be f32, bf16 or f16, got f64");
+  EXPECT_EQ(error([&] { LlamaWeights::random(c, 1, DType::I32); }),
+            "LlamaWeights: the dtype must be f32, bf16 or f16, got i32");
+  BertConfig bc = BertConfig::load(fixture("bert-config/transformers-5.24.0.json"));
+  EXPECT_EQ(error([&] { bert_layer_graph(bc, DType::F64); }),
+            "BERT graphs: the dtype must be f32, bf16 or f16, got f64");
+}
+
 } // namespace
 } // namespace qkv::test
