@@ -224,11 +224,11 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // CHECK-LABEL: func.func @heads_in_place
 // DEFAULT-LABEL: func.func @heads_in_place
 // By default a dynamic query length without a mask gets three kernels: decode for up to
-// one vector of queries (16), tiles of two vectors (32) for up to two, the default tiles
-// (64 queries, 66 keys) beyond.
+// one vector of queries (16), tiles of two vectors (32 queries, 256 keys) for up to two,
+// the default tiles (64 queries, 66 keys) beyond.
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
-// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<32x32xf32>
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x32xf32>
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<66x64xf32>
 // CHECK-SAME: (%[[X:.*]]: tensor<1x?x32xf32>)
 // CHECK-NOT: qkv.split_heads
