@@ -143,7 +143,8 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   if (stage == "linalg")
     // convert-elementwise-to-linalg: the f32 <-> f16/bf16 conversions of half-precision
     // graphs (arith.extf/truncf on tensors, from the import).
-    return flash + ",func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse";
+    return flash + ",func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse,"
+                   "func.func(qkv-fuse-casts)";
   if (stage == "loops")
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +

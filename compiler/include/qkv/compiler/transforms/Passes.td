@@ -35,6 +35,19 @@ def CopyRepeatedResults : Pass<"qkv-copy-repeated-results", "::mlir::func::FuncO
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def FuseCasts : Pass<"qkv-fuse-casts", "::mlir::func::FuncOp"> {
+  let summary = "Fuse a half-precision graph's widenings and roundings into the "
+                "elementwise ops around them";
+  let description = [{
+    A cast (a generic that only converts its one input, extf/truncf) fuses into every
+    generic that reads it; an elementwise generic with a single use fuses into the cast
+    that reads it. Upstream's elementwise fusion does the work; its control function
+    allows nothing else, so graphs without f16/bf16 are unchanged and a matmul keeps
+    its elementwise consumer as the GEMM's epilogue. The same bits are computed.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::arith::ArithDialect"];
+}
+
 def UnshareFills : Pass<"qkv-unshare-fills", "::mlir::func::FuncOp"> {
   let summary = "Give each op that writes into a filled tensor a fill of its own";
   let description = [{
