@@ -17,7 +17,9 @@ peers you want to measure (each is skipped, with the reason, when it is not inst
 
 Cases and counting are those of `qkv bench` (docs/compiler.md, "Benchmarks"): attention
 alone (no mask, causal, sliding window of 256 keys) at B=1 H=16 Dh=64 and L=S=2048, 8192;
-decode (1 query over 32768 keys, H=8, Dh=128); the MHA block (B=1 L=2048 H=8 Dh=64, D=512).
+decode (1 query over 32768 keys, H=8, Dh=128); 1, 4, 8 and 16 queries over 8192 keys (H=32,
+Dh=128, `qkv bench attn --seq L --kv-len 8192 --heads 32 --head-dim 128`); the MHA block
+(B=1 L=2048 H=8 Dh=64, D=512).
 --suite gemm: torch.matmul (f32; --dtype bf16 for bf16) of x (M, K) and w (K, N) at the shapes
 of `qkv bench gemm` (2048x512x2048, 4096x384x1536, 8192x1536x384, 4096x4096x4096 and the
 all-MiniLM-L6-v2 projections at 20 tokens x 32 sentences, 640x384x384, 640x384x1536,
@@ -51,6 +53,13 @@ CASES = [
     ("attn_causal", "causal", 1, 16, 8192, 8192, 64),
     ("attn_window", "window", 1, 16, 8192, 8192, 64),
     ("attn_decode", "none", 1, 8, 1, 32768, 128),
+    # a few queries over a long context (speculative tokens, a chunk of a prompt): qkv's
+    # attn with the query length bound at run time, `qkv bench attn --seq L --kv-len 8192
+    # --heads 32 --head-dim 128`
+    ("attn", "none", 1, 32, 1, 8192, 128),
+    ("attn", "none", 1, 32, 4, 8192, 128),
+    ("attn", "none", 1, 32, 8, 8192, 128),
+    ("attn", "none", 1, 32, 16, 8192, 128),
     ("mha", "none", 1, 8, 2048, 2048, 64),
 ]
 WINDOW = 256

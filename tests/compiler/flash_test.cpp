@@ -364,21 +364,30 @@ TEST(Flash, ScheduleChosenPerCall) {
         {{{"B", 2}, {"L", 4}, {"S", 301}}, {{"B", 2}, {"L", 5}, {"S", 301}},
          {{"B", 1}, {"L", 6}, {"S", 301}}, {{"B", 1}, {"L", 1}, {"S", 3}}},
         o);
-  // By default one vector of f32 queries takes the decode kernel; without a mask, up to
-  // two take tiles of two vectors, more the default tiles of four.
+  // By default one vector of f32 queries takes the decode kernel, at most 8 of them:
+  // with wider vectors, tiles of one vector take the lengths from 9 up to one vector.
+  // Without a mask, up to two vectors take tiles of two vectors, more the default tiles
+  // of four.
   Kernel dflt = compile(plain(32));
   std::int64_t lanes = host_vector_bits() / 32;
+  std::string one = "tiled(q=" + std::to_string(lanes) + ")";
   std::string two = "tiled(q=" + std::to_string(2 * lanes) + ")";
   std::string four = "tiled(q=" + std::to_string(4 * lanes) + ")";
-  ASSERT_EQ(dflt.schedule_runs().size(), 3u);
-  for (auto [l, schedule] : {std::pair<std::int64_t, std::string>{lanes, "decode"},
-                             {lanes + 1, two}, {2 * lanes, two}, {2 * lanes + 1, four}}) {
+  std::vector<std::pair<std::int64_t, std::string>> edges = {
+      {lanes + 1, two}, {2 * lanes, two}, {2 * lanes + 1, four}};
+  if (lanes > 8)
+    edges.insert(edges.end(), {{8, "decode"}, {9, one}, {lanes, one}});
+  else
+    edges.push_back({lanes, "decode"});
+  ASSERT_EQ(dflt.schedule_runs().size(), lanes > 8 ? 4u : 3u);
+  for (const auto &[l, schedule] : edges) {
     std::int64_t before = runs(dflt, schedule);
     dflt.run(random_inputs(dflt.graph(), {{"B", 1}, {"L", l}, {"S", 50}}, 8));
     EXPECT_EQ(runs(dflt, schedule), before + 1) << "L = " << l << " did not run " << schedule;
   }
   check("plain_short_tiles", [] { return plain(32); },
-        {{{"B", 2}, {"L", lanes + 1}, {"S", 301}}, {{"B", 1}, {"L", 2 * lanes}, {"S", 7}}});
+        {{{"B", 2}, {"L", lanes + 1}, {"S", 301}}, {{"B", 1}, {"L", 2 * lanes}, {"S", 7}},
+         {{"B", 2}, {"L", 9}, {"S", 301}}, {{"B", 1}, {"L", lanes}, {"S", 300}}});
 }
 
 /// Document ids that run in blocks of random lengths up to `longest` (sorted: packed

@@ -778,8 +778,30 @@ struct FlashVariant {
   }
 };
 
-/// The kernels of `op`, the first whose maxRows admits the query length running: one
-/// for a static length, several for one bound at run time.
+/// Most queries the decode kernel takes by default when tiles of one vector of queries
+/// exist for the next lengths (a dynamic query length without a mask, vectors of more than
+/// this many lanes). Its cost grows with its query rows (dot products along the head dim);
+/// a tile's stays that of a whole vector. Measured with 2 threads, f32, over 8192 keys
+/// (H32 Dh128): on AVX-512 (Zen 5) the decode kernel took 11.0 ms at 8 queries, 13.5 at 10,
+/// 24.1 at 16, tiles of 16 queries by 256 keys 12.7-13.9 at 8-12 and 12.3 at 16; on AVX2
+/// (Zen 3) the decode kernel and the 8-query tiles crossed at 10-14 queries.
+constexpr int64_t kDecodeRowsBeforeShortTiles = 8;
+
+/// The tiled kernel in tiles of `vectors` vectors of queries by kSmallQueryTileKeys keys
+/// (unless `o` sets the key tile), for at most that many queries.
+FlashVariant shortTiles(const FlashOptions &o, const FlashSchedule &s, Type ft, bool masked,
+                        int64_t vectors) {
+  FlashOptions small = o;
+  small.qTile = vectors * s.lanes;
+  if (o.kvTile == 0)
+    small.kvTile = kSmallQueryTileKeys;
+  FlashSchedule ss = resolveSchedule(small, ft, masked);
+  ss.dot = s.dot;
+  return {false, ss, small.qTile};
+}
+
+/// The kernels of `op`, the first whose maxRows admits the query length running: several
+/// for one bound at run time, and a static length takes the first that admits it.
 SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   auto qt = cast<RankedTensorType>(op.getQ().getType());
   Type ft = qt.getElementType();
@@ -788,28 +810,31 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   s.dot = onPairs(op, o);
   int64_t l = qt.getDimSize(qt.getRank() - 2);
   FlashVariant decode{true, s, s.decodeRows}, tiled{false, s, 0};
-  if (!ShapedType::isDynamic(l))
-    return {l <= s.decodeRows ? decode : tiled};
   SmallVector<FlashVariant> v = {decode};
-  // Up to two vectors of queries in tiles of two vectors, where the default tiles are
-  // longer (no mask): those would leave half their lanes idle. Measured with 2 threads
-  // on AVX2, L = 16 over 8192 keys (H32 Dh128): 40 ms with 16-query tiles, 54 with 32.
-  // Their key tiles are long (kSmallQueryTileKeys): with few queries a tile's fixed work
-  // (the output's rescale, the softmax's bookkeeping) is shared by few products; measured
-  // with 2 threads on AVX-512 (Zen 5), L = 17..32 over 8192 keys (H32 Dh128): 23-26 ms
-  // with the default 34 keys, 12.8-13.3 ms with 256.
-  int64_t two = 2 * s.lanes;
-  if (o.qTile == 0 && s.qTile > two && s.decodeRows < two) {
-    FlashOptions small = o;
-    small.qTile = two;
-    if (o.kvTile == 0)
-      small.kvTile = kSmallQueryTileKeys;
-    FlashSchedule ss = resolveSchedule(small, ft, masked);
-    ss.dot = s.dot;
-    v.push_back({false, ss, two});
+  // Up to one or two vectors of queries, tiles of one or two vectors where the default
+  // tiles are longer (no mask): those would leave most of their lanes idle. Measured with
+  // 2 threads on AVX2, L = 16 over 8192 keys (H32 Dh128): 40 ms with 16-query tiles, 54
+  // with 32. Their key tiles are long (kSmallQueryTileKeys): with few queries a tile's
+  // fixed work (the output's rescale, the softmax's bookkeeping) is shared by few
+  // products; measured with 2 threads on AVX-512 (Zen 5), L = 17..32 over 8192 keys (H32
+  // Dh128): 23-26 ms with the default 34 keys, 12.8-13.3 ms with 256. Tiles of one vector
+  // take the lengths past kDecodeRowsBeforeShortTiles from the decode kernel, when the
+  // decode kernel's count is the default.
+  if (o.qTile == 0 && !masked) {
+    if (o.decodeRows == 0 && s.lanes > kDecodeRowsBeforeShortTiles && s.qTile > s.lanes) {
+      v.front().maxRows = v.front().s.decodeRows = kDecodeRowsBeforeShortTiles;
+      v.push_back(shortTiles(o, s, ft, masked, 1));
+    }
+    if (s.qTile > 2 * s.lanes && v.back().maxRows < 2 * s.lanes)
+      v.push_back(shortTiles(o, s, ft, masked, 2));
   }
   v.push_back(tiled);
-  return v;
+  if (ShapedType::isDynamic(l))
+    return v;
+  for (const FlashVariant &x : v)
+    if (x.maxRows == 0 || l <= x.maxRows)
+      return {x};
+  return {tiled};
 }
 
 /// What the kernels count as they run, for the runtime to read (Kernel::schedule_runs,

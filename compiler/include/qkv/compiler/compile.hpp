@@ -59,8 +59,9 @@ struct Schedule {
   int gemm_m_block = 0;
   /// Attention over at most this many queries takes the split-KV decode kernel instead
   /// of query tiles; a query length bound at run time picks one or the other on each
-  /// call (docs/compiler.md, "The fused attention kernel"). 0: one vector of queries (8 f32
-  /// with AVX2, 16 with AVX-512).
+  /// call (docs/compiler.md, "The fused attention kernel"). 0: one vector of queries, at
+  /// most 8 where tiles of one vector take the lengths after it: 8 f32 with AVX2; with
+  /// AVX-512, 8 for attention without a mask, 16 with one.
   int decode_rows = 0;
 };
 
