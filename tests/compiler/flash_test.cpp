@@ -70,10 +70,12 @@ TEST_P(HeadDim, EveryTileEdgeMatchesInterpreter) {
       "plain_tiled", [dh] { return plain(dh); }, kEdges, tiled);
 }
 
-// The decode kernel: 1, 3 and 4 queries (static), keys below, at and past a split.
+// The decode kernel: 1, 3, 4 and 7 queries (static; rows in whole groups that share the
+// loads and the rest one by one, FlashDecode.cpp's rowGroup), keys below, at and past a
+// split.
 TEST_P(HeadDim, DecodeKernelMatchesInterpreter) {
   std::int64_t dh = GetParam();
-  for (std::int64_t lq : {1, 3, 4})
+  for (std::int64_t lq : {1, 3, 4, 7})
     check("decode_lq" + std::to_string(lq), [dh, lq] { return plain(dh, lq); },
           {{{"B", 1}, {"S", 1}}, {{"B", 2}, {"S", 300}}, {{"B", 1}, {"S", 1000}}});
 }

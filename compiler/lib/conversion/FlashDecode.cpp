@@ -30,9 +30,31 @@ struct DecodeState {
   Value splits; // number of splits
   Value qScale; // scale folded into the dot products (times log2 e without a score mod)
   int64_t pLen; // key tile rounded up to whole vectors
+  int64_t group = 1; // query rows that share each key's and value's loads (rowGroup)
   // per task (stack):
-  Value o, m, l, p; // o: rows x Dv, m/l: rows, p: pLen scores of one row
+  Value o, m, l, p; // o: rows x Dv, m/l: rows, p: group x pLen scores of a group of rows
+  Value corr;       // group: the rows' rescale factors for this tile
 };
+
+/// One query row of a task: its index among the kv head's rows, its head and position.
+struct DecodeRow {
+  Value r, h, i;
+};
+
+/// How many query rows share each key's and value's loads: with a static Dv whose output
+/// rows stay in registers, as many as fit beside one value row (at most 4); else 2.
+/// Rows one at a time load every key and value vector once per row: measured with 2
+/// threads on AVX-512 (Zen 5), 8 queries over 8192 keys (H32 Dh128) took 11.0-12.2 ms
+/// so and 8.8-9.3 ms in pairs.
+int64_t rowGroup(const AttentionInfo &a, const FlashSchedule &s) {
+  if (!a.staticDv)
+    return 2;
+  int64_t nv = (*a.staticDv + s.lanes - 1) / s.lanes;
+  if (nv > 16)
+    return 2;
+  // n rows of nv accumulators, one value row and n broadcasts.
+  return std::clamp<int64_t>((s.registers - nv) / (nv + 1), 1, 4);
+}
 
 /// Vector width chunks over [0, n): full vectors, then one masked vector for the tail.
 /// `body(kb, offset, mask)` gets a null mask for full vectors.
@@ -49,45 +71,55 @@ void overVectors(KernelBuilder &kb, Value n, std::optional<int64_t> staticN, int
   });
 }
 
-/// p[j] = qScale * q[b, h, i, :] . k[b, hk, j0 + j, :] for j < cols; -inf up to pLen.
+/// p[n, j] = qScale * q[b, h, i, :] . k[b, hk, j0 + j, :] for the group's rows n and
+/// j < cols; -inf up to pLen. Each key's vectors are loaded once for all the rows.
 void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-               const DecodeState &st, const KeySegment &seg, Value b, Value h, Value hk, Value i,
-               Value j0, Value cols) {
+               const DecodeState &st, const KeySegment &seg, Value b, ArrayRef<DecodeRow> rows,
+               Value hk, Value j0, Value cols) {
   VectorType vt = kb.vec(a.ft, s.lanes);
+  size_t n = rows.size();
   kb.forLoop(kb.idx(0), cols, 1, [&](KernelBuilder &in, Value j) {
-    Value acc = in.fconst(vt, 0.0);
     Value kr = in.add(j0, j);
-    Value sum =
-        in.forLoop(in.idx(0), in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes), in.idx(s.lanes),
-                   {acc}, [&](KernelBuilder &x, Value d, ValueRange c) {
-                     Value qv = loadAs(x, vt, a.q, a.q.at(x, b, h, i, d));
-                     Value kv = readRowVector(x, vt, a.k, seg, b, hk, kr, d, Value());
-                     return SmallVector<Value>{vector::FMAOp::create(x.builder(), qv, kv, c[0])};
-                   })[0];
+    auto step = [&](KernelBuilder &x, Value d, Value mask, ValueRange acc) {
+      Value kv = readRowVector(x, vt, a.k, seg, b, hk, kr, d, mask);
+      SmallVector<Value> out;
+      for (size_t r = 0; r < n; ++r) {
+        Value qv = loadAs(x, vt, a.q, a.q.at(x, b, rows[r].h, rows[r].i, d), mask);
+        out.push_back(vector::FMAOp::create(x.builder(), qv, kv, acc[r]));
+      }
+      return out;
+    };
+    SmallVector<Value> zeros(n, in.fconst(vt, 0.0));
+    Value full = in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes);
+    SmallVector<Value> sums =
+        in.forLoop(in.idx(0), full, in.idx(s.lanes), zeros,
+                   [&](KernelBuilder &x, Value d, ValueRange c) { return step(x, d, Value(), c); });
     std::optional<int64_t> dh = a.staticDh;
     if (!dh || *dh % s.lanes != 0) {
       // The tail of the head dim, masked (zeros contribute nothing).
-      Value full = in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes);
       auto mt = VectorType::get({s.lanes}, in.builder().getI1Type());
       Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(a.nDh, full)});
-      Value qv = loadAs(in, vt, a.q, a.q.at(in, b, h, i, full), mask);
-      Value kv = readRowVector(in, vt, a.k, seg, b, hk, kr, full, mask);
-      sum = vector::FMAOp::create(in.builder(), qv, kv, sum);
+      sums = step(in, full, mask, sums);
     }
-    Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sum,
-                                            arith::FastMathFlags::reassoc);
-    in.store(arith::MulFOp::create(in.builder(), dot, st.qScale), st.p, {j});
+    for (size_t r = 0; r < n; ++r) {
+      Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sums[r],
+                                              arith::FastMathFlags::reassoc);
+      in.store(arith::MulFOp::create(in.builder(), dot, st.qScale), st.p, {in.idx(r), j});
+    }
   });
   Value ninf = kb.fconst(a.ft, kNegInf);
-  kb.forLoop(cols, kb.idx(st.pLen), 1,
-             [&](KernelBuilder &in, Value j) { in.store(ninf, st.p, {j}); });
+  kb.forLoop(cols, kb.idx(st.pLen), 1, [&](KernelBuilder &in, Value j) {
+    for (size_t r = 0; r < n; ++r)
+      in.store(ninf, st.p, {in.idx(r), j});
+  });
 }
 
-/// Mods and mask over the row's scores (vectorized over keys), then the online-softmax
-/// update of row r: returns the rescale factor of its output row.
+/// Mods and mask over the scores of `row` (p's row pr; vectorized over keys), then the
+/// online-softmax update of the row: returns the rescale factor of its output row.
 Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-                 const DecodeState &st, Value b, Value h, Value i, Value r, Value j0, Value cols,
-                 bool withMask) {
+                 const DecodeState &st, Value b, const DecodeRow &row, Value pr, Value j0,
+                 Value cols, bool withMask) {
+  Value h = row.h, i = row.i, r = row.r;
   ImplicitLocOpBuilder &ib = kb.builder();
   VectorType vt = kb.vec(a.ft, s.lanes);
   Value lastKv = kb.sub(a.nS, kb.idx(1));
@@ -96,7 +128,7 @@ Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   Value vmax =
       kb.forLoop(kb.idx(0), kb.idx(st.pLen), kb.idx(s.lanes), {kb.fconst(vt, kNegInf)},
                  [&](KernelBuilder &in, Value c, ValueRange acc) {
-                   Value sc = in.vload(vt, st.p, {c});
+                   Value sc = in.vload(vt, st.p, {pr, c});
                    Value kv = in.name(in.laneIds(in.add(j0, c), lastKv, s.lanes), "kv");
                    sc = emitScoreAndMask(in, a, sc, b, h, i, kv, withMask, s.lanes);
                    // Lanes past the tile's keys stay -inf whatever a mod made of them.
@@ -104,7 +136,7 @@ Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
                    Value valid =
                        arith::CmpIOp::create(in.builder(), arith::CmpIPredicate::slt, lane, colsV);
                    sc = arith::SelectOp::create(in.builder(), valid, sc, ninfV);
-                   in.vstore(sc, st.p, {c});
+                   in.vstore(sc, st.p, {pr, c});
                    ImplicitLocOpBuilder &x = in.builder();
                    Value gt = arith::CmpFOp::create(x, arith::CmpFPredicate::OGT, sc, acc[0]);
                    return SmallVector<Value>{arith::SelectOp::create(x, gt, sc, acc[0])};
@@ -120,9 +152,9 @@ Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   Value vsum = kb.forLoop(kb.idx(0), kb.idx(st.pLen), kb.idx(s.lanes), {kb.fconst(vt, 0.0)},
                           [&](KernelBuilder &in, Value c, ValueRange acc) {
                             ImplicitLocOpBuilder &x = in.builder();
-                            Value sc = in.vload(vt, st.p, {c});
+                            Value sc = in.vload(vt, st.p, {pr, c});
                             Value p = emitExp2(in, arith::SubFOp::create(x, sc, mUseV));
-                            in.vstore(p, st.p, {c});
+                            in.vstore(p, st.p, {pr, c});
                             return SmallVector<Value>{arith::AddFOp::create(x, acc[0], p)};
                           })[0];
   Value sum = vector::ReductionOp::create(ib, vector::CombiningKind::ADD, vsum,
@@ -133,14 +165,47 @@ Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   return corr;
 }
 
-/// o[r, :] = o[r, :] * corr + sum_{j < cols} p[j] * v[b, hk, j0 + j, :]. With a static
-/// head dim the whole output row stays in registers and each value row is read once,
-/// front to back; otherwise one vector of the row at a time.
+/// o[r, :] = o[r, :] * corr + sum_{j < cols} p[n, j] * v[b, hk, j0 + j, :] for the
+/// group's rows r (p's rows n), each value vector loaded once for all of them. With a
+/// static head dim the group's output rows stay in registers and each value row is read
+/// once, front to back; otherwise one vector of the rows at a time.
 void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
-               const DecodeState &st, const KeySegment &seg, Value b, Value hk, Value r, Value j0,
-               Value cols, Value corr) {
+               const DecodeState &st, const KeySegment &seg, Value b, Value hk,
+               ArrayRef<DecodeRow> rows, Value j0, Value cols, ArrayRef<Value> corrs) {
   VectorType vt = kb.vec(a.ft, s.lanes);
-  Value corrV = kb.splat(corr, vt);
+  size_t n = rows.size();
+  SmallVector<Value> corrV;
+  for (Value c : corrs)
+    corrV.push_back(kb.splat(c, vt));
+  auto probs = [&](KernelBuilder &x, Value j) {
+    SmallVector<Value> p;
+    for (size_t r = 0; r < n; ++r)
+      p.push_back(x.splat(x.load(st.p, {x.idx(r), j}), vt));
+    return p;
+  };
+  // Columns [d, d + lanes) of every row of the group, `count` vectors of them from d.
+  auto run = [&](KernelBuilder &in, ArrayRef<Value> ds, ArrayRef<Value> masks) {
+    size_t nv = ds.size();
+    SmallVector<Value> acc;
+    for (size_t r = 0; r < n; ++r)
+      for (size_t c = 0; c < nv; ++c) {
+        Value o = in.vload(vt, st.o, {rows[r].r, ds[c]}, masks[c]);
+        acc.push_back(arith::MulFOp::create(in.builder(), o, corrV[r]));
+      }
+    SmallVector<Value> res =
+        in.forLoop(in.idx(0), cols, in.idx(1), acc, [&](KernelBuilder &x, Value j, ValueRange cur) {
+          SmallVector<Value> p = probs(x, j), out(cur.begin(), cur.end());
+          for (size_t c = 0; c < nv; ++c) {
+            Value vv = readRowVector(x, vt, a.v, seg, b, hk, x.add(j0, j), ds[c], masks[c]);
+            for (size_t r = 0; r < n; ++r)
+              out[r * nv + c] = vector::FMAOp::create(x.builder(), p[r], vv, cur[r * nv + c]);
+          }
+          return out;
+        });
+    for (size_t r = 0; r < n; ++r)
+      for (size_t c = 0; c < nv; ++c)
+        in.vstore(res[r * nv + c], st.o, {rows[r].r, ds[c]}, masks[c]);
+  };
   if (a.staticDv && *a.staticDv <= 16 * s.lanes) {
     int64_t nv = (*a.staticDv + s.lanes - 1) / s.lanes;
     Value tailMask;
@@ -149,38 +214,15 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       tailMask =
           vector::CreateMaskOp::create(kb.builder(), mt, ValueRange{kb.idx(*a.staticDv % s.lanes)});
     }
-    auto maskOf = [&](int64_t c) { return c == nv - 1 ? tailMask : Value(); };
-    SmallVector<Value> acc;
+    SmallVector<Value> ds, masks;
     for (int64_t c = 0; c < nv; ++c) {
-      Value o = kb.vload(vt, st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
-      acc.push_back(arith::MulFOp::create(kb.builder(), o, corrV));
+      ds.push_back(kb.idx(c * s.lanes));
+      masks.push_back(c == nv - 1 ? tailMask : Value());
     }
-    SmallVector<Value> res =
-        kb.forLoop(kb.idx(0), cols, kb.idx(1), acc, [&](KernelBuilder &x, Value j, ValueRange in) {
-          Value pj = x.splat(x.load(st.p, {j}), vt);
-          SmallVector<Value> out;
-          for (int64_t c = 0; c < nv; ++c) {
-            Value vv =
-                readRowVector(x, vt, a.v, seg, b, hk, x.add(j0, j), x.idx(c * s.lanes), maskOf(c));
-            out.push_back(vector::FMAOp::create(x.builder(), pj, vv, in[c]));
-          }
-          return out;
-        });
-    for (int64_t c = 0; c < nv; ++c)
-      kb.vstore(res[c], st.o, {r, kb.idx(c * s.lanes)}, maskOf(c));
-    return;
+    return run(kb, ds, masks);
   }
-  overVectors(kb, a.nDv, a.staticDv, s.lanes, [&](KernelBuilder &in, Value d, Value mask) {
-    Value o = in.vload(vt, st.o, {r, d}, mask);
-    o = arith::MulFOp::create(in.builder(), o, corrV);
-    Value acc =
-        in.forLoop(in.idx(0), cols, in.idx(1), {o}, [&](KernelBuilder &x, Value j, ValueRange c) {
-          Value pj = x.splat(x.load(st.p, {j}), vt);
-          Value vv = readRowVector(x, vt, a.v, seg, b, hk, x.add(j0, j), d, mask);
-          return SmallVector<Value>{vector::FMAOp::create(x.builder(), pj, vv, c[0])};
-        })[0];
-    in.vstore(acc, st.o, {r, d}, mask);
-  });
+  overVectors(kb, a.nDv, a.staticDv, s.lanes,
+              [&](KernelBuilder &in, Value d, Value mask) { run(in, {d}, {mask}); });
 }
 
 /// One key tile of one task, for every query row of the kv head.
@@ -190,21 +232,40 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   Value cols = kb.min(kb.idx(s.kvTile), kb.sub(jEnd, j0));
   Value one = kb.idx(1);
   Value h0 = kb.mul(hk, a.group);
+  // Rows [r0, r0 + n) of the kv head as one group.
+  auto rowAt = [&](KernelBuilder &x, Value r) {
+    return DecodeRow{r, x.add(h0, x.divu(r, a.nL)), x.remu(r, a.nL)};
+  };
+  auto group = [&](KernelBuilder &x, Value r0, int64_t n, std::optional<Value> full) {
+    SmallVector<DecodeRow> rows;
+    for (int64_t k = 0; k < n; ++k)
+      rows.push_back(rowAt(x, x.add(r0, k)));
+    rowScores(x, a, s, st, seg, b, rows, hk, j0, cols);
+    auto soft = [&](KernelBuilder &y, bool withMask) {
+      // The softmax row by row in a loop (one copy of the mods' code per group size).
+      y.forLoop(y.idx(0), y.idx(n), 1, [&](KernelBuilder &z, Value k) {
+        Value corr = rowSoftmax(z, a, s, st, b, rowAt(z, z.add(r0, k)), k, j0, cols, withMask);
+        z.store(corr, st.corr, {k});
+      });
+      SmallVector<Value> corrs;
+      for (int64_t k = 0; k < n; ++k)
+        corrs.push_back(y.load(st.corr, {y.idx(k)}));
+      rowValues(y, a, s, st, seg, b, hk, rows, j0, cols, corrs);
+    };
+    if (full)
+      x.ifThen(
+          *full, [&](KernelBuilder &y) { soft(y, false); },
+          [&](KernelBuilder &y) { soft(y, true); });
+    else
+      soft(x, a.mask != nullptr);
+  };
+  // Whole groups of st.group rows, then the rest one by one.
   auto work = [&](KernelBuilder &in, std::optional<Value> full) {
-    in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
-      Value h = x.add(h0, x.divu(r, a.nL)), i = x.remu(r, a.nL);
-      rowScores(x, a, s, st, seg, b, h, hk, i, j0, cols);
-      auto soft = [&](KernelBuilder &y, bool withMask) {
-        Value corr = rowSoftmax(y, a, s, st, b, h, i, r, j0, cols, withMask);
-        rowValues(y, a, s, st, seg, b, hk, r, j0, cols, corr);
-      };
-      if (full)
-        x.ifThen(
-            *full, [&](KernelBuilder &y) { soft(y, false); },
-            [&](KernelBuilder &y) { soft(y, true); });
-      else
-        soft(x, a.mask != nullptr);
-    });
+    Value whole = st.group > 1 ? in.mul(in.divu(st.rows, in.idx(st.group)), st.group) : in.idx(0);
+    if (st.group > 1)
+      in.forLoop(in.idx(0), whole, st.group,
+                 [&](KernelBuilder &x, Value r0) { group(x, r0, st.group, full); });
+    in.forLoop(whole, st.rows, 1, [&](KernelBuilder &x, Value r) { group(x, r, 1, full); });
   };
   std::optional<TileClass> cls;
   if (a.mask) {
@@ -256,7 +317,8 @@ void splitTask(KernelBuilder &in, const AttentionInfo &a, const FlashSchedule &s
   t.o = in.stackBuffer(a.ft, {ShapedType::kDynamic, dv}, oDyn);
   t.m = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
   t.l = in.stackBuffer(a.ft, {ShapedType::kDynamic}, {st.rows});
-  t.p = in.stackBuffer(a.ft, {st.pLen}, {});
+  t.p = in.stackBuffer(a.ft, {st.group, st.pLen}, {});
+  t.corr = in.stackBuffer(a.ft, {st.group}, {});
   Value zero = in.fconst(a.ft, 0.0), ninf = in.fconst(a.ft, kNegInf);
   in.forLoop(in.idx(0), st.rows, 1, [&](KernelBuilder &x, Value r) {
     x.store(ninf, t.m, {r});
@@ -340,6 +402,7 @@ void emitDecodeAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashS
   DecodeState st;
   st.rows = kb.mul(a.group, a.nL);
   st.pLen = (s.kvTile + s.lanes - 1) / s.lanes * s.lanes;
+  st.group = rowGroup(a, s);
   Value want = chooseSplits(kb, a, s);
   st.chunk = kb.mul(kb.ceilDiv(kb.ceilDiv(a.nS, want), s.kvTile), s.kvTile);
   st.chunk = kb.max(st.chunk, kb.idx(s.kvTile));
