@@ -274,7 +274,8 @@ const std::vector<DimBindings> kEdges = {
     {{"B", 1}, {"L", 1}, {"S", 1}},    {{"B", 2}, {"L", 3}, {"S", 300}},
     {{"B", 1}, {"L", 17}, {"S", 17}},  {{"B", 1}, {"L", 64}, {"S", 97}},
     {{"B", 1}, {"L", 65}, {"S", 96}},  {{"B", 1}, {"L", 130}, {"S", 5}},
-    {{"B", 1}, {"L", 33}, {"S", 1000}}};
+    {{"B", 1}, {"L", 33}, {"S", 1000}},
+    {{"B", 1}, {"L", 12}, {"S", 300}}}; // by default tiles of one vector of queries (AVX-512)
 
 class Bf16AttentionHeadDim : public ::testing::TestWithParam<std::int64_t> {};
 
