@@ -147,7 +147,7 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
 }
 
 // A dynamic query length: both kernels, chosen on each call. At most decode-rows (by
-// default one vector: 16 f32 at 512 bits) queries take the decode kernel, more the tiled
+// default one vector: 16 f32 at 512 bits, with a mask) queries take the decode kernel, more the tiled
 // one, which classifies every key tile by the mask's intervals; each counts its runs.
 // CHECK-LABEL: func.func @dynamic_causal
 // CHECK: %[[LQ:.*]] = tensor.dim %arg0, %c2 : tensor<1x16x?x64xf32>
@@ -201,7 +201,16 @@ func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, 
 // CHECK: call @omp_get_max_threads() : () -> i32
 // CHECK: %[[PART:.*]] = memref.alloc(%{{.*}}) : memref<?x66xf32>
 // CHECK: scf.parallel (%{{.*}}, %[[SP:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
-// a dot product over the head dim per key, reduced across lanes
+// dot products over the head dim, 16 keys in a block (one row: 16 accumulators, each
+// key's row read front to back), their sums transposed into one vector of 16 scores by
+// halving pairs (4 rounds of shuffles), stored as a run of scores; then the keys left
+// over one at a time, reduced across lanes
+// CHECK-COUNT-16: vector.fma
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.store %{{.*}}, %{{.*}}[%c0, %{{.*}}] : memref<4x64xf32>, vector<16xf32>
 // CHECK: vector.fma
 // CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
 // the mask over 16 keys at once in a partial tile (q = 0 here: kv <= 0)
@@ -223,10 +232,12 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // result, so neither reshape makes a copy (both ops are gone).
 // CHECK-LABEL: func.func @heads_in_place
 // DEFAULT-LABEL: func.func @heads_in_place
-// By default a dynamic query length without a mask gets three kernels: decode for up to
-// one vector of queries (16), tiles of two vectors (32 queries, 256 keys) for up to two,
-// the default tiles (64 queries, 66 keys) beyond.
+// By default a dynamic query length without a mask gets four kernels with 16 lanes:
+// decode for up to 8 queries, tiles of one vector (16 queries, 256 keys), of two vectors
+// (32 queries, 256 keys), the default tiles (64 queries, 66 keys) beyond.
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x32xf32>
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<66x64xf32>

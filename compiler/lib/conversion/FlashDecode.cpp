@@ -71,36 +71,108 @@ void overVectors(KernelBuilder &kb, Value n, std::optional<int64_t> staticN, int
   });
 }
 
+/// The sums of the lanes of each of `v` (as many vectors as each has lanes, a power of
+/// two), as one vector whose lane k is v[k]'s sum: pairs of vectors are halved and added,
+/// each step keeping every source's partial sums in order (log2(lanes) steps of two
+/// shuffles and an add per pair, instead of a horizontal reduction per vector).
+Value transposeSums(KernelBuilder &kb, SmallVector<Value> v) {
+  int64_t lanes = cast<VectorType>(v.front().getType()).getNumElements();
+  for (int64_t half = lanes / 2; half >= 1; half /= 2) {
+    // Each input holds lanes / (2 half) sources of 2 half partial sums; each output holds
+    // twice as many sources of half.
+    SmallVector<int64_t> lo, hi;
+    for (int64_t base : {int64_t(0), lanes})
+      for (int64_t g = 0; g < lanes; g += 2 * half)
+        for (int64_t l = 0; l < half; ++l) {
+          lo.push_back(base + g + l);
+          hi.push_back(base + g + half + l);
+        }
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < v.size(); i += 2) {
+      ImplicitLocOpBuilder &b = kb.builder();
+      Value x = vector::ShuffleOp::create(b, v[i], v[i + 1], lo);
+      Value y = vector::ShuffleOp::create(b, v[i], v[i + 1], hi);
+      next.push_back(arith::AddFOp::create(b, x, y));
+    }
+    v = std::move(next);
+  }
+  return v.front();
+}
+
+/// The products of key row kr with every row of the group, accumulated along the head
+/// dim: one vector per row (its lanes still to be summed), the key's vectors loaded once
+/// for all the rows, front to back.
+SmallVector<Value> keyDots(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                           const KeySegment &seg, Value b, ArrayRef<DecodeRow> rows, Value hk,
+                           Value kr) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  auto step = [&](KernelBuilder &x, Value d, Value mask, ValueRange acc) {
+    Value kv = readRowVector(x, vt, a.k, seg, b, hk, kr, d, mask);
+    SmallVector<Value> out;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Value qv = loadAs(x, vt, a.q, a.q.at(x, b, rows[r].h, rows[r].i, d), mask);
+      out.push_back(vector::FMAOp::create(x.builder(), qv, kv, acc[r]));
+    }
+    return out;
+  };
+  SmallVector<Value> zeros(rows.size(), kb.fconst(vt, 0.0));
+  Value full = kb.mul(kb.divu(a.nDh, kb.idx(s.lanes)), s.lanes);
+  SmallVector<Value> sums =
+      kb.forLoop(kb.idx(0), full, kb.idx(s.lanes), zeros,
+                 [&](KernelBuilder &x, Value d, ValueRange c) { return step(x, d, Value(), c); });
+  std::optional<int64_t> dh = a.staticDh;
+  if (!dh || *dh % s.lanes != 0) {
+    // The tail of the head dim, masked (zeros contribute nothing).
+    auto mt = VectorType::get({s.lanes}, kb.builder().getI1Type());
+    Value mask = vector::CreateMaskOp::create(kb.builder(), mt, ValueRange{kb.sub(a.nDh, full)});
+    sums = step(kb, full, mask, sums);
+  }
+  return sums;
+}
+
+/// The scores of `keys` keys from j for every row of the group (rows x keys = one vector
+/// of lanes): each key's products (keyDots, the key rows read in order), then their sums
+/// as one vector (transposeSums), stored as each row's run of keys.
+void scoreBlock(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                const DecodeState &st, const KeySegment &seg, Value b, ArrayRef<DecodeRow> rows,
+                Value hk, Value j0, Value j, int64_t keys) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  size_t n = rows.size();
+  SmallVector<Value> sums(n * keys); // row-major: row r's products with key j + k
+  for (int64_t k = 0; k < keys; ++k) {
+    SmallVector<Value> dots = keyDots(kb, a, s, seg, b, rows, hk, kb.add(j0, kb.add(j, k)));
+    for (size_t r = 0; r < n; ++r)
+      sums[r * keys + k] = dots[r];
+  }
+  Value scores =
+      arith::MulFOp::create(kb.builder(), transposeSums(kb, sums), kb.splat(st.qScale, vt));
+  for (size_t r = 0; r < n; ++r) {
+    Value run = scores;
+    if (n > 1) {
+      SmallVector<int64_t> at = {int64_t(r) * keys}, size = {keys}, stride = {1};
+      run = vector::ExtractStridedSliceOp::create(kb.builder(), scores, at, size, stride);
+    }
+    kb.vstore(run, st.p, {kb.idx(r), j});
+  }
+}
+
 /// p[n, j] = qScale * q[b, h, i, :] . k[b, hk, j0 + j, :] for the group's rows n and
-/// j < cols; -inf up to pLen. Each key's vectors are loaded once for all the rows.
+/// j < cols; -inf up to pLen. Blocks of keys whose scores fill one vector for the group
+/// (scoreBlock), then the rest one key at a time, reduced across lanes.
 void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                const DecodeState &st, const KeySegment &seg, Value b, ArrayRef<DecodeRow> rows,
                Value hk, Value j0, Value cols) {
-  VectorType vt = kb.vec(a.ft, s.lanes);
   size_t n = rows.size();
-  kb.forLoop(kb.idx(0), cols, 1, [&](KernelBuilder &in, Value j) {
-    Value kr = in.add(j0, j);
-    auto step = [&](KernelBuilder &x, Value d, Value mask, ValueRange acc) {
-      Value kv = readRowVector(x, vt, a.k, seg, b, hk, kr, d, mask);
-      SmallVector<Value> out;
-      for (size_t r = 0; r < n; ++r) {
-        Value qv = loadAs(x, vt, a.q, a.q.at(x, b, rows[r].h, rows[r].i, d), mask);
-        out.push_back(vector::FMAOp::create(x.builder(), qv, kv, acc[r]));
-      }
-      return out;
-    };
-    SmallVector<Value> zeros(n, in.fconst(vt, 0.0));
-    Value full = in.mul(in.divu(a.nDh, in.idx(s.lanes)), s.lanes);
-    SmallVector<Value> sums =
-        in.forLoop(in.idx(0), full, in.idx(s.lanes), zeros,
-                   [&](KernelBuilder &x, Value d, ValueRange c) { return step(x, d, Value(), c); });
-    std::optional<int64_t> dh = a.staticDh;
-    if (!dh || *dh % s.lanes != 0) {
-      // The tail of the head dim, masked (zeros contribute nothing).
-      auto mt = VectorType::get({s.lanes}, in.builder().getI1Type());
-      Value mask = vector::CreateMaskOp::create(in.builder(), mt, ValueRange{in.sub(a.nDh, full)});
-      sums = step(in, full, mask, sums);
-    }
+  int64_t keys = s.lanes % int64_t(n) == 0 ? s.lanes / int64_t(n) : 1;
+  Value blocked = kb.idx(0);
+  if (keys > 1 && llvm::isPowerOf2_64(s.lanes)) {
+    blocked = kb.mul(kb.divu(cols, kb.idx(keys)), keys);
+    kb.forLoop(kb.idx(0), blocked, keys, [&](KernelBuilder &in, Value j) {
+      scoreBlock(in, a, s, st, seg, b, rows, hk, j0, j, keys);
+    });
+  }
+  kb.forLoop(blocked, cols, 1, [&](KernelBuilder &in, Value j) {
+    SmallVector<Value> sums = keyDots(in, a, s, seg, b, rows, hk, in.add(j0, j));
     for (size_t r = 0; r < n; ++r) {
       Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sums[r],
                                               arith::FastMathFlags::reassoc);
