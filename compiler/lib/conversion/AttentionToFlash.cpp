@@ -787,15 +787,15 @@ struct FlashVariant {
 /// (Zen 3) the decode kernel and the 8-query tiles crossed at 10-14 queries.
 constexpr int64_t kDecodeRowsBeforeShortTiles = 8;
 
-/// The tiled kernel in tiles of `vectors` vectors of queries by kSmallQueryTileKeys keys
-/// (unless `o` sets the key tile), for at most that many queries.
-FlashVariant shortTiles(const FlashOptions &o, const FlashSchedule &s, Type ft, bool masked,
-                        int64_t vectors) {
+/// The tiled kernel of an attention without a mask in tiles of `vectors` vectors of
+/// queries by kSmallQueryTileKeys keys (unless `o` sets the key tile), for at most that
+/// many queries.
+FlashVariant shortTiles(const FlashOptions &o, const FlashSchedule &s, Type ft, int64_t vectors) {
   FlashOptions small = o;
   small.qTile = vectors * s.lanes;
   if (o.kvTile == 0)
     small.kvTile = kSmallQueryTileKeys;
-  FlashSchedule ss = resolveSchedule(small, ft, masked);
+  FlashSchedule ss = resolveSchedule(small, ft, /*masked=*/false);
   ss.dot = s.dot;
   return {false, ss, small.qTile};
 }
@@ -823,10 +823,10 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   if (o.qTile == 0 && !masked) {
     if (o.decodeRows == 0 && s.lanes > kDecodeRowsBeforeShortTiles && s.qTile > s.lanes) {
       v.front().maxRows = v.front().s.decodeRows = kDecodeRowsBeforeShortTiles;
-      v.push_back(shortTiles(o, s, ft, masked, 1));
+      v.push_back(shortTiles(o, s, ft, 1));
     }
     if (s.qTile > 2 * s.lanes && v.back().maxRows < 2 * s.lanes)
-      v.push_back(shortTiles(o, s, ft, masked, 2));
+      v.push_back(shortTiles(o, s, ft, 2));
   }
   v.push_back(tiled);
   if (ShapedType::isDynamic(l))

@@ -255,7 +255,8 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       p.push_back(x.splat(x.load(st.p, {x.idx(r), j}), vt));
     return p;
   };
-  // Columns [d, d + lanes) of every row of the group, `count` vectors of them from d.
+  // The vectors of columns starting at ds (each masked by its mask) of every row of the
+  // group, in registers over the tile's keys.
   auto run = [&](KernelBuilder &in, ArrayRef<Value> ds, ArrayRef<Value> masks) {
     size_t nv = ds.size();
     SmallVector<Value> acc;

@@ -52,8 +52,8 @@ bool fuseHere(OpOperand *operand) {
     return false;
   if (isCast(producer))
     return true;
-  return isCast(consumer) && producer->getResult(0).hasOneUse() &&
-         producer->getNumResults() == 1;
+  return isCast(consumer) && producer->getNumResults() == 1 &&
+         producer->getResult(0).hasOneUse();
 }
 
 struct FuseCastsPass : qkv::ir::impl::FuseCastsBase<FuseCastsPass> {
