@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -283,7 +284,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
                                         const ir::CpuPipelineOptions &popts,
                                         const std::string &diags, StageLog &log) {
   auto t = Clock::now();
-  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, *options.checked);
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, *options.checked, options.share_repeated_layers);
   double import_ms = ms_since(t);
   for (const char *stage : {"qkv", "linalg", "loops", "llvm"}) {
     t = Clock::now();
@@ -313,12 +314,34 @@ std::string join_parts_ir(const std::vector<std::string> &parts) {
   return out;
 }
 
+/// Removes the argument and result attributes of other dialects than LLVM's (qkv.name,
+/// qkv.dims, qkv.param, ... which the `llvm` stage still shows) from every function: the
+/// translation to LLVM IR warns about each one, and each warning prints its whole function,
+/// so a graph with hundreds of params (a model in one graph) spent seconds printing.
+void drop_foreign_argument_attrs(mlir::ModuleOp module) {
+  auto keep_llvm = [](mlir::DictionaryAttr attrs) {
+    llvm::SmallVector<mlir::NamedAttribute> kept;
+    if (attrs)
+      for (mlir::NamedAttribute a : attrs)
+        if (a.getName().strref().starts_with("llvm."))
+          kept.push_back(a);
+    return kept;
+  };
+  module.walk([&](mlir::LLVM::LLVMFuncOp fn) {
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      fn.setArgAttrs(i, keep_llvm(fn.getArgAttrDict(i)));
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      fn.setResultAttrs(i, keep_llvm(fn.getResultAttrDict(i)));
+  });
+}
+
 /// Object code for the host from `module` (in the LLVM dialect): translated to LLVM IR,
 /// given MLIR's packed wrappers, then optimised at `opt_level` for the host CPU at the
 /// schedule's vector width and compiled, in up to `parts` parts on as many threads.
 std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level,
                                           int64_t vector_bits, unsigned parts, bool keep_ir,
                                           const std::string &diags) {
+  drop_foreign_argument_attrs(module);
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
   if (!m)

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -15,6 +17,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include "qkv/compiler/ir/QkvDialect.h"
+#include <qkv/dsl/repeats.hpp>
 #include <qkv/runtime/checks.hpp>
 
 namespace qkv::ir {
@@ -345,14 +348,269 @@ mlir::Location node_loc(OpBuilder &b, const std::string &name) {
   return mlir::FileLineColLoc::get(b.getStringAttr(name), 0, 0);
 }
 
+/// Emits nodes as qkv ops at `b`'s insertion point, into the function whose values `vals`
+/// holds (by node id; the caller sets its arguments'). f16 and bf16 values are computed in
+/// f32 and rounded at the node (the interpreter's semantics): an op reads its
+/// half-precision operands widened to f32, and its result is truncated back to the node's
+/// dtype. An op that only moves elements (a view, a copy) moves them in their own dtype
+/// instead: rounding its result would change nothing, and the kernels then read a
+/// half-precision cache or head view in place, at its own width.
+class NodeImporter {
+public:
+  NodeImporter(mlir::MLIRContext &ctx, OpBuilder &b, const Graph &g, const SiteIds &sites)
+      : ctx(ctx), b(b), g(g), sites(sites), vals(g.nodes().size()), wide(g.nodes().size()) {}
+
+  mlir::MLIRContext &ctx;
+  OpBuilder &b;
+  const Graph &g;
+  const SiteIds &sites;
+  std::vector<mlir::Value> vals, wide;
+
+  mlir::Value widened(NodeId id) {
+    mlir::Value v = vals[id];
+    if (!is_half(g.node(id).dtype))
+      return v;
+    if (!wide[id])
+      wide[id] = mlir::arith::ExtFOp::create(b, v.getLoc(), compute_type(v.getType()), v);
+    return wide[id];
+  }
+
+  void emit(const Node &n) {
+  mlir::Location nloc = node_loc(b, n.name);
+  bool in_place = is_half(n.dtype) && moves_elements(n.op);
+  mlir::RankedTensorType ty =
+      in_place ? tensor_type(ctx, n) : compute_type(tensor_type(ctx, n));
+  mlir::Type ft = ty.getElementType();
+  auto in = [&](int i) { return in_place ? vals[n.inputs[i]] : widened(n.inputs[i]); };
+  const Attrs &a = n.attrs;
+  int r = n.rank();
+  mlir::Value out;
+  switch (n.op) {
+  case OpKind::Input:
+  case OpKind::Param: break;
+  case OpKind::Constant: {
+    llvm::SmallVector<mlir::Attribute> elems;
+    for (double v : *a.data)
+      elems.push_back(is_int(n.dtype) ? mlir::Attribute(b.getIntegerAttr(ft, (int64_t)v))
+                                      : mlir::Attribute(b.getFloatAttr(ft, v)));
+    out = mlir::arith::ConstantOp::create(b, nloc, ty, mlir::DenseElementsAttr::get(ty, elems));
+    break;
+  }
+  // The products read half-precision operands as they are (linalg.matmul widens each
+  // element, exactly, as it multiplies): the GEMM then packs them in their own width, or
+  // multiplies bf16 pairs on the bf16 tier, instead of reading widened copies.
+  case OpKind::MatMul: out = MatMulOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]]); break;
+  case OpKind::Linear:
+    out = LinearOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]],
+                           n.inputs.size() > 2 ? in(2) : mlir::Value());
+    break;
+  case OpKind::Transpose:
+    out =
+        TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r), norm_axis(a.axes[1], r));
+    break;
+  case OpKind::Scale: out = ScaleOp::create(b, nloc, ty, in(0), llvm::APFloat(*a.scale)); break;
+  case OpKind::Add: out = AddOp::create(b, nloc, ty, in(0), in(1)); break;
+  case OpKind::Sub: out = SubOp::create(b, nloc, ty, in(0), in(1)); break;
+  case OpKind::Mul: out = MulOp::create(b, nloc, ty, in(0), in(1)); break;
+  case OpKind::Div: out = DivOp::create(b, nloc, ty, in(0), in(1)); break;
+  case OpKind::Softmax:
+    out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r));
+    break;
+  case OpKind::SplitHeads:
+    out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent);
+    break;
+  case OpKind::MergeHeads: out = MergeHeadsOp::create(b, nloc, ty, in(0)); break;
+  case OpKind::Concat: {
+    llvm::SmallVector<mlir::Value> xs;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i)
+      xs.push_back(in(static_cast<int>(i)));
+    out = ConcatOp::create(b, nloc, ty, xs, norm_axis(a.axes[0], r));
+    break;
+  }
+  case OpKind::Mask:
+  case OpKind::ScoreMod: {
+    std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
+    llvm::SmallVector<mlir::Value> caps;
+    for (NodeId id : cap_ids)
+      caps.push_back(widened(id));
+    bool is_mask = n.op == OpKind::Mask;
+    mlir::Operation *op;
+    if (is_mask)
+      op = MaskOp::create(b, nloc, ty, in(0), caps);
+    else
+      op = ScoreModOp::create(b, nloc, ty, in(0), caps);
+    build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft, cap_ids,
+                     caps, sites);
+    out = op->getResult(0);
+    break;
+  }
+  case OpKind::SinusoidalPE:
+    out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset);
+    break;
+  case OpKind::Rope:
+    out = RopeOp::create(b, nloc, ty, in(0), n.inputs.size() > 1 ? in(1) : mlir::Value(),
+                         llvm::APFloat(a.base), a.offset, a.interleaved);
+    break;
+  case OpKind::CacheView: out = CacheViewOp::create(b, nloc, ty, in(0), in(1), in(2)); break;
+  case OpKind::PagedCacheView:
+    out = PagedCacheViewOp::create(b, nloc, ty, in(0), in(1), in(2), in(3));
+    break;
+  case OpKind::LayerNorm:
+    out = LayerNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
+                              a.has_beta ? in(2) : mlir::Value(), llvm::APFloat(a.eps));
+    break;
+  case OpKind::RmsNorm:
+    out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
+                            llvm::APFloat(a.eps));
+    break;
+  case OpKind::Gelu: out = GeluOp::create(b, nloc, ty, in(0), a.approximate); break;
+  case OpKind::Silu: out = SiluOp::create(b, nloc, ty, in(0)); break;
+  case OpKind::Elu: out = EluOp::create(b, nloc, ty, in(0), llvm::APFloat(a.alpha)); break;
+  case OpKind::Swiglu: out = SwigluOp::create(b, nloc, ty, in(0), in(1)); break;
+  case OpKind::Embedding: out = EmbeddingOp::create(b, nloc, ty, in(0), in(1)); break;
+  case OpKind::LinformerProject:
+    out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1));
+    break;
+  case OpKind::LinearAttention:
+    out = LinearAttentionOp::create(b, nloc, ty, in(0), in(1), in(2),
+                                    std::string(feature_map_name(a.feature_map)));
+    break;
+  case OpKind::Attention: {
+    std::vector<NodeId> cap_ids(n.inputs.begin() + 3, n.inputs.end());
+    llvm::SmallVector<mlir::Value> caps;
+    for (NodeId id : cap_ids)
+      caps.push_back(widened(id));
+    mlir::FloatAttr scale;
+    if (a.scale)
+      scale = b.getF64FloatAttr(*a.scale);
+    auto op = AttentionOp::create(b, nloc, ty, in(0), in(1), in(2), caps, scale);
+    if (a.score)
+      build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps, sites);
+    if (a.mask)
+      build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps, sites);
+    out = op.getResult();
+    break;
+  }
+  }
+  if (is_half(n.dtype) && !in_place)
+    out = mlir::arith::TruncFOp::create(b, nloc, tensor_type(ctx, n), out);
+  vals[n.id] = out;
+  }
+};
+
+/// Where a block's result finds its dynamic extent `dim`: an external of the block, or an
+/// argument of the graph, with that dim at `axis`.
+struct DimSource {
+  int external = -1; // index in the block's externals, or -1 for a graph argument
+  NodeId argument = -1;
+  unsigned axis = 0;
+};
+
+std::optional<DimSource> find_dim_source(const Graph &g, const std::vector<NodeId> &externals,
+                                         const Dim &dim) {
+  auto axis_of = [&](NodeId id) -> std::optional<unsigned> {
+    const std::vector<Dim> &dims = g.node(id).dims;
+    for (unsigned a = 0; a < dims.size(); ++a)
+      if (dims[a].name == dim.name)
+        return a;
+    return std::nullopt;
+  };
+  for (std::size_t e = 0; e < externals.size(); ++e)
+    if (auto a = axis_of(externals[e]))
+      return DimSource{static_cast<int>(e), -1, *a};
+  for (NodeId id : g.arguments())
+    if (auto a = axis_of(id))
+      return DimSource{-1, id, *a};
+  return std::nullopt;
+}
+
+/// Whether every dynamic extent of the run's results can be read at the call: the caller
+/// makes the buffers the block writes its results into.
+bool results_sized_at_call(const Graph &g, const RepeatedBlocks &run) {
+  for (NodeId k : run.results)
+    for (const Dim &d : g.node(run.start + k).dims)
+      if (d.is_dynamic() && !find_dim_source(g, run.externals[0], d))
+        return false;
+  return true;
+}
+
+/// Block 0 of `run` as a private function (placed before `entry`): its externals are the
+/// arguments, then one destination per result, which the block writes its results into
+/// (bufferization.materialize_in_destination), so that the caller allocates them whatever
+/// their extents. Marked noinline: LLVM would otherwise paste it back into every call site,
+/// and compile it once per block.
+mlir::func::FuncOp import_block(mlir::MLIRContext &ctx, const Graph &g, const SiteIds &sites,
+                                const RepeatedBlocks &run, const std::string &name,
+                                mlir::func::FuncOp entry) {
+  OpBuilder b(&ctx);
+  b.setInsertionPoint(entry);
+  llvm::SmallVector<mlir::Type> arg_types, result_types;
+  for (NodeId id : run.externals[0])
+    arg_types.push_back(tensor_type(ctx, g.node(id)));
+  for (NodeId k : run.results)
+    result_types.push_back(tensor_type(ctx, g.node(run.start + k)));
+  arg_types.append(result_types);
+  auto fn = mlir::func::FuncOp::create(b, node_loc(b, g.node(run.start).name), name,
+                                       b.getFunctionType(arg_types, result_types));
+  fn.setPrivate();
+  fn->setAttr("passthrough", b.getArrayAttr({b.getStringAttr("noinline")}));
+  std::size_t n_ext = run.externals[0].size();
+  for (std::size_t k = 0; k < run.results.size(); ++k)
+    fn.setArgAttr(n_ext + k, "bufferization.writable", b.getBoolAttr(true));
+  mlir::Block *body = fn.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  NodeImporter im(ctx, b, g, sites);
+  for (std::size_t i = 0; i < n_ext; ++i)
+    im.vals[run.externals[0][i]] = body->getArgument(i);
+  for (NodeId id = run.start; id < run.start + run.size; ++id)
+    if (const Node &n = g.node(id); n.op != OpKind::Input && n.op != OpKind::Param)
+      im.emit(n);
+  llvm::SmallVector<mlir::Value> results;
+  for (std::size_t k = 0; k < run.results.size(); ++k)
+    results.push_back(mlir::bufferization::MaterializeInDestinationOp::create(
+        b, fn.getLoc(), im.vals[run.start + run.results[k]], body->getArgument(n_ext + k))
+                          .getResult());
+  mlir::func::ReturnOp::create(b, fn.getLoc(), results);
+  return fn;
+}
+
+/// One call of `callee` per block of `run`, at the importer's insertion point, with a new
+/// tensor per result for it to write; the results become the values of their nodes.
+void call_blocks(NodeImporter &im, const RepeatedBlocks &run, mlir::func::FuncOp callee) {
+  for (int j = 0; j < run.count; ++j) {
+    NodeId first = run.start + j * run.size;
+    mlir::Location loc = node_loc(im.b, im.g.node(first).name);
+    llvm::SmallVector<mlir::Value> operands;
+    for (NodeId id : run.externals[j])
+      operands.push_back(im.vals[id]);
+    for (NodeId k : run.results) {
+      const Node &n = im.g.node(first + k);
+      llvm::SmallVector<mlir::Value> sizes;
+      for (const Dim &d : n.dims)
+        if (d.is_dynamic()) {
+          DimSource src = *find_dim_source(im.g, run.externals[j], d);
+          mlir::Value v = src.external >= 0 ? operands[src.external] : im.vals[src.argument];
+          sizes.push_back(mlir::tensor::DimOp::create(im.b, loc, v, src.axis));
+        }
+      mlir::RankedTensorType t = tensor_type(im.ctx, n);
+      operands.push_back(
+          mlir::tensor::EmptyOp::create(im.b, loc, t.getShape(), t.getElementType(), sizes));
+    }
+    auto call = mlir::func::CallOp::create(im.b, loc, callee, operands);
+    for (std::size_t k = 0; k < run.results.size(); ++k)
+      im.vals[first + run.results[k]] = call.getResult(k);
+  }
+}
+
 } // namespace
 
 mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g,
-                                               bool checked) {
+                                               bool checked, bool share_layers) {
   g.verify();
   SiteIds sites = site_ids(g, checked);
   ctx.loadDialect<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::math::MathDialect, mlir::tensor::TensorDialect>();
+                  mlir::math::MathDialect, mlir::tensor::TensorDialect,
+                  mlir::bufferization::BufferizationDialect>();
 
   OpBuilder b(&ctx);
   mlir::Location loc = node_loc(b, g.name());
@@ -384,150 +642,32 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
 
   mlir::Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
-  std::vector<mlir::Value> vals(g.nodes().size());
+  NodeImporter im(ctx, b, g, sites);
   for (std::size_t i = 0; i < args.size(); ++i)
-    vals[args[i]] = entry->getArgument(i);
-
-  // f16 and bf16 values are computed in f32 and rounded at the node (the interpreter's
-  // semantics): an op reads its half-precision operands widened to f32, and its result is
-  // truncated back to the node's dtype. An op that only moves elements (a view, a copy)
-  // moves them in their own dtype instead: rounding its result would change nothing, and
-  // the kernels then read a half-precision cache or head view in place, at its own width.
-  std::vector<mlir::Value> wide(g.nodes().size());
-  auto widened = [&](NodeId id) {
-    mlir::Value v = vals[id];
-    if (!is_half(g.node(id).dtype))
-      return v;
-    if (!wide[id])
-      wide[id] = mlir::arith::ExtFOp::create(b, v.getLoc(), compute_type(v.getType()), v);
-    return wide[id];
-  };
-  for (const Node &n : g.nodes()) {
-    if (n.op == OpKind::Input || n.op == OpKind::Param)
-      continue;
-    mlir::Location nloc = node_loc(b, n.name);
-    bool in_place = is_half(n.dtype) && moves_elements(n.op);
-    mlir::RankedTensorType ty =
-        in_place ? tensor_type(ctx, n) : compute_type(tensor_type(ctx, n));
-    mlir::Type ft = ty.getElementType();
-    auto in = [&](int i) { return in_place ? vals[n.inputs[i]] : widened(n.inputs[i]); };
-    const Attrs &a = n.attrs;
-    int r = n.rank();
-    mlir::Value out;
-    switch (n.op) {
-    case OpKind::Input:
-    case OpKind::Param: break;
-    case OpKind::Constant: {
-      llvm::SmallVector<mlir::Attribute> elems;
-      for (double v : *a.data)
-        elems.push_back(is_int(n.dtype) ? mlir::Attribute(b.getIntegerAttr(ft, (int64_t)v))
-                                        : mlir::Attribute(b.getFloatAttr(ft, v)));
-      out = mlir::arith::ConstantOp::create(b, nloc, ty, mlir::DenseElementsAttr::get(ty, elems));
-      break;
-    }
-    // The products read half-precision operands as they are (linalg.matmul widens each
-    // element, exactly, as it multiplies): the GEMM then packs them in their own width, or
-    // multiplies bf16 pairs on the bf16 tier, instead of reading widened copies.
-    case OpKind::MatMul: out = MatMulOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]]); break;
-    case OpKind::Linear:
-      out = LinearOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]],
-                             n.inputs.size() > 2 ? in(2) : mlir::Value());
-      break;
-    case OpKind::Transpose:
-      out =
-          TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r), norm_axis(a.axes[1], r));
-      break;
-    case OpKind::Scale: out = ScaleOp::create(b, nloc, ty, in(0), llvm::APFloat(*a.scale)); break;
-    case OpKind::Add: out = AddOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Sub: out = SubOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Mul: out = MulOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Div: out = DivOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Softmax:
-      out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r));
-      break;
-    case OpKind::SplitHeads:
-      out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent);
-      break;
-    case OpKind::MergeHeads: out = MergeHeadsOp::create(b, nloc, ty, in(0)); break;
-    case OpKind::Concat: {
-      llvm::SmallVector<mlir::Value> xs;
-      for (std::size_t i = 0; i < n.inputs.size(); ++i)
-        xs.push_back(in(static_cast<int>(i)));
-      out = ConcatOp::create(b, nloc, ty, xs, norm_axis(a.axes[0], r));
-      break;
-    }
-    case OpKind::Mask:
-    case OpKind::ScoreMod: {
-      std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
-      llvm::SmallVector<mlir::Value> caps;
-      for (NodeId id : cap_ids)
-        caps.push_back(widened(id));
-      bool is_mask = n.op == OpKind::Mask;
-      mlir::Operation *op;
-      if (is_mask)
-        op = MaskOp::create(b, nloc, ty, in(0), caps);
-      else
-        op = ScoreModOp::create(b, nloc, ty, in(0), caps);
-      build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft, cap_ids,
-                       caps, sites);
-      out = op->getResult(0);
-      break;
-    }
-    case OpKind::SinusoidalPE:
-      out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset);
-      break;
-    case OpKind::Rope:
-      out = RopeOp::create(b, nloc, ty, in(0), n.inputs.size() > 1 ? in(1) : mlir::Value(),
-                           llvm::APFloat(a.base), a.offset, a.interleaved);
-      break;
-    case OpKind::CacheView: out = CacheViewOp::create(b, nloc, ty, in(0), in(1), in(2)); break;
-    case OpKind::PagedCacheView:
-      out = PagedCacheViewOp::create(b, nloc, ty, in(0), in(1), in(2), in(3));
-      break;
-    case OpKind::LayerNorm:
-      out = LayerNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
-                                a.has_beta ? in(2) : mlir::Value(), llvm::APFloat(a.eps));
-      break;
-    case OpKind::RmsNorm:
-      out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
-                              llvm::APFloat(a.eps));
-      break;
-    case OpKind::Gelu: out = GeluOp::create(b, nloc, ty, in(0), a.approximate); break;
-    case OpKind::Silu: out = SiluOp::create(b, nloc, ty, in(0)); break;
-    case OpKind::Elu: out = EluOp::create(b, nloc, ty, in(0), llvm::APFloat(a.alpha)); break;
-    case OpKind::Swiglu: out = SwigluOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Embedding: out = EmbeddingOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::LinformerProject:
-      out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1));
-      break;
-    case OpKind::LinearAttention:
-      out = LinearAttentionOp::create(b, nloc, ty, in(0), in(1), in(2),
-                                      std::string(feature_map_name(a.feature_map)));
-      break;
-    case OpKind::Attention: {
-      std::vector<NodeId> cap_ids(n.inputs.begin() + 3, n.inputs.end());
-      llvm::SmallVector<mlir::Value> caps;
-      for (NodeId id : cap_ids)
-        caps.push_back(widened(id));
-      mlir::FloatAttr scale;
-      if (a.scale)
-        scale = b.getF64FloatAttr(*a.scale);
-      auto op = AttentionOp::create(b, nloc, ty, in(0), in(1), in(2), caps, scale);
-      if (a.score)
-        build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps, sites);
-      if (a.mask)
-        build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps, sites);
-      out = op.getResult();
-      break;
-    }
-    }
-    if (is_half(n.dtype) && !in_place)
-      out = mlir::arith::TruncFOp::create(b, nloc, tensor_type(ctx, n), out);
-    vals[n.id] = out;
+    im.vals[args[i]] = entry->getArgument(i);
+  // Repeated layers become one function each, called per block. Not in a checked kernel
+  // that checks some site: a failed check must name the op of its own block.
+  std::vector<RepeatedBlocks> runs;
+  if (share_layers && sites.empty())
+    for (RepeatedBlocks &r : find_repeated_blocks(g))
+      if (results_sized_at_call(g, r))
+        runs.push_back(std::move(r));
+  std::vector<mlir::func::FuncOp> callees;
+  for (std::size_t r = 0; r < runs.size(); ++r)
+    callees.push_back(
+        import_block(ctx, g, sites, runs[r], fn.getName().str() + "_layer" + std::to_string(r), fn));
+  std::size_t next = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
+    if (next < runs.size() && id == runs[next].start) {
+      call_blocks(im, runs[next], callees[next]);
+      id += runs[next].size * runs[next].count - 1;
+      ++next;
+    } else if (const Node &n = g.node(id); n.op != OpKind::Input && n.op != OpKind::Param)
+      im.emit(n);
   }
   llvm::SmallVector<mlir::Value> results;
   for (const auto &[name, id] : g.outputs())
-    results.push_back(vals[id]);
+    results.push_back(im.vals[id]);
   mlir::func::ReturnOp::create(b, loc, results);
 
   if (mlir::failed(mlir::verify(*module)))

@@ -22,8 +22,11 @@ std::string function_name(const Graph &g);
 /// dims (qkv.name, qkv.dims). Throws qkv::Error for what the compiler cannot take yet.
 /// `checked`: guard every load in a mod with a qkv.check (qkv/runtime/checks.hpp numbers
 /// the sites).
+/// `share_layers`: each run of repeated layers (find_repeated_blocks) becomes one private
+/// function, called per layer, when no site in it is checked and the caller can size its
+/// results.
 mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g,
-                                               bool checked = false);
+                                               bool checked = false, bool share_layers = false);
 
 /// A stage's text: values with a NameLoc print under that name (the fused kernels' loops:
 /// b, h, kv, ...).

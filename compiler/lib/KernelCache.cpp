@@ -131,6 +131,7 @@ Key make_key(const Graph &g, const CompileOptions &o, int vector_bits, const std
            " opt_level=" + std::to_string(o.opt_level) +
            " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) +
            " recognize_attention=" + std::to_string(o.recognize_attention) +
+           " share_repeated_layers=" + std::to_string(o.share_repeated_layers) +
            " checked=" + std::to_string(o.checked.value_or(false)) + " isa=" + isa_name(o.isa) +
            " matmul_precision=" +
            (o.matmul_precision == MatmulPrecision::Medium ? "medium" : "highest") + "\n" +

@@ -3,6 +3,8 @@
 // runtime libraries), split so that the object can be kept between the steps.
 #include "ObjectJit.h"
 
+#include <cstring>
+
 #include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/buffer_cache.hpp>
 #include <qkv/runtime/checks.hpp>
@@ -115,8 +117,20 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
   for (llvm::Function &f : m)
     if (!f.isDeclaration() && !f.hasLocalLinkage() && f.getName().starts_with("_mlir_ciface_"))
       fns.push_back(&f);
-  for (llvm::Function *f : fns)
+  for (llvm::Function *f : fns) {
     add_packed_wrapper(m, *f);
+    // The function the C interface unpacks its descriptors for is called from there only:
+    // inlined, its call, which passes every memref as 5-9 scalars (thousands for a model
+    // in one graph, whose layers' params are all arguments), is not compiled. The code
+    // generator's time on such a call grew with the square of its arguments: 12 s of a
+    // 24-layer encoder's compile.
+    if (llvm::Function *inner = m.getFunction(f->getName().drop_front(strlen("_mlir_ciface_")));
+        inner && !inner->isDeclaration()) {
+      inner->setLinkage(llvm::GlobalValue::InternalLinkage);
+      inner->removeFnAttr(llvm::Attribute::NoInline);
+      inner->addFnAttr(llvm::Attribute::AlwaysInline);
+    }
+  }
 }
 
 void optimize(llvm::Module &m, int opt_level, llvm::TargetMachine &tm) {

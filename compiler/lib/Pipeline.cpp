@@ -73,6 +73,7 @@ namespace {
 const char *const kBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
+    "drop-equivalent-buffer-results,"
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs "
     "hoist-dynamic-allocs}";
 

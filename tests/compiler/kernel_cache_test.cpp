@@ -150,6 +150,8 @@ TEST_F(KernelCache, AnythingThatChangesTheCodeMisses) {
       {"q tile 8", [&] { CompileOptions o; o.schedule.q_tile = 8; return compile_here(g, o); }},
       {"no attention recognition",
        [&] { CompileOptions o; o.recognize_attention = false; return compile_here(g, o); }},
+      {"layers not shared",
+       [&] { CompileOptions o; o.share_repeated_layers = false; return compile_here(g, o); }},
       {"static dim Dh=32", [&] { return compile_here(attention_graph("cached_attn", 32)); }},
       {"no mask", [&] { return compile_here(attention_graph("cached_attn", 16, false)); }},
       {"another graph name", [&] { return compile_here(attention_graph("renamed_attn")); }},

@@ -6,6 +6,7 @@
 #include <qkv/models/sentence_encoder.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +113,19 @@ TEST_F(MiniLM, CompiledModelMatchesSentenceTransformers) {
   expect_close(got, want, {0, 1, 2, 3, 4, 5, 6, 7}, "compiled");
   got = model().embed(sentences(), 3); // batches of 3, in order of length
   expect_close(got, want, {0, 1, 2, 3, 4, 5, 6, 7}, "compiled, batches of 3");
+}
+
+TEST_F(MiniLM, WholeModelInOneKernelMatchesThePerLayerKernels) {
+  // bert_model_graph compiles its six layers as one function called six times
+  // (CompileOptions::share_repeated_layers): the same code as the layer kernel, so the
+  // same bits, and the fixtures' agreement.
+  SentenceEncoder whole = SentenceEncoder::load(test::minilm_dir());
+  whole.compile({}, KernelPlan::WholeModel);
+  std::printf("compiled the whole model in %.0f ms\n", whole.compile_ms());
+  Tensor got = whole.embed(sentences(), 3), per_layer = model().embed(sentences(), 3);
+  expect_close(got, embeddings(), {0, 1, 2, 3, 4, 5, 6, 7}, "whole model, batches of 3");
+  ASSERT_EQ(got.shape(), per_layer.shape());
+  EXPECT_EQ(std::memcmp(got.data(), per_layer.data(), got.nbytes()), 0);
 }
 
 TEST_F(MiniLM, InterpreterMatchesSentenceTransformers) {

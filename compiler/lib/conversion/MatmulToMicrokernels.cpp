@@ -207,23 +207,35 @@ private:
     return {packed, size};
   }
 
-  /// The entry function's argument that `b` is (through casts) when it is a 2-D param,
-  /// else null: such a B is packed once by the runtime, not on every call.
-  static BlockArgument paramOperand(Value b) {
+  /// The function argument that `b` is (through casts) when it is a 2-D param, else null:
+  /// such a B is packed once by the runtime, not on every call. A param is an argument of
+  /// the entry marked qkv.param, or of a private function (a repeated layer) that every
+  /// call passes a param.
+  BlockArgument paramOperand(Value b) {
     while (auto c = b.getDefiningOp<memref::CastOp>())
       b = c.getSource();
     auto arg = dyn_cast<BlockArgument>(b);
     if (!arg || cast<MemRefType>(arg.getType()).getRank() != 2)
       return {};
     auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    if (!fn || !fn.isPublic() || arg.getOwner() != &fn.getBody().front() ||
-        !fn.getArgAttr(arg.getArgNumber(), "qkv.param"))
+    if (!fn || arg.getOwner() != &fn.getBody().front())
       return {};
+    if (fn.isPublic())
+      return fn.getArgAttr(arg.getArgNumber(), "qkv.param") ? arg : BlockArgument();
+    std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(fn, module);
+    if (!uses || uses->empty())
+      return {};
+    for (const SymbolTable::SymbolUse &use : *uses) {
+      auto call = dyn_cast<func::CallOp>(use.getUser());
+      if (!call || !paramOperand(call.getOperand(arg.getArgNumber())))
+        return {};
+    }
     return arg;
   }
 
   /// The argument that brings `param` packed (added to its function, after all others,
-  /// the first time a matmul asks), and its entry in the list the runtime reads.
+  /// the first time a matmul asks), and its entry in the list the runtime reads. For a
+  /// private function's param, every call passes its own param's packed argument.
   Value packedArgument(BlockArgument param, const GemmBlocking &g) {
     auto fn = cast<func::FuncOp>(param.getOwner()->getParentOp());
     for (const PackedParam &p : packedParams)
@@ -237,6 +249,17 @@ private:
         {b.getNamedAttr("qkv.packed_param", b.getI64IntegerAttr(param.getArgNumber())),
          b.getNamedAttr("qkv.panel_columns", b.getI64IntegerAttr(g.nr())),
          b.getNamedAttr("qkv.panel_rows", b.getI64IntegerAttr(g.kGroup()))});
+    SmallVector<func::CallOp> calls;
+    if (std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(fn, module);
+        uses && !fn.isPublic())
+      for (const SymbolTable::SymbolUse &use : *uses)
+        calls.push_back(cast<func::CallOp>(use.getUser()));
+    for (func::CallOp call : calls) {
+      Value packed = packedArgument(paramOperand(call.getOperand(param.getArgNumber())), g);
+      if (!packed)
+        return {};
+      call->insertOperands(call->getNumOperands(), packed);
+    }
     if (failed(fn.insertArgument(at, type, attrs, fn.getLoc())))
       return {};
     packedParams.push_back({fn, param.getArgNumber(), at, g.nr(), g.kGroup(), g.packed});
@@ -364,14 +387,16 @@ private:
 /// `qkv_packed_params`, "<param argument>:<panel columns>:<rows per packed row>:<packed
 /// dtype>" per packed argument, in argument order, separated by ','.
 void recordPackedParams(ModuleOp module, ArrayRef<MatmulLowering::PackedParam> params) {
-  if (params.empty())
-    return;
   std::string text;
   for (const MatmulLowering::PackedParam &p : params) {
+    if (!func::FuncOp(p.fn).isPublic()) // a repeated layer's, brought by the entry's
+      continue;
     std::string dtype = p.elem.isBF16() ? "bf16" : p.elem.isF64() ? "f64" : "f32";
     text += (text.empty() ? "" : ",") + std::to_string(p.param) + ":" + std::to_string(p.columns) +
             ":" + std::to_string(p.rows) + ":" + dtype;
   }
+  if (text.empty())
+    return;
   text.push_back('\0');
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   auto type = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());

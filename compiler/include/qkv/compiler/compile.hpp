@@ -125,6 +125,11 @@ struct CompileOptions {
   Schedule schedule;
   /// Fuse attention written as matmul/softmax/matmul into one qkv.attention.
   bool recognize_attention = true;
+  /// Compile each run of structurally identical layers (<qkv/dsl/repeats.hpp>) as one
+  /// function, called once per layer, so that a model written as one graph compiles in
+  /// the time of its distinct layers, not of its depth. Not in a checked kernel that
+  /// checks some site (a failed check names its own layer's op).
+  bool share_repeated_layers = true;
   /// LLVM optimisation level for the JIT (0-3).
   int opt_level = 3;
   /// Threads LLVM's optimiser and code generator use: the kernel's module is split into
