@@ -25,10 +25,10 @@ std::string type_text(const Node &n) {
 }
 
 /// A node's signature without its inputs, for the first screening.
-std::string local_signature(const Node &n, const std::vector<std::string> &anonymous) {
+std::string local_signature(const Node &n, const std::string &attrs) {
   if (is_leaf(n))
     return "leaf " + type_text(n);
-  return std::string(op_name(n.op)) + " " + type_text(n) + " " + attrs_key(n.attrs, &anonymous);
+  return std::string(op_name(n.op)) + " " + type_text(n) + " " + attrs;
 }
 
 class Finder {
@@ -37,8 +37,8 @@ public:
     std::vector<std::string> anonymous(static_cast<std::size_t>(n_), "?");
     ops_before_.push_back(0);
     for (const Node &n : g.nodes()) {
-      local_.push_back(std::hash<std::string>{}(local_signature(n, anonymous)));
       attrs_.push_back(attrs_key(n.attrs, &anonymous));
+      local_.push_back(std::hash<std::string>{}(local_signature(n, attrs_.back())));
       ops_before_.push_back(ops_before_.back() + (is_leaf(n) ? 0 : 1));
     }
     names_.resize(static_cast<std::size_t>(n_));
