@@ -171,7 +171,10 @@ Isa resolve_isa(Isa asked) {
 } // namespace
 
 std::string cpu_stage_pipeline(const std::string &stage, const Schedule &schedule) {
-  std::string p = ir::cpuStagePipeline(stage, pipeline_options(schedule, resolve_isa(Isa::Host)));
+  std::optional<Stage> s = parse_stage(stage);
+  std::string p;
+  if (s)
+    p = ir::cpuStagePipeline(*s, pipeline_options(schedule, resolve_isa(Isa::Host)));
   if (p.empty())
     user_error("unknown CPU pipeline stage '" + stage + "' (qkv, linalg, loops, llvm)");
   return p;
@@ -222,7 +225,8 @@ std::vector<std::string> dump_list(const CompileOptions &o) {
   for (const auto &[s, from] : asked) {
     if (s == "all")
       return names;
-    if (std::find(names.begin(), names.end(), s) == names.end())
+    std::optional<Stage> stage = parse_stage(s);
+    if (!stage || std::find(kCpuStages.begin(), kCpuStages.end(), *stage) == kCpuStages.end())
       user_error(std::string(from) + ": unknown stage '" + s +
                  "' (graph, qkv, linalg, loops, llvm, llvm-ir, asm, all)");
     out.push_back(s);
@@ -286,18 +290,19 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
   auto t = Clock::now();
   mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, *options.checked, options.share_repeated_layers);
   double import_ms = ms_since(t);
-  for (const char *stage : {"qkv", "linalg", "loops", "llvm"}) {
+  for (Stage stage : kCpuPassStages) {
     t = Clock::now();
+    std::string name(stage_name(stage));
     mlir::PassManager pm(&ctx);
     std::string pipeline = ir::cpuStagePipeline(stage, popts);
-    if (std::string(stage) == "qkv" && !options.recognize_attention)
+    if (stage == Stage::Qkv && !options.recognize_attention)
       pipeline = "canonicalize,cse";
     if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
-      throw CompileError(stage, "bad pass pipeline: " + pipeline + "\n" + diags);
+      throw CompileError(name, "bad pass pipeline: " + pipeline + "\n" + diags);
     if (mlir::failed(pm.run(*module)))
-      throw CompileError(stage, diags.empty() ? "a pass failed without a diagnostic" : diags);
-    log.keep(stage, [&] { return ir::print_module(*module); },
-             ms_since(t) + (std::string(stage) == "qkv" ? import_ms : 0));
+      throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
+    log.keep(name, [&] { return ir::print_module(*module); },
+             ms_since(t) + (stage == Stage::Qkv ? import_ms : 0));
   }
   return module;
 }
@@ -628,6 +633,11 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
     return cuda_target::compile(g, target, options);
   CompileOptions o = host_options(g, target, options);
   return compile_impl(g, target, o, dump_list(o), /*keep_all=*/false, t_all);
+}
+
+std::string lower_to(const Graph &g, const Target &target, Stage stage,
+                     const CompileOptions &options) {
+  return lower_to(g, target, std::string(stage_name(stage)), options);
 }
 
 std::string lower_to(const Graph &g, const Target &target, const std::string &stage,

@@ -143,16 +143,16 @@ struct CudaLowering {
   }
 
   /// The CUDA stages up to and including `last`.
-  void stages(const Target &target, const CompileOptions &options, const std::string &last) {
+  void stages(const Target &target, const CompileOptions &options, Stage last) {
     ir::CudaPipelineOptions popts{target.chip, toolkit()};
-    for (const std::string &stage : ir::cudaStageNames()) {
+    for (Stage stage : kCudaPassStages) {
       std::string pipeline = ir::cudaStagePipeline(stage, popts);
-      if (stage == "qkv" && !options.recognize_attention)
+      if (stage == Stage::Qkv && !options.recognize_attention)
         pipeline = "canonicalize,cse";
-      run(stage, pipeline);
-      if (stage == "gpu")
+      run(std::string(stage_name(stage)), pipeline);
+      if (stage == Stage::Gpu)
         check_host_code(*module, diags);
-      if (stage == "ptx" && ptx_of(*module).find(".extern .func") != std::string::npos)
+      if (stage == Stage::Ptx && ptx_of(*module).find(".extern .func") != std::string::npos)
         throw CompileError("ptx", "the PTX calls functions nothing defines (libdevice's math: "
                                   "no CUDA toolkit with nvvm/libdevice was found in "
                                   "$CUDA_ROOT, $CUDA_HOME, $CUDA_PATH or /usr/local/cuda)");
@@ -187,20 +187,20 @@ std::string lower(const Graph &g, const Target &target, const std::string &stage
   check_chip(target.chip);
   if (stage == "graph")
     return g.str();
-  const auto &names = ir::cudaStageNames();
-  if (std::find(names.begin(), names.end(), stage) == names.end())
+  std::optional<Stage> s = parse_stage(stage);
+  if (!s || std::find(kCudaPassStages.begin(), kCudaPassStages.end(), *s) == kCudaPassStages.end())
     user_error("unknown CUDA stage '" + stage +
                "'; stages are graph, qkv, linalg, loops, gpu, nvvm, ptx");
   CudaLowering l(g, options);
-  l.stages(target, options, stage);
-  return stage == "ptx" ? ptx_of(*l.module) : ir::print_module(*l.module);
+  l.stages(target, options, *s);
+  return *s == Stage::Ptx ? ptx_of(*l.module) : ir::print_module(*l.module);
 }
 
 Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
   check_chip(target.chip);
   cuda::Device device = cuda::Device::get(0); // "no CUDA device: <why>" without one
   CudaLowering l(g, options);
-  l.stages(target, options, "ptx");
+  l.stages(target, options, Stage::Ptx);
   // The host code: sizes, device buffers and launches, in the LLVM dialect; each kernel
   // module's PTX is a constant that its loader hands to mgpuModuleLoadJIT. MLIR 22's
   // gpu-to-llvm lowers only the asynchronous gpu.alloc: the synchronous ones become

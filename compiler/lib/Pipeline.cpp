@@ -64,12 +64,6 @@ namespace qkv::ir {
 
 namespace {
 
-const char *const kStageNames[] = {"qkv", "linalg", "loops", "llvm"};
-
-} // namespace
-
-namespace {
-
 const char *const kBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
@@ -85,26 +79,26 @@ int chipNumber(llvm::StringRef chip) {
 
 } // namespace
 
-std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &o) {
-  if (stage == "qkv")
-    return cpuStagePipeline("qkv");
-  if (stage == "linalg")
+std::string cudaStagePipeline(Stage stage, const CudaPipelineOptions &o) {
+  if (stage == Stage::Qkv)
+    return cpuStagePipeline(Stage::Qkv);
+  if (stage == Stage::Linalg)
     // Tensor cores (mma.sync m16n8k16) from sm_80 on.
     return std::string("qkv-lower-attention-to-gpu-tiles{mma=") +
            (chipNumber(o.chip) >= 80 ? "true" : "false") +
            "},func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse";
-  if (stage == "loops")
+  if (stage == Stage::Loops)
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",func.func(convert-linalg-to-parallel-loops),qkv-deallocate-buffers,"
            "canonicalize,cse";
-  if (stage == "gpu")
+  if (stage == Stage::Gpu)
     // Tiling before mapping: the outer loop's dims go to blocks, the tile's to threads
     // (canonicalize would merge the two loops again, so it runs only after the mapping).
     return "func.func(qkv-map-tiles-to-gpu,qkv-host-to-device,"
            "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 no-min-max-bounds=true},"
            "gpu-map-parallel-loops,convert-parallel-loops-to-gpu),canonicalize,"
            "func.func(gpu-launch-sink-index-computations),gpu-kernel-outlining,canonicalize,cse";
-  if (stage == "nvvm")
+  if (stage == Stage::Nvvm)
     // The attention kernel's warp-level vector.contract ops become mma.sync (bf16 ones
     // through the f16 path, WarpMmaToNvgpu.cpp) before the rest goes to NVVM.
     return "nvvm-attach-target{chip=" + o.chip + " O=3},"
@@ -112,21 +106,16 @@ std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &
            "gpu.func(qkv-restore-bf16-mma),fold-memref-alias-ops,"
            "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm,"
            "canonicalize,cse,reconcile-unrealized-casts)";
-  if (stage == "ptx")
+  if (stage == Stage::Ptx)
     return "gpu-module-to-binary{format=isa" +
            (o.toolkit.empty() ? std::string() : " toolkit=" + o.toolkit) + "}";
   return "";
 }
 
-const std::vector<std::string> &cudaStageNames() {
-  static const std::vector<std::string> names = {"qkv", "linalg", "loops", "gpu", "nvvm", "ptx"};
-  return names;
-}
-
-std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o) {
-  if (o.gpuTiles && (stage == "linalg" || stage == "loops"))
+std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o) {
+  if (o.gpuTiles && (stage == Stage::Linalg || stage == Stage::Loops))
     return cudaStagePipeline(stage);
-  if (o.gpuTiles && stage == "llvm") {
+  if (o.gpuTiles && stage == Stage::Llvm) {
     CpuPipelineOptions cpu = o;
     cpu.gpuTiles = false;
     // The warps' tile contractions (mma.sync on the GPU) as vector code: 2-D transfers
@@ -139,14 +128,14 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
                       " q-tile=" + std::to_string(o.qTile) +
                       " kv-tile=" + std::to_string(o.kvTile) +
                       " decode-rows=" + std::to_string(o.decodeRows) + " isa=" + o.isa + "}";
-  if (stage == "qkv")
+  if (stage == Stage::Qkv)
     return "canonicalize,func.func(qkv-recognize-attention),cse";
-  if (stage == "linalg")
+  if (stage == Stage::Linalg)
     // convert-elementwise-to-linalg: the f32 <-> f16/bf16 conversions of half-precision
     // graphs (arith.extf/truncf on tensors, from the import).
     return flash + ",func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse,"
                    "func.func(qkv-fuse-casts)";
-  if (stage == "loops")
+  if (stage == Stage::Loops)
     return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
            ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +
            " l1-bytes=" + std::to_string(o.l1Bytes) + " l2-bytes=" + std::to_string(o.l2Bytes) +
@@ -155,7 +144,7 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
            "},qkv-vectorize-elementwise{vector-bits=" + std::to_string(o.vectorBits) +
            "},func.func(convert-linalg-to-parallel-loops),"
            "qkv-deallocate-buffers,cse,canonicalize,cse";
-  if (stage == "llvm")
+  if (stage == Stage::Llvm)
     // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
     // alloca scopes OpenMP wraps around each task must still be single blocks then.
     // memref.alloc calls MLIR's generic allocation functions, which the JIT binds to the
@@ -173,15 +162,16 @@ std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o)
   return "";
 }
 
-void buildCpuStage(mlir::OpPassManager &pm, llvm::StringRef stage) {
+mlir::LogicalResult buildCpuStage(mlir::OpPassManager &pm, Stage stage) {
   std::string p = cpuStagePipeline(stage);
-  if (p.empty() || mlir::failed(mlir::parsePassPipeline(p, pm)))
-    llvm::report_fatal_error(llvm::Twine("qkv: bad CPU pipeline stage ") + stage);
+  return mlir::success(!p.empty() && mlir::succeeded(mlir::parsePassPipeline(p, pm)));
 }
 
-void buildCpuPipeline(mlir::OpPassManager &pm) {
-  for (const char *name : kStageNames)
-    buildCpuStage(pm, name);
+mlir::LogicalResult buildCpuPipeline(mlir::OpPassManager &pm) {
+  for (Stage s : kCpuPassStages)
+    if (mlir::failed(buildCpuStage(pm, s)))
+      return mlir::failure();
+  return mlir::success();
 }
 
 void registerUpstreamPassesUsedByQkv() {
@@ -202,14 +192,28 @@ void registerQkvPassesAndPipelines() {
   static std::once_flag once;
   std::call_once(once, [] {
     registerQkvPasses();
-    mlir::PassPipelineRegistration<>("qkv-cpu", "The whole qkv CPU pipeline: qkv -> LLVM dialect",
-                                     [](mlir::OpPassManager &pm) { buildCpuPipeline(pm); });
-    for (const char *name : kStageNames) {
-      std::string id = std::string("qkv-cpu-to-") + name;
-      std::string desc = std::string("qkv CPU pipeline, one stage: ") + cpuStagePipeline(name);
-      std::string stage = name;
-      mlir::PassPipelineRegistration<>(
-          id, desc, [stage](mlir::OpPassManager &pm) { buildCpuStage(pm, stage); });
+    // A pipeline that does not parse is reported through qkv-opt's error handler.
+    auto reported = [](mlir::LogicalResult built, llvm::StringRef id,
+                       llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> error) {
+      return mlir::succeeded(built) ? built : error("qkv: pipeline " + id + " does not parse");
+    };
+    mlir::registerPassPipeline(
+        "qkv-cpu", "The whole qkv CPU pipeline: qkv -> LLVM dialect",
+        [reported](mlir::OpPassManager &pm, llvm::StringRef,
+                   llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> error) {
+          return reported(buildCpuPipeline(pm), "qkv-cpu", error);
+        },
+        [](llvm::function_ref<void(const mlir::detail::PassOptions &)>) {});
+    for (Stage stage : kCpuPassStages) {
+      std::string id = "qkv-cpu-to-" + std::string(stage_name(stage));
+      std::string desc = "qkv CPU pipeline, one stage: " + cpuStagePipeline(stage);
+      mlir::registerPassPipeline(
+          id, desc,
+          [reported, stage, id](mlir::OpPassManager &pm, llvm::StringRef,
+                                llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> error) {
+            return reported(buildCpuStage(pm, stage), id, error);
+          },
+          [](llvm::function_ref<void(const mlir::detail::PassOptions &)>) {});
     }
   });
 }

@@ -1,7 +1,7 @@
 // find_repeated_blocks: runs of structurally identical blocks of nodes.
 //
-// A candidate run (start, size) is first screened with each node's local signature (op,
-// dtype, dims, attributes; inputs not looked at), compared as hashes; a run that passes is
+// A candidate run (start, size) is first screened with each node's op, dtype and dims,
+// compared as hashes; a run that passes is
 // then compared block by block in full: each node's signature with its inputs written as
 // places in the block or numbered externals (with their types), and its mods' loads
 // through the same names.
@@ -24,11 +24,9 @@ std::string type_text(const Node &n) {
   return s;
 }
 
-/// A node's signature without its inputs, for the first screening.
-std::string local_signature(const Node &n, const std::string &attrs) {
-  if (is_leaf(n))
-    return "leaf " + type_text(n);
-  return std::string(op_name(n.op)) + " " + type_text(n) + " " + attrs;
+/// A node's op and type, for the first screening (the full comparison sees the rest).
+std::string local_signature(const Node &n) {
+  return (is_leaf(n) ? std::string("leaf") : std::string(op_name(n.op))) + " " + type_text(n);
 }
 
 class Finder {
@@ -38,7 +36,7 @@ public:
     ops_before_.push_back(0);
     for (const Node &n : g.nodes()) {
       attrs_.push_back(attrs_key(n.attrs, &anonymous));
-      local_.push_back(std::hash<std::string>{}(local_signature(n, attrs_.back())));
+      local_.push_back(std::hash<std::string>{}(local_signature(n)));
       ops_before_.push_back(ops_before_.back() + (is_leaf(n) ? 0 : 1));
     }
     names_.resize(static_cast<std::size_t>(n_));

@@ -15,15 +15,24 @@
 
 namespace qkv {
 
+namespace {
+
+template <std::size_t N> std::vector<std::string> names_of(const std::array<Stage, N> &stages) {
+  std::vector<std::string> out;
+  for (Stage s : stages)
+    out.emplace_back(stage_name(s));
+  return out;
+}
+
+} // namespace
+
 const std::vector<std::string> &Kernel::stage_names() {
-  static const std::vector<std::string> names = {"graph", "qkv",     "linalg", "loops",
-                                                 "llvm",  "llvm-ir", "asm"};
+  static const std::vector<std::string> names = names_of(kCpuStages);
   return names;
 }
 
 const std::vector<std::string> &Kernel::cuda_stage_names() {
-  static const std::vector<std::string> names = {"graph", "qkv", "linalg", "loops",
-                                                 "gpu",   "nvvm", "ptx"};
+  static const std::vector<std::string> names = names_of(kCudaStages);
   return names;
 }
 

@@ -163,6 +163,21 @@ TEST_F(KernelTest, EveryStageHasIr) {
   EXPECT_NE(e.find("unknown IR stage 'ptx'"), std::string::npos) << e;
 }
 
+TEST_F(KernelTest, StagesByEnumAndByName) {
+  // One name per stage, parsed back to it; the kernel's and lower_to's stages by either.
+  for (Stage s : {Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm,
+                  Stage::LlvmIr, Stage::Asm, Stage::Gpu, Stage::Nvvm, Stage::Ptx})
+    EXPECT_EQ(parse_stage(stage_name(s)), s) << stage_name(s);
+  EXPECT_EQ(parse_stage("llvmir"), std::nullopt);
+  std::vector<std::string> names;
+  for (Stage s : kCpuStages)
+    names.emplace_back(stage_name(s));
+  EXPECT_EQ(names, Kernel::stage_names());
+  EXPECT_EQ(kernel_->ir(Stage::Loops), kernel_->ir("loops"));
+  EXPECT_EQ(lower_to(kernel_->graph(), Target::host(), Stage::Qkv),
+            lower_to(kernel_->graph(), Target::host(), "qkv"));
+}
+
 TEST(Compile, StatsCoverTheStages) {
   // A real compile (the kernel cache not read): the pipeline's stages, in order.
   CompileOptions o;

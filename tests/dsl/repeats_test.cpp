@@ -57,6 +57,31 @@ TEST(RepeatedBlocks, AnAttributeThatDiffersEndsTheRun) {
   }
 }
 
+TEST(RepeatedBlocks, ReadingOneValueTwiceIsNotReadingTwo) {
+  // Layer 2 adds its input to itself, the others add the graph's input x0: the same ops on
+  // the same types, but not the same function of the block's externals.
+  Graph g("twice");
+  Dim B("B"), L("L"), D("D", 16);
+  Value x0 = g.input("x0", DType::F32, {B, L, D});
+  Value x = scale(x0, 2.0);
+  NodeId odd = -1;
+  for (int i = 0; i < 4; ++i) {
+    Value w = g.param("w" + std::to_string(i), DType::F32, {D, D});
+    Value a = add(x, i == 2 ? x : x0);
+    if (i == 2)
+      odd = a.id();
+    Value h = silu(gelu(linear(a, w)));
+    x = layer_norm(add(a, scale(h, 0.5)), 1e-5);
+    x = add(x, mul(x, sub(x, scale(x, 0.25))));
+  }
+  g.output("y", x);
+  std::vector<RepeatedBlocks> runs = find_repeated_blocks(g);
+  ASSERT_FALSE(runs.empty());
+  for (const RepeatedBlocks &r : runs)
+    EXPECT_TRUE(odd < r.start || odd >= r.start + r.size * r.count)
+        << "layer 2's add(x, x) is in a block of add(x, x0)s";
+}
+
 TEST(RepeatedBlocks, SmallBlocksAreLeftAlone) {
   Graph g = layers(3);
   EXPECT_EQ(find_repeated_blocks(g, 100).size(), 0u);

@@ -184,6 +184,8 @@ Kernel compile(const Graph &g, const Target &target = Target::host(),
 /// CUDA target needs no GPU): for Target::cuda(chip) the stages graph, qkv, linalg,
 /// loops, gpu, nvvm and ptx (the PTX text of every kernel); for the host targets what
 /// compile(g, target, options).ir(stage) gives.
+std::string lower_to(const Graph &g, const Target &target, Stage stage,
+                     const CompileOptions &options = {});
 std::string lower_to(const Graph &g, const Target &target, const std::string &stage,
                      const CompileOptions &options = {});
 

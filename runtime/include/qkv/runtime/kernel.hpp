@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <qkv/dsl/graph.hpp>
+#include <qkv/runtime/stage.hpp>
 #include <qkv/runtime/tensor.hpp>
 
 namespace qkv {
@@ -129,6 +130,7 @@ public:
   /// The IR at a named stage (see stage_names(), or cuda_stage_names() for a CUDA kernel);
   /// throws qkv::Error for an unknown name.
   std::string ir(std::string_view stage) const;
+  std::string ir(Stage stage) const { return ir(stage_name(stage)); }
 
   const Graph &graph() const { return *graph_; }
   const CompileStats &stats() const { return stats_; }

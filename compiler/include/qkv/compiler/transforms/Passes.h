@@ -13,6 +13,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "qkv/compiler/ir/QkvDialect.h"
+#include <qkv/runtime/stage.hpp>
 
 namespace qkv::ir {
 
@@ -28,7 +29,8 @@ namespace qkv::ir {
 ///   linalg qkv ops -> linalg/tensor/arith/math, attention -> the fused flash kernel
 ///   loops  bufferize (one-shot), results -> out-params, deallocation, linalg -> loops
 ///   llvm   everything -> the LLVM dialect
-void buildCpuStage(mlir::OpPassManager &pm, llvm::StringRef stage);
+/// Fails (never aborts) when the stage has no pass list or its list does not parse.
+mlir::LogicalResult buildCpuStage(mlir::OpPassManager &pm, Stage stage);
 
 /// The schedule knobs the CPU pipeline's passes take (CompileOptions::schedule, resolved
 /// for the host): vector width, attention tiles, threads (0: OpenMP's default).
@@ -65,16 +67,15 @@ struct CudaPipelineOptions {
 ///          kernels outlined into gpu.modules
 ///   nvvm   the kernels in the NVVM dialect, for the chip
 ///   ptx    gpu.binary ops holding each module's PTX
-std::string cudaStagePipeline(llvm::StringRef stage, const CudaPipelineOptions &o = {});
-/// The CUDA stages' names, in order.
-const std::vector<std::string> &cudaStageNames();
+/// The textual pass list of one of kCudaPassStages ("" for any other stage).
+std::string cudaStagePipeline(Stage stage, const CudaPipelineOptions &o = {});
 /// Registers what the CUDA pipeline adds to registerQkvDialects: the GPU, NVVM and NVGPU
 /// dialects, their LLVM conversions and translations and the NVVM target.
 void registerCudaDialects(mlir::DialectRegistry &registry);
-/// The textual pass list of one stage ("" for an unknown stage).
-std::string cpuStagePipeline(llvm::StringRef stage, const CpuPipelineOptions &o = {});
+/// The textual pass list of one of kCpuPassStages ("" for any other stage).
+std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o = {});
 /// All stages: the `qkv-cpu` pipeline.
-void buildCpuPipeline(mlir::OpPassManager &pm);
+mlir::LogicalResult buildCpuPipeline(mlir::OpPassManager &pm);
 /// Registers the qkv passes and the named pipelines (qkv-cpu, qkv-cpu-to-linalg, ...).
 void registerQkvPassesAndPipelines();
 /// Registers the upstream passes the pipelines name (canonicalize, one-shot-bufferize,
