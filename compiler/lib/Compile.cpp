@@ -30,6 +30,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <qkv/runtime/checks.hpp>
+#include <qkv/runtime/kernel_abi.hpp>
 
 #include "Import.h"
 #include "CodegenParts.h"
@@ -479,7 +480,7 @@ std::optional<Kernel> load_cached(const Graph &g, const Target &target,
   std::string invalid;
   std::optional<cache::Entry> e = cache::read_entry(cu.place, cu.key, invalid);
   std::optional<jit::LoadedObject> loaded;
-  if (e && e->symbol != "_mlir_ciface_" + ir::function_name(g))
+  if (e && e->symbol != abi::c_interface_symbol(ir::function_name(g)))
     invalid = "the entry's symbol is " + e->symbol;
   else if (e) {
     auto l = jit::load_object(e->objects, e->symbol);
@@ -532,7 +533,7 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
     objects.push_back(std::move(p.object));
     part_ir->push_back(std::move(p.ir));
   }
-  std::string symbol = "_mlir_ciface_" + ir::function_name(g);
+  std::string symbol = abi::c_interface_symbol(ir::function_name(g));
   KernelEntry entry = link(objects, symbol, *options.checked);
   log.keep("llvm-ir", [&] { return join_parts_ir(*part_ir); }, ms_since(t));
   log.stats.codegen_parts = static_cast<int>(objects.size());

@@ -6,6 +6,7 @@
 #include "CompileCuda.h"
 
 #include <qkv/runtime/cuda.hpp>
+#include <qkv/runtime/kernel_abi.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -234,7 +235,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   std::vector<std::string> objects;
   for (jit::CompiledPart &p : jit::compile_in_parts(*m, 1, options.opt_level))
     objects.push_back(std::move(p.object));
-  std::string symbol = "_mlir_ciface_" + ir::function_name(g);
+  std::string symbol = abi::c_interface_symbol(ir::function_name(g));
   auto loaded = jit::load_object(objects, symbol, cuda::host_functions(), inits, finis);
   if (!loaded)
     throw CompileError("host", "cannot link " + symbol + ": " + llvm::toString(loaded.takeError()));

@@ -19,20 +19,13 @@
 #include "qkv/compiler/ir/QkvDialect.h"
 #include <qkv/dsl/repeats.hpp>
 #include <qkv/runtime/checks.hpp>
+#include <qkv/runtime/kernel_abi.hpp>
 
 namespace qkv::ir {
 
 using mlir::OpBuilder;
 
-std::string function_name(const Graph &g) {
-  std::string s = g.name();
-  for (char &c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-      c = '_';
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])))
-    s = "g_" + s;
-  return s;
-}
+std::string function_name(const Graph &g) { return abi::function_name(g.name()); }
 
 namespace {
 

@@ -13,8 +13,7 @@
 
 namespace qkv::ir {
 
-/// The symbol of the function a graph becomes: its name with every character that is
-/// not a letter, digit or '_' replaced by '_'.
+/// The symbol of the function a graph becomes (abi::function_name of its name).
 std::string function_name(const Graph &g);
 
 /// One func.func per graph: inputs and params (in Graph::arguments() order) are the

@@ -3,11 +3,10 @@
 // runtime libraries), split so that the object can be kept between the steps.
 #include "ObjectJit.h"
 
-#include <cstring>
-
 #include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/buffer_cache.hpp>
 #include <qkv/runtime/checks.hpp>
+#include <qkv/runtime/kernel_abi.hpp>
 
 #include <algorithm>
 
@@ -50,7 +49,7 @@ void add_packed_wrapper(llvm::Module &m, llvm::Function &f) {
   llvm::IRBuilder<> b(m.getContext());
   auto *type = llvm::FunctionType::get(b.getVoidTy(), b.getPtrTy(), /*isVarArg=*/false);
   auto *w = llvm::cast<llvm::Function>(
-      m.getOrInsertFunction("_mlir_" + f.getName().str(), type).getCallee());
+      m.getOrInsertFunction(std::string(abi::kPackedPrefix) + f.getName().str(), type).getCallee());
   b.SetInsertPoint(llvm::BasicBlock::Create(m.getContext(), "", w));
   llvm::Value *list = w->arg_begin();
   llvm::SmallVector<llvm::Value *, 8> args;
@@ -115,7 +114,7 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
   // of any other function would be compiled for nothing.
   std::vector<llvm::Function *> fns;
   for (llvm::Function &f : m)
-    if (!f.isDeclaration() && !f.hasLocalLinkage() && f.getName().starts_with("_mlir_ciface_"))
+    if (!f.isDeclaration() && !f.hasLocalLinkage() && f.getName().starts_with(abi::kCInterfacePrefix))
       fns.push_back(&f);
   for (llvm::Function *f : fns) {
     add_packed_wrapper(m, *f);
@@ -124,7 +123,7 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
     // in one graph, whose layers' params are all arguments), is not compiled. The code
     // generator's time on such a call grew with the square of its arguments: 12 s of a
     // 24-layer encoder's compile.
-    if (llvm::Function *inner = m.getFunction(f->getName().drop_front(strlen("_mlir_ciface_")));
+    if (llvm::Function *inner = m.getFunction(f->getName().drop_front(abi::kCInterfacePrefix.size()));
         inner && !inner->isDeclaration()) {
       inner->setLinkage(llvm::GlobalValue::InternalLinkage);
       inner->removeFnAttr(llvm::Attribute::NoInline);
@@ -200,7 +199,7 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
   for (const std::string &object : objects)
     if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
       return e;
-  auto addr = (*jit)->lookup("_mlir_" + symbol);
+  auto addr = (*jit)->lookup(std::string(abi::kPackedPrefix) + symbol);
   if (!addr)
     return addr.takeError();
   auto functions = [&](const std::vector<std::string> &names)
@@ -223,7 +222,7 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
   LoadedObject out;
   out.packed = addr->toPtr<void (*)(void **)>();
   // The params the kernel takes packed (qkv-lower-matmul-to-microkernels), if any.
-  if (auto list = (*jit)->lookup("qkv_packed_params"))
+  if (auto list = (*jit)->lookup(abi::kPackedParams))
     out.packed_params = list->toPtr<const char *>();
   else
     llvm::consumeError(list.takeError());
@@ -241,8 +240,8 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
     if (!c)
       llvm::consumeError(c.takeError());
   };
-  counted("qkv_schedules", "qkv_schedule_runs", out.schedules, out.schedule_runs);
-  counted("qkv_attentions", "qkv_tile_counts", out.attentions, out.tile_counts);
+  counted(abi::kSchedules, abi::kScheduleRuns, out.schedules, out.schedule_runs);
+  counted(abi::kAttentions, abi::kTileCounts, out.attentions, out.tile_counts);
   out.owner = std::shared_ptr<llvm::orc::LLJIT>(
       jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {
         for (void (*f)() : finish)

@@ -3,6 +3,7 @@
 
 #include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/checks.hpp>
+#include <qkv/runtime/kernel_abi.hpp>
 
 #include "check_proofs.hpp"
 #include "packed_weights.hpp"
@@ -14,6 +15,8 @@
 #include <tuple>
 
 namespace qkv {
+
+using abi::descriptor;
 
 namespace {
 
@@ -94,25 +97,6 @@ std::string Kernel::ir(std::string_view stage) const {
   (*lazy_cache_)[std::string(stage)] = text;
   return text;
 }
-
-namespace {
-
-/// A ranked memref descriptor as MLIR lays it out: {allocated, aligned, offset,
-/// sizes[rank], strides[rank]}, all 64-bit.
-std::vector<std::int64_t> descriptor(const Tensor &t) {
-  std::vector<std::int64_t> d;
-  auto p = reinterpret_cast<std::int64_t>(t.data());
-  d.push_back(p);
-  d.push_back(p);
-  d.push_back(0);
-  for (std::int64_t s : t.shape())
-    d.push_back(s);
-  for (std::int64_t s : t.strides())
-    d.push_back(s);
-  return d;
-}
-
-} // namespace
 
 namespace {
 

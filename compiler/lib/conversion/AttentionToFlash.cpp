@@ -25,6 +25,7 @@
 #include "TileClassifier.h"
 #include "VectorMath.h"
 #include "qkv/compiler/transforms/Passes.h"
+#include <qkv/runtime/kernel_abi.hpp>
 
 namespace qkv::ir {
 #define GEN_PASS_DEF_LOWERATTENTIONTOFLASH
@@ -844,8 +845,8 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
 /// slots per op (the tiled kernel's key tiles, those computed, those computed without
 /// mask code), the ops named in `qkv_attentions`.
 struct ScheduleCounters {
-  static constexpr llvm::StringLiteral kRuns = "qkv_schedule_runs";
-  static constexpr llvm::StringLiteral kTiles = "qkv_tile_counts";
+  static constexpr const char *kRuns = qkv::abi::kScheduleRuns;
+  static constexpr const char *kTiles = qkv::abi::kTileCounts;
   llvm::DenseMap<Operation *, int64_t> slot; ///< each attention op's first slot
   llvm::DenseMap<Operation *, int64_t> index; ///< each attention op's number
   int64_t slots = 0;
@@ -909,9 +910,9 @@ ScheduleCounters declareScheduleCounters(ModuleOp module, const FlashOptions &o)
                            name, b.getStringAttr(value));
   };
   counters(ScheduleCounters::kRuns, c.slots);
-  text("qkv_schedules", names);
+  text(qkv::abi::kSchedules, names);
   counters(ScheduleCounters::kTiles, 3 * int64_t(c.index.size()));
-  text("qkv_attentions", ops);
+  text(qkv::abi::kAttentions, ops);
   return c;
 }
 

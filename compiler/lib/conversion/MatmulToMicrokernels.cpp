@@ -19,6 +19,7 @@
 #include "Gemm.h"
 #include "GemmFusion.h"
 #include "qkv/compiler/transforms/Passes.h"
+#include <qkv/runtime/kernel_abi.hpp>
 
 namespace qkv::ir {
 #define GEN_PASS_DEF_LOWERMATMULTOMICROKERNELS
@@ -401,7 +402,7 @@ void recordPackedParams(ModuleOp module, ArrayRef<MatmulLowering::PackedParam> p
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   auto type = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());
   LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true, LLVM::Linkage::External,
-                         "qkv_packed_params", b.getStringAttr(text));
+                         qkv::abi::kPackedParams, b.getStringAttr(text));
 }
 
 struct LowerMatmulToMicrokernelsPass

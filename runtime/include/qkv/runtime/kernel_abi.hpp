@@ -1,0 +1,52 @@
+// A compiled kernel's calling convention, in one place: what the compiler's import and
+// passes produce, and what the JIT loader and Kernel::run rely on.
+//
+// The entry function of graph g is named function_name(g.name()). Its memref arguments,
+// in order: the graph's arguments (Graph::arguments(): inputs and params, in creation
+// order), then its outputs (Graph::outputs()' order; the kernel writes every element),
+// then the packed copy of each param its GEMMs read packed, in the order of the
+// kPackedParams list. It is called through MLIR's C interface (llvm.emit_c_interface:
+// each memref as a pointer to its descriptor), wrapped once more so that one `void **`
+// of argument pointers calls it (packed_symbol).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qkv {
+class Tensor;
+}
+
+namespace qkv::abi {
+
+/// The entry function's name: the graph's name with every character that is not a letter,
+/// digit or '_' replaced by '_', and "g_" before a leading digit or an empty name.
+std::string function_name(std::string_view graph_name);
+
+/// MLIR's C-interface wrapper of a function f is "_mlir_ciface_" + f.
+inline constexpr std::string_view kCInterfacePrefix = "_mlir_ciface_";
+/// The packed wrapper of a C-interface function s (one `void **` argument) is "_mlir_" + s.
+inline constexpr std::string_view kPackedPrefix = "_mlir_";
+inline std::string c_interface_symbol(std::string_view function) {
+  return std::string(kCInterfacePrefix) + std::string(function);
+}
+
+/// Globals a kernel's object may define, read when it is loaded:
+/// "<param argument>:<panel columns>:<rows per packed row>:<dtype>" per packed param,
+/// ','-separated (qkv-lower-matmul-to-microkernels).
+inline constexpr const char *kPackedParams = "qkv_packed_params";
+/// The attention schedules' names (','-separated) and an i64 count of runs per schedule
+/// (qkv-lower-attention-to-flash).
+inline constexpr const char *kSchedules = "qkv_schedules";
+inline constexpr const char *kScheduleRuns = "qkv_schedule_runs";
+/// The attention ops' names and their tile counts (tiles, computed, full per op).
+inline constexpr const char *kAttentions = "qkv_attentions";
+inline constexpr const char *kTileCounts = "qkv_tile_counts";
+
+/// A ranked memref descriptor as MLIR lays it out: {allocated, aligned, offset,
+/// sizes[rank], strides[rank]}, all 64-bit.
+std::vector<std::int64_t> descriptor(const Tensor &t);
+
+} // namespace qkv::abi
