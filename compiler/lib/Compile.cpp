@@ -289,7 +289,8 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
                                         const ir::CpuPipelineOptions &popts,
                                         const std::string &diags, StageLog &log) {
   auto t = Clock::now();
-  mlir::OwningOpRef<mlir::ModuleOp> module = ir::import_graph(ctx, g, *options.checked, options.share_repeated_layers);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      ir::import_graph(ctx, g, *options.checked, options.share_repeated_layers);
   double import_ms = ms_since(t);
   for (Stage stage : kCpuPassStages) {
     t = Clock::now();
@@ -302,8 +303,9 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
       throw CompileError(name, "bad pass pipeline: " + pipeline + "\n" + diags);
     if (mlir::failed(pm.run(*module)))
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
-    log.keep(name, [&] { return ir::print_module(*module); },
-             ms_since(t) + (stage == Stage::Qkv ? import_ms : 0));
+    log.keep(
+        name, [&] { return ir::print_module(*module); },
+        ms_since(t) + (stage == Stage::Qkv ? import_ms : 0));
   }
   return module;
 }

@@ -369,125 +369,126 @@ public:
   }
 
   void emit(const Node &n) {
-  mlir::Location nloc = node_loc(b, n.name);
-  bool in_place = is_half(n.dtype) && moves_elements(n.op);
-  mlir::RankedTensorType ty =
-      in_place ? tensor_type(ctx, n) : compute_type(tensor_type(ctx, n));
-  mlir::Type ft = ty.getElementType();
-  auto in = [&](int i) { return in_place ? vals[n.inputs[i]] : widened(n.inputs[i]); };
-  const Attrs &a = n.attrs;
-  int r = n.rank();
-  mlir::Value out;
-  switch (n.op) {
-  case OpKind::Input:
-  case OpKind::Param: break;
-  case OpKind::Constant: {
-    llvm::SmallVector<mlir::Attribute> elems;
-    for (double v : *a.data)
-      elems.push_back(is_int(n.dtype) ? mlir::Attribute(b.getIntegerAttr(ft, (int64_t)v))
-                                      : mlir::Attribute(b.getFloatAttr(ft, v)));
-    out = mlir::arith::ConstantOp::create(b, nloc, ty, mlir::DenseElementsAttr::get(ty, elems));
-    break;
-  }
-  // The products read half-precision operands as they are (linalg.matmul widens each
-  // element, exactly, as it multiplies): the GEMM then packs them in their own width, or
-  // multiplies bf16 pairs on the bf16 tier, instead of reading widened copies.
-  case OpKind::MatMul: out = MatMulOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]]); break;
-  case OpKind::Linear:
-    out = LinearOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]],
-                           n.inputs.size() > 2 ? in(2) : mlir::Value());
-    break;
-  case OpKind::Transpose:
-    out =
-        TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r), norm_axis(a.axes[1], r));
-    break;
-  case OpKind::Scale: out = ScaleOp::create(b, nloc, ty, in(0), llvm::APFloat(*a.scale)); break;
-  case OpKind::Add: out = AddOp::create(b, nloc, ty, in(0), in(1)); break;
-  case OpKind::Sub: out = SubOp::create(b, nloc, ty, in(0), in(1)); break;
-  case OpKind::Mul: out = MulOp::create(b, nloc, ty, in(0), in(1)); break;
-  case OpKind::Div: out = DivOp::create(b, nloc, ty, in(0), in(1)); break;
-  case OpKind::Softmax:
-    out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r));
-    break;
-  case OpKind::SplitHeads:
-    out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent);
-    break;
-  case OpKind::MergeHeads: out = MergeHeadsOp::create(b, nloc, ty, in(0)); break;
-  case OpKind::Concat: {
-    llvm::SmallVector<mlir::Value> xs;
-    for (std::size_t i = 0; i < n.inputs.size(); ++i)
-      xs.push_back(in(static_cast<int>(i)));
-    out = ConcatOp::create(b, nloc, ty, xs, norm_axis(a.axes[0], r));
-    break;
-  }
-  case OpKind::Mask:
-  case OpKind::ScoreMod: {
-    std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
-    llvm::SmallVector<mlir::Value> caps;
-    for (NodeId id : cap_ids)
-      caps.push_back(widened(id));
-    bool is_mask = n.op == OpKind::Mask;
-    mlir::Operation *op;
-    if (is_mask)
-      op = MaskOp::create(b, nloc, ty, in(0), caps);
-    else
-      op = ScoreModOp::create(b, nloc, ty, in(0), caps);
-    build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft, cap_ids,
-                     caps, sites);
-    out = op->getResult(0);
-    break;
-  }
-  case OpKind::SinusoidalPE:
-    out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset);
-    break;
-  case OpKind::Rope:
-    out = RopeOp::create(b, nloc, ty, in(0), n.inputs.size() > 1 ? in(1) : mlir::Value(),
-                         llvm::APFloat(a.base), a.offset, a.interleaved);
-    break;
-  case OpKind::CacheView: out = CacheViewOp::create(b, nloc, ty, in(0), in(1), in(2)); break;
-  case OpKind::PagedCacheView:
-    out = PagedCacheViewOp::create(b, nloc, ty, in(0), in(1), in(2), in(3));
-    break;
-  case OpKind::LayerNorm:
-    out = LayerNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
-                              a.has_beta ? in(2) : mlir::Value(), llvm::APFloat(a.eps));
-    break;
-  case OpKind::RmsNorm:
-    out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
-                            llvm::APFloat(a.eps));
-    break;
-  case OpKind::Gelu: out = GeluOp::create(b, nloc, ty, in(0), a.approximate); break;
-  case OpKind::Silu: out = SiluOp::create(b, nloc, ty, in(0)); break;
-  case OpKind::Elu: out = EluOp::create(b, nloc, ty, in(0), llvm::APFloat(a.alpha)); break;
-  case OpKind::Swiglu: out = SwigluOp::create(b, nloc, ty, in(0), in(1)); break;
-  case OpKind::Embedding: out = EmbeddingOp::create(b, nloc, ty, in(0), in(1)); break;
-  case OpKind::LinformerProject:
-    out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1));
-    break;
-  case OpKind::LinearAttention:
-    out = LinearAttentionOp::create(b, nloc, ty, in(0), in(1), in(2),
-                                    std::string(feature_map_name(a.feature_map)));
-    break;
-  case OpKind::Attention: {
-    std::vector<NodeId> cap_ids(n.inputs.begin() + 3, n.inputs.end());
-    llvm::SmallVector<mlir::Value> caps;
-    for (NodeId id : cap_ids)
-      caps.push_back(widened(id));
-    mlir::FloatAttr scale;
-    if (a.scale)
-      scale = b.getF64FloatAttr(*a.scale);
-    auto op = AttentionOp::create(b, nloc, ty, in(0), in(1), in(2), caps, scale);
-    if (a.score)
-      build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps, sites);
-    if (a.mask)
-      build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps, sites);
-    out = op.getResult();
-    break;
-  }
-  }
-  if (is_half(n.dtype) && !in_place)
-    out = mlir::arith::TruncFOp::create(b, nloc, tensor_type(ctx, n), out);
-  vals[n.id] = out;
+    mlir::Location nloc = node_loc(b, n.name);
+    bool in_place = is_half(n.dtype) && moves_elements(n.op);
+    mlir::RankedTensorType ty = in_place ? tensor_type(ctx, n) : compute_type(tensor_type(ctx, n));
+    mlir::Type ft = ty.getElementType();
+    auto in = [&](int i) { return in_place ? vals[n.inputs[i]] : widened(n.inputs[i]); };
+    const Attrs &a = n.attrs;
+    int r = n.rank();
+    mlir::Value out;
+    switch (n.op) {
+    case OpKind::Input:
+    case OpKind::Param: break;
+    case OpKind::Constant: {
+      llvm::SmallVector<mlir::Attribute> elems;
+      for (double v : *a.data)
+        elems.push_back(is_int(n.dtype) ? mlir::Attribute(b.getIntegerAttr(ft, (int64_t)v))
+                                        : mlir::Attribute(b.getFloatAttr(ft, v)));
+      out = mlir::arith::ConstantOp::create(b, nloc, ty, mlir::DenseElementsAttr::get(ty, elems));
+      break;
+    }
+    // The products read half-precision operands as they are (linalg.matmul widens each
+    // element, exactly, as it multiplies): the GEMM then packs them in their own width, or
+    // multiplies bf16 pairs on the bf16 tier, instead of reading widened copies.
+    case OpKind::MatMul:
+      out = MatMulOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]]);
+      break;
+    case OpKind::Linear:
+      out = LinearOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]],
+                             n.inputs.size() > 2 ? in(2) : mlir::Value());
+      break;
+    case OpKind::Transpose:
+      out =
+          TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r), norm_axis(a.axes[1], r));
+      break;
+    case OpKind::Scale: out = ScaleOp::create(b, nloc, ty, in(0), llvm::APFloat(*a.scale)); break;
+    case OpKind::Add: out = AddOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Sub: out = SubOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Mul: out = MulOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Div: out = DivOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Softmax:
+      out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r));
+      break;
+    case OpKind::SplitHeads:
+      out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent);
+      break;
+    case OpKind::MergeHeads: out = MergeHeadsOp::create(b, nloc, ty, in(0)); break;
+    case OpKind::Concat: {
+      llvm::SmallVector<mlir::Value> xs;
+      for (std::size_t i = 0; i < n.inputs.size(); ++i)
+        xs.push_back(in(static_cast<int>(i)));
+      out = ConcatOp::create(b, nloc, ty, xs, norm_axis(a.axes[0], r));
+      break;
+    }
+    case OpKind::Mask:
+    case OpKind::ScoreMod: {
+      std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
+      llvm::SmallVector<mlir::Value> caps;
+      for (NodeId id : cap_ids)
+        caps.push_back(widened(id));
+      bool is_mask = n.op == OpKind::Mask;
+      mlir::Operation *op;
+      if (is_mask)
+        op = MaskOp::create(b, nloc, ty, in(0), caps);
+      else
+        op = ScoreModOp::create(b, nloc, ty, in(0), caps);
+      build_mod_region(b, nloc, op->getRegion(0), is_mask ? a.mask : a.score, !is_mask, ft, cap_ids,
+                       caps, sites);
+      out = op->getResult(0);
+      break;
+    }
+    case OpKind::SinusoidalPE:
+      out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset);
+      break;
+    case OpKind::Rope:
+      out = RopeOp::create(b, nloc, ty, in(0), n.inputs.size() > 1 ? in(1) : mlir::Value(),
+                           llvm::APFloat(a.base), a.offset, a.interleaved);
+      break;
+    case OpKind::CacheView: out = CacheViewOp::create(b, nloc, ty, in(0), in(1), in(2)); break;
+    case OpKind::PagedCacheView:
+      out = PagedCacheViewOp::create(b, nloc, ty, in(0), in(1), in(2), in(3));
+      break;
+    case OpKind::LayerNorm:
+      out = LayerNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
+                                a.has_beta ? in(2) : mlir::Value(), llvm::APFloat(a.eps));
+      break;
+    case OpKind::RmsNorm:
+      out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
+                              llvm::APFloat(a.eps));
+      break;
+    case OpKind::Gelu: out = GeluOp::create(b, nloc, ty, in(0), a.approximate); break;
+    case OpKind::Silu: out = SiluOp::create(b, nloc, ty, in(0)); break;
+    case OpKind::Elu: out = EluOp::create(b, nloc, ty, in(0), llvm::APFloat(a.alpha)); break;
+    case OpKind::Swiglu: out = SwigluOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::Embedding: out = EmbeddingOp::create(b, nloc, ty, in(0), in(1)); break;
+    case OpKind::LinformerProject:
+      out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1));
+      break;
+    case OpKind::LinearAttention:
+      out = LinearAttentionOp::create(b, nloc, ty, in(0), in(1), in(2),
+                                      std::string(feature_map_name(a.feature_map)));
+      break;
+    case OpKind::Attention: {
+      std::vector<NodeId> cap_ids(n.inputs.begin() + 3, n.inputs.end());
+      llvm::SmallVector<mlir::Value> caps;
+      for (NodeId id : cap_ids)
+        caps.push_back(widened(id));
+      mlir::FloatAttr scale;
+      if (a.scale)
+        scale = b.getF64FloatAttr(*a.scale);
+      auto op = AttentionOp::create(b, nloc, ty, in(0), in(1), in(2), caps, scale);
+      if (a.score)
+        build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps, sites);
+      if (a.mask)
+        build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps, sites);
+      out = op.getResult();
+      break;
+    }
+    }
+    if (is_half(n.dtype) && !in_place)
+      out = mlir::arith::TruncFOp::create(b, nloc, tensor_type(ctx, n), out);
+    vals[n.id] = out;
   }
 };
 
@@ -560,9 +561,10 @@ mlir::func::FuncOp import_block(mlir::MLIRContext &ctx, const Graph &g, const Si
       im.emit(n);
   llvm::SmallVector<mlir::Value> results;
   for (std::size_t k = 0; k < run.results.size(); ++k)
-    results.push_back(mlir::bufferization::MaterializeInDestinationOp::create(
-        b, fn.getLoc(), im.vals[run.start + run.results[k]], body->getArgument(n_ext + k))
-                          .getResult());
+    results.push_back(
+        mlir::bufferization::MaterializeInDestinationOp::create(
+            b, fn.getLoc(), im.vals[run.start + run.results[k]], body->getArgument(n_ext + k))
+            .getResult());
   mlir::func::ReturnOp::create(b, fn.getLoc(), results);
   return fn;
 }
@@ -597,8 +599,8 @@ void call_blocks(NodeImporter &im, const RepeatedBlocks &run, mlir::func::FuncOp
 
 } // namespace
 
-mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g,
-                                               bool checked, bool share_layers) {
+mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Graph &g, bool checked,
+                                               bool share_layers) {
   g.verify();
   SiteIds sites = site_ids(g, checked);
   ctx.loadDialect<QkvDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
@@ -647,8 +649,8 @@ mlir::OwningOpRef<mlir::ModuleOp> import_graph(mlir::MLIRContext &ctx, const Gra
         runs.push_back(std::move(r));
   std::vector<mlir::func::FuncOp> callees;
   for (std::size_t r = 0; r < runs.size(); ++r)
-    callees.push_back(
-        import_block(ctx, g, sites, runs[r], fn.getName().str() + "_layer" + std::to_string(r), fn));
+    callees.push_back(import_block(ctx, g, sites, runs[r],
+                                   fn.getName().str() + "_layer" + std::to_string(r), fn));
   std::size_t next = 0;
   for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
     if (next < runs.size() && id == runs[next].start) {

@@ -121,21 +121,21 @@ std::string hex16(std::uint64_t v) {
 Key make_key(const Graph &g, const CompileOptions &o, int vector_bits, const std::string &target) {
   const Schedule &s = o.schedule;
   Key k;
-  k.text = toolchain() + "\ntarget " + jit::host_identity() + " " + target + "\noptions threads=" +
-           std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
-           " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
-           " gemm_k_block=" + std::to_string(s.gemm_k_block) +
-           " gemm_m_block=" + std::to_string(s.gemm_m_block) +
-           " decode_rows=" + std::to_string(s.decode_rows) +
-           " l1=" + std::to_string(host_cache_bytes(1)) + " l2=" + std::to_string(host_cache_bytes(2)) +
-           " opt_level=" + std::to_string(o.opt_level) +
-           " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) +
-           " recognize_attention=" + std::to_string(o.recognize_attention) +
-           " share_repeated_layers=" + std::to_string(o.share_repeated_layers) +
-           " checked=" + std::to_string(o.checked.value_or(false)) + " isa=" + isa_name(o.isa) +
-           " matmul_precision=" +
-           (o.matmul_precision == MatmulPrecision::Medium ? "medium" : "highest") + "\n" +
-           g.key_text();
+  k.text =
+      toolchain() + "\ntarget " + jit::host_identity() + " " + target +
+      "\noptions threads=" + std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
+      " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
+      " gemm_k_block=" + std::to_string(s.gemm_k_block) +
+      " gemm_m_block=" + std::to_string(s.gemm_m_block) +
+      " decode_rows=" + std::to_string(s.decode_rows) +
+      " l1=" + std::to_string(host_cache_bytes(1)) + " l2=" + std::to_string(host_cache_bytes(2)) +
+      " opt_level=" + std::to_string(o.opt_level) +
+      " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) +
+      " recognize_attention=" + std::to_string(o.recognize_attention) +
+      " share_repeated_layers=" + std::to_string(o.share_repeated_layers) +
+      " checked=" + std::to_string(o.checked.value_or(false)) + " isa=" + isa_name(o.isa) +
+      " matmul_precision=" +
+      (o.matmul_precision == MatmulPrecision::Medium ? "medium" : "highest") + "\n" + g.key_text();
   k.hash = llvm::xxh3_64bits(k.text);
   k.hex = hex16(k.hash);
   return k;

@@ -114,7 +114,8 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
   // of any other function would be compiled for nothing.
   std::vector<llvm::Function *> fns;
   for (llvm::Function &f : m)
-    if (!f.isDeclaration() && !f.hasLocalLinkage() && f.getName().starts_with(abi::kCInterfacePrefix))
+    if (!f.isDeclaration() && !f.hasLocalLinkage() &&
+        f.getName().starts_with(abi::kCInterfacePrefix))
       fns.push_back(&f);
   for (llvm::Function *f : fns) {
     add_packed_wrapper(m, *f);
@@ -123,7 +124,8 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
     // in one graph, whose layers' params are all arguments), is not compiled. The code
     // generator's time on such a call grew with the square of its arguments: 12 s of a
     // 24-layer encoder's compile.
-    if (llvm::Function *inner = m.getFunction(f->getName().drop_front(abi::kCInterfacePrefix.size()));
+    if (llvm::Function *inner =
+            m.getFunction(f->getName().drop_front(abi::kCInterfacePrefix.size()));
         inner && !inner->isDeclaration()) {
       inner->setLinkage(llvm::GlobalValue::InternalLinkage);
       inner->removeFnAttr(llvm::Attribute::NoInline);

@@ -209,8 +209,9 @@ void registerQkvPassesAndPipelines() {
       std::string desc = "qkv CPU pipeline, one stage: " + cpuStagePipeline(stage);
       mlir::registerPassPipeline(
           id, desc,
-          [reported, stage, id](mlir::OpPassManager &pm, llvm::StringRef,
-                                llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> error) {
+          [reported, stage,
+           id](mlir::OpPassManager &pm, llvm::StringRef,
+               llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> error) {
             return reported(buildCpuStage(pm, stage), id, error);
           },
           [](llvm::function_ref<void(const mlir::detail::PassOptions &)>) {});

@@ -66,7 +66,8 @@ public:
         }
       if (best.count < 2)
         break;
-      std::fill(taken.begin() + best.start, taken.begin() + best.start + best.size * best.count, true);
+      std::fill(taken.begin() + best.start, taken.begin() + best.start + best.size * best.count,
+                true);
       runs.push_back(std::move(best));
     }
     std::sort(runs.begin(), runs.end(),
@@ -151,7 +152,8 @@ private:
         s += ref(in) + " ";
       ref(id);
       bool mods = n.attrs.mask || n.attrs.score; // their loads print through names_
-      sigs.push_back(s + ") " + (mods ? attrs_key(n.attrs, &names_) : attrs_[static_cast<std::size_t>(id)]));
+      sigs.push_back(s + ") " +
+                     (mods ? attrs_key(n.attrs, &names_) : attrs_[static_cast<std::size_t>(id)]));
     }
     for (NodeId id : touched)
       names_[static_cast<std::size_t>(id)].clear();

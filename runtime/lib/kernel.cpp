@@ -1,8 +1,8 @@
 // Kernel: argument checking, memref descriptors, the call, and stage IR.
 #include <qkv/runtime/kernel.hpp>
 
-#include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/checks.hpp>
+#include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/kernel_abi.hpp>
 
 #include "check_proofs.hpp"

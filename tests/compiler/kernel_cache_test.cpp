@@ -140,22 +140,54 @@ TEST_F(KernelCache, AnythingThatChangesTheCodeMisses) {
   Graph g = attention_graph();
   Kernel base = compile_here(g);
   std::vector<std::pair<std::string, std::function<Kernel()>>> variants = {
-      {"opt_level 2", [&] { CompileOptions o; o.opt_level = 2; return compile_here(g, o); }},
-      {"1 thread", [&] { CompileOptions o; o.schedule.threads = 1; return compile_here(g, o); }},
+      {"opt_level 2",
+       [&] {
+         CompileOptions o;
+         o.opt_level = 2;
+         return compile_here(g, o);
+       }},
+      {"1 thread",
+       [&] {
+         CompileOptions o;
+         o.schedule.threads = 1;
+         return compile_here(g, o);
+       }},
       // More than the default's at most 4, so it differs from the default on any host.
       {"5 compile threads",
-       [&] { CompileOptions o; o.compile_threads = 5; return compile_here(g, o); }},
+       [&] {
+         CompileOptions o;
+         o.compile_threads = 5;
+         return compile_here(g, o);
+       }},
       {"128-bit vectors",
-       [&] { CompileOptions o; o.schedule.vector_bits = 128; return compile_here(g, o); }},
-      {"q tile 8", [&] { CompileOptions o; o.schedule.q_tile = 8; return compile_here(g, o); }},
+       [&] {
+         CompileOptions o;
+         o.schedule.vector_bits = 128;
+         return compile_here(g, o);
+       }},
+      {"q tile 8",
+       [&] {
+         CompileOptions o;
+         o.schedule.q_tile = 8;
+         return compile_here(g, o);
+       }},
       {"no attention recognition",
-       [&] { CompileOptions o; o.recognize_attention = false; return compile_here(g, o); }},
+       [&] {
+         CompileOptions o;
+         o.recognize_attention = false;
+         return compile_here(g, o);
+       }},
       {"layers not shared",
-       [&] { CompileOptions o; o.share_repeated_layers = false; return compile_here(g, o); }},
+       [&] {
+         CompileOptions o;
+         o.share_repeated_layers = false;
+         return compile_here(g, o);
+       }},
       {"static dim Dh=32", [&] { return compile_here(attention_graph("cached_attn", 32)); }},
       {"no mask", [&] { return compile_here(attention_graph("cached_attn", 16, false)); }},
       {"another graph name", [&] { return compile_here(attention_graph("renamed_attn")); }},
-      {"matmul precision medium", [&] {
+      {"matmul precision medium",
+       [&] {
          CompileOptions o;
          o.matmul_precision = MatmulPrecision::Medium;
          return compile_here(g, o);

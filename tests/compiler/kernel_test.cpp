@@ -165,8 +165,8 @@ TEST_F(KernelTest, EveryStageHasIr) {
 
 TEST_F(KernelTest, StagesByEnumAndByName) {
   // One name per stage, parsed back to it; the kernel's and lower_to's stages by either.
-  for (Stage s : {Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm,
-                  Stage::LlvmIr, Stage::Asm, Stage::Gpu, Stage::Nvvm, Stage::Ptx})
+  for (Stage s : {Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm, Stage::LlvmIr,
+                  Stage::Asm, Stage::Gpu, Stage::Nvvm, Stage::Ptx})
     EXPECT_EQ(parse_stage(stage_name(s)), s) << stage_name(s);
   EXPECT_EQ(parse_stage("llvmir"), std::nullopt);
   std::vector<std::string> names;

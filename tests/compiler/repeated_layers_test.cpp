@@ -41,8 +41,8 @@ void lengths_within(TensorMap &in) {
 
 test::DiffCase stack_case(const LayerOptions &o) {
   test::DiffCase c;
-  c.name = std::string("stack") + (o.masked ? "_masked" : "") + "_" +
-           std::string(dtype_name(o.dtype));
+  c.name =
+      std::string("stack") + (o.masked ? "_masked" : "") + "_" + std::string(dtype_name(o.dtype));
   c.build = [o] { return test::layer_stack(4, o); };
   c.shapes = {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 7}}, {{"B", 3}, {"L", 33}}};
   // Four layers, each through two projections (D, F), attention (Dh, L) and a LayerNorm.
@@ -79,8 +79,7 @@ TEST(RepeatedLayers, MatchTheInterpreterAndTheLayersCompiledOneByOne) {
   for (bool masked : {false, true})
     for (DType dtype : {DType::F32, DType::BF16}) {
       // The masked stack also outputs a value from inside its second layer.
-      test::DiffCase c =
-          stack_case({.output_middle = masked, .masked = masked, .dtype = dtype});
+      test::DiffCase c = stack_case({.output_middle = masked, .masked = masked, .dtype = dtype});
       SCOPED_TRACE(c.name);
       Graph g = c.build();
       Kernel shared = compile(g, Target::host(), options(true));
@@ -93,7 +92,8 @@ TEST(RepeatedLayers, MatchTheInterpreterAndTheLayersCompiledOneByOne) {
         TensorMap a = shared.run(in), b = unshared.run(in);
         ASSERT_EQ(a.size(), b.size());
         for (const auto &[name, t] : b)
-          EXPECT_TRUE(test::same_bits(a.at(name), t)) << name << " " << test::shape_name(c.shapes[i]);
+          EXPECT_TRUE(test::same_bits(a.at(name), t))
+              << name << " " << test::shape_name(c.shapes[i]);
       }
     }
 }

@@ -6,8 +6,8 @@
 #include <qkv/models/sentence_encoder.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>

@@ -10,9 +10,9 @@ namespace qkv::test {
 
 struct LayerOptions {
   double eps = 1e-5;
-  int odd_layer = -1;        // this layer gets eps * 2
+  int odd_layer = -1;         // this layer gets eps * 2
   bool output_middle = false; // layer 1's hidden value is also a graph output
-  bool masked = false;       // attention masked by the shared `lengths`
+  bool masked = false;        // attention masked by the shared `lengths`
   DType dtype = DType::F32;
 };
 

@@ -40,13 +40,11 @@ constexpr std::string_view stage_name(Stage s) {
 }
 
 /// A CPU kernel's stages, in pipeline order.
-inline constexpr std::array<Stage, 7> kCpuStages = {Stage::Graph, Stage::Qkv,    Stage::Linalg,
-                                                    Stage::Loops, Stage::Llvm,   Stage::LlvmIr,
-                                                    Stage::Asm};
+inline constexpr std::array<Stage, 7> kCpuStages = {
+    Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm, Stage::LlvmIr, Stage::Asm};
 /// A CUDA kernel's stages, in pipeline order.
-inline constexpr std::array<Stage, 7> kCudaStages = {Stage::Graph, Stage::Qkv, Stage::Linalg,
-                                                     Stage::Loops, Stage::Gpu, Stage::Nvvm,
-                                                     Stage::Ptx};
+inline constexpr std::array<Stage, 7> kCudaStages = {
+    Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Gpu, Stage::Nvvm, Stage::Ptx};
 /// The CPU stages that are MLIR pass pipelines (the rest are the graph's text and LLVM's
 /// own steps).
 inline constexpr std::array<Stage, 4> kCpuPassStages = {Stage::Qkv, Stage::Linalg, Stage::Loops,
@@ -57,8 +55,8 @@ inline constexpr std::array<Stage, 6> kCudaPassStages = {Stage::Qkv, Stage::Lina
 
 /// The stage with this name, if any.
 constexpr std::optional<Stage> parse_stage(std::string_view name) {
-  for (Stage s : {Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm,
-                  Stage::LlvmIr, Stage::Asm, Stage::Gpu, Stage::Nvvm, Stage::Ptx})
+  for (Stage s : {Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm, Stage::LlvmIr,
+                  Stage::Asm, Stage::Gpu, Stage::Nvvm, Stage::Ptx})
     if (stage_name(s) == name)
       return s;
   return std::nullopt;
