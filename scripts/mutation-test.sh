@@ -6,6 +6,8 @@
 #   scripts/mutation-test.sh              every mutant
 #   scripts/mutation-test.sh ID...        only these
 #   scripts/mutation-test.sh --list       the ids
+#   scripts/mutation-test.sh --check      only that every search text occurs exactly once
+#                                         in the work tree (no copy, no build: ctest runs it)
 #
 # The copy (one source tree and one build directory, reused across mutants and across
 # runs) lives in QKV_MUTATION_DIR (default: ${TMPDIR:-/tmp}/qkv-mutation); the first run
@@ -159,6 +161,25 @@ records=$(parse)
 if [ "${1:-}" = "--list" ]; then
   cut -d $'\x1f' -f1 <<<"$records"
   exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  python3 -c '
+import os, sys
+root = sys.argv[1]
+unescape = lambda s: s.replace("\\\\", "\0").replace("\\n", "\n").replace("\0", "\\")
+stale = 0
+records = [r for r in sys.stdin.read().split("\n") if r]
+for r in records:
+    mid, path, search = r.split("\x1f")[:3]
+    full = os.path.join(root, path)
+    n = open(full, encoding="utf-8").read().count(unescape(search)) if os.path.isfile(full) else -1
+    if n != 1:
+        stale += 1
+        print(f"[mutation] {mid}: its search text is " + ("in no file " + path if n < 0 else f"{n} times in {path}"), file=sys.stderr)
+print(f"[mutation] {len(records) - stale} of {len(records)} mutants find their search text once", file=sys.stderr)
+sys.exit(1 if stale else 0)
+' "$ROOT" <<<"$records"
+  exit $?
 fi
 if [ $# -gt 0 ]; then
   wanted=" $* "
