@@ -1,6 +1,8 @@
 // JIT compile time: Graph -> qkv dialect -> ... -> machine code, for each gallery graph
-// at LLVM -O2 and -O3 (the default), the kernel cache off; and the warm time, the kernel
-// loaded from the cache (a scratch cache folder, removed at the end). Reports wall time per
+// at LLVM -O2 and -O3 (the default), the kernel cache off; the warm time, the kernel
+// loaded from the cache (a scratch cache folder, removed at the end); and encoders of
+// all-MiniLM-L6-v2's size written as one graph, 1 to 24 layers, with their layers shared
+// (CompileOptions::share_repeated_layers) and, for 6, without. Reports wall time per
 // compile; the per-stage split is printed by `qkv bench NAME`. What it measures is
 // compile(), nothing else: the graph is built once outside the timed loop.
 #include <benchmark/benchmark.h>
@@ -9,6 +11,7 @@
 #include <filesystem>
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/models/bert.hpp>
 
 #include "gallery.hpp"
 
@@ -51,7 +54,35 @@ void BM_CompileWarm(benchmark::State &state, const std::string &name) {
   std::filesystem::remove_all(dir, ec);
 }
 
+/// bert_model_graph at all-MiniLM-L6-v2's size with `layers` layers, compiled cold.
+void BM_CompileEncoder(benchmark::State &state, int layers, bool share) {
+  qkv::BertConfig c;
+  c.vocab_size = 30522;
+  c.hidden_size = 384;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 12;
+  c.intermediate_size = 1536;
+  c.max_position_embeddings = 512;
+  c.type_vocab_size = 2;
+  qkv::Graph g = qkv::bert_model_graph(c, true);
+  qkv::CompileOptions o;
+  o.cache = qkv::CacheOptions::off();
+  o.share_repeated_layers = share;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(qkv::compile(g, qkv::Target::host(), o));
+}
+
 int register_all() {
+  for (int layers : {1, 6, 12, 24})
+    benchmark::RegisterBenchmark(("compile_encoder/" + std::to_string(layers) + "_layers").c_str(),
+                                 BM_CompileEncoder, layers, true)
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(3)
+        ->Repetitions(1);
+  benchmark::RegisterBenchmark("compile_encoder/6_layers_unshared", BM_CompileEncoder, 6, false)
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(1)
+      ->Repetitions(1);
   for (const auto &e : qkv::gallery::entries())
     for (int o : {2, 3})
       benchmark::RegisterBenchmark(("compile/" + e.name + "/O" + std::to_string(o)).c_str(),
