@@ -227,7 +227,7 @@ std::vector<std::string> dump_list(const CompileOptions &o) {
     if (s == "all")
       return names;
     std::optional<Stage> stage = parse_stage(s);
-    if (!stage || std::find(kCpuStages.begin(), kCpuStages.end(), *stage) == kCpuStages.end())
+    if (!stage || !stage_in(kCpuStages, *stage))
       user_error(std::string(from) + ": unknown stage '" + s +
                  "' (graph, qkv, linalg, loops, llvm, llvm-ir, asm, all)");
     out.push_back(s);

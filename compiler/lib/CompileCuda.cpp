@@ -189,7 +189,7 @@ std::string lower(const Graph &g, const Target &target, const std::string &stage
   if (stage == "graph")
     return g.str();
   std::optional<Stage> s = parse_stage(stage);
-  if (!s || std::find(kCudaPassStages.begin(), kCudaPassStages.end(), *s) == kCudaPassStages.end())
+  if (!s || !stage_in(kCudaPassStages, *s))
     user_error("unknown CUDA stage '" + stage +
                "'; stages are graph, qkv, linalg, loops, gpu, nvvm, ptx");
   CudaLowering l(g, options);

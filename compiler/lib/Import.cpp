@@ -492,29 +492,22 @@ public:
   }
 };
 
-/// Where a block's result finds its dynamic extent `dim`: an external of the block, or an
-/// argument of the graph, with that dim at `axis`.
+/// Where a block's result finds its dynamic extent `dim`: the first of the block's
+/// externals, else of the graph's arguments, that has that dim, and its axis there.
 struct DimSource {
-  int external = -1; // index in the block's externals, or -1 for a graph argument
-  NodeId argument = -1;
+  NodeId node = -1;
   unsigned axis = 0;
 };
 
 std::optional<DimSource> find_dim_source(const Graph &g, const std::vector<NodeId> &externals,
                                          const Dim &dim) {
-  auto axis_of = [&](NodeId id) -> std::optional<unsigned> {
-    const std::vector<Dim> &dims = g.node(id).dims;
-    for (unsigned a = 0; a < dims.size(); ++a)
-      if (dims[a].name == dim.name)
-        return a;
-    return std::nullopt;
-  };
-  for (std::size_t e = 0; e < externals.size(); ++e)
-    if (auto a = axis_of(externals[e]))
-      return DimSource{static_cast<int>(e), -1, *a};
-  for (NodeId id : g.arguments())
-    if (auto a = axis_of(id))
-      return DimSource{-1, id, *a};
+  for (const std::vector<NodeId> &ids : {externals, g.arguments()})
+    for (NodeId id : ids) {
+      const std::vector<Dim> &dims = g.node(id).dims;
+      for (unsigned a = 0; a < dims.size(); ++a)
+        if (dims[a].name == dim.name)
+          return DimSource{id, a};
+    }
   return std::nullopt;
 }
 
@@ -584,8 +577,7 @@ void call_blocks(NodeImporter &im, const RepeatedBlocks &run, mlir::func::FuncOp
       for (const Dim &d : n.dims)
         if (d.is_dynamic()) {
           DimSource src = *find_dim_source(im.g, run.externals[j], d);
-          mlir::Value v = src.external >= 0 ? operands[src.external] : im.vals[src.argument];
-          sizes.push_back(mlir::tensor::DimOp::create(im.b, loc, v, src.axis));
+          sizes.push_back(mlir::tensor::DimOp::create(im.b, loc, im.vals[src.node], src.axis));
         }
       mlir::RankedTensorType t = tensor_type(im.ctx, n);
       operands.push_back(

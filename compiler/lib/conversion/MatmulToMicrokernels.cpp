@@ -223,15 +223,31 @@ private:
       return {};
     if (fn.isPublic())
       return fn.getArgAttr(arg.getArgNumber(), "qkv.param") ? arg : BlockArgument();
-    std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(fn, module);
-    if (!uses || uses->empty())
+    const std::optional<SmallVector<func::CallOp>> &calls = callsOf(fn);
+    if (!calls || calls->empty())
       return {};
-    for (const SymbolTable::SymbolUse &use : *uses) {
-      auto call = dyn_cast<func::CallOp>(use.getUser());
-      if (!call || !paramOperand(call.getOperand(arg.getArgNumber())))
+    for (func::CallOp call : *calls)
+      if (!paramOperand(call.getOperand(arg.getArgNumber())))
         return {};
-    }
     return arg;
+  }
+
+  /// The calls of private function `fn`, found once per function: none when something
+  /// other than a func.call uses its symbol.
+  const std::optional<SmallVector<func::CallOp>> &callsOf(func::FuncOp fn) {
+    auto [it, fresh] = callers.try_emplace(fn);
+    if (!fresh)
+      return it->second;
+    SmallVector<func::CallOp> calls;
+    if (std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(fn, module))
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        auto call = dyn_cast<func::CallOp>(use.getUser());
+        if (!call)
+          return it->second; // nullopt
+        calls.push_back(call);
+      }
+    it->second = std::move(calls);
+    return it->second;
   }
 
   /// The argument that brings `param` packed (added to its function, after all others,
@@ -250,12 +266,8 @@ private:
         {b.getNamedAttr("qkv.packed_param", b.getI64IntegerAttr(param.getArgNumber())),
          b.getNamedAttr("qkv.panel_columns", b.getI64IntegerAttr(g.nr())),
          b.getNamedAttr("qkv.panel_rows", b.getI64IntegerAttr(g.kGroup()))});
-    SmallVector<func::CallOp> calls;
-    if (std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(fn, module);
-        uses && !fn.isPublic())
-      for (const SymbolTable::SymbolUse &use : *uses)
-        calls.push_back(cast<func::CallOp>(use.getUser()));
-    for (func::CallOp call : calls) {
+    // A private function's param: paramOperand saw every call pass an entry param.
+    for (func::CallOp call : fn.isPublic() ? SmallVector<func::CallOp>() : *callsOf(fn)) {
       Value packed = packedArgument(paramOperand(call.getOperand(param.getArgNumber())), g);
       if (!packed)
         return {};
@@ -381,6 +393,7 @@ public:
 private:
   ModuleOp module;
   LowerMatmulToMicrokernelsOptions options;
+  llvm::DenseMap<Operation *, std::optional<SmallVector<func::CallOp>>> callers;
 };
 
 /// The list of packed params the runtime reads from the compiled object (Kernel::run

@@ -53,6 +53,14 @@ inline constexpr std::array<Stage, 4> kCpuPassStages = {Stage::Qkv, Stage::Linal
 inline constexpr std::array<Stage, 6> kCudaPassStages = {Stage::Qkv, Stage::Linalg, Stage::Loops,
                                                          Stage::Gpu, Stage::Nvvm,   Stage::Ptx};
 
+/// Whether `s` is one of `stages`.
+template <std::size_t N> constexpr bool stage_in(const std::array<Stage, N> &stages, Stage s) {
+  for (Stage x : stages)
+    if (x == s)
+      return true;
+  return false;
+}
+
 /// The stage with this name, if any.
 constexpr std::optional<Stage> parse_stage(std::string_view name) {
   for (Stage s : {Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm, Stage::LlvmIr,
