@@ -186,12 +186,16 @@ int main(int argc, char **argv) try {
   // Measured twice (here and after one untimed model build) and the higher kept, as
   // `qkv bench` does: other work on the machine, or a buffer the kernel could not put on
   // huge pages, only ever lowers them.
-  // bf16 on a host with the avx512bf16 tier: the prefill's products run on vdpbf16ps.
-  bool dot = a.dtype == qkv::DType::BF16 && qkv::bench::has_avx512_bf16() &&
+  // bf16 on a host with the avx512bf16 tier: the prefill's products run on vdpbf16ps; on
+  // the amx tier its GEMMs run on AMX tiles (its attention on vdpbf16ps).
+  bool bf16 = a.dtype == qkv::DType::BF16;
+  bool amx = bf16 && qkv::bench::has_amx_bf16() && qkv::host_isa() == qkv::Isa::Amx;
+  bool dot = bf16 && !amx && qkv::bench::has_avx512_bf16() &&
              qkv::host_isa() == qkv::Isa::Avx512Bf16;
   auto peak_now = [&] {
-    return dot ? qkv::bench::bf16_dot_peak_gflops(threads).value
-               : qkv::bench::fma_peak_gflops(threads).value;
+    return amx ? qkv::bench::amx_bf16_peak_gflops(threads).value
+           : dot ? qkv::bench::bf16_dot_peak_gflops(threads).value
+                 : qkv::bench::fma_peak_gflops(threads).value;
   };
   double peak = peak_now();
   double bw = qkv::bench::read_bandwidth_gbs(threads).value;
@@ -205,7 +209,7 @@ int main(int argc, char **argv) try {
               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.num_key_value_heads),
               static_cast<long long>(c.head_dim), static_cast<long long>(c.intermediate_size),
               static_cast<long long>(c.vocab_size), weight_bytes(c, a.dtype) / 1e6,
-              qkv::dtype_name(a.dtype).data(), threads, dot ? "vdpbf16ps" : "fp32 FMA", peak, bw);
+              qkv::dtype_name(a.dtype).data(), threads, amx ? "tdpbf16ps" : dot ? "vdpbf16ps" : "fp32 FMA", peak, bw);
   qkv::LlamaWeights w = qkv::LlamaWeights::random(c, 1, a.dtype);
   std::printf("context  cache       prefill ms  tokens/s  %%peak   step ms  tokens/s  %%bw     "
               "layers ms (%%bw)  head ms (%%bw)  other ms\n");

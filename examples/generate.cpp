@@ -55,7 +55,7 @@ tiny random model of qkv's tests). Prompts are token ids; --prompt once per sequ
 prompts of --context tokens. Prints the tokens, prefill and decode tokens/s.
 --dtype bf16 keeps the weights and the KV cache in bf16 and rounds every node to it, as
 the model cast to bf16 computes (default f32); --isa picks the tier its products run on
-(host, the default: the best this CPU has; f32; avx512bf16).
+(host, the default: the best this CPU has; f32; avx512bf16; amx).
 )";
 
 std::int64_t integer(const std::string &option, const std::string &text) {

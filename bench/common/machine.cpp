@@ -171,6 +171,64 @@ QKV_UNROLL
 }
 #endif
 
+#if QKV_X86
+/// AMX tile configuration (palette 1): tiles 0-3 are 16 x 16 f32 accumulators, 4-7 the
+/// 16 x 32 bf16 operands; every tile 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1, start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+/// tdpbf16ps into four accumulators from two A and two B tiles (a 32 x 32 tile of C, as
+/// qkv's AMX GEMM runs it): each instruction 16 x 16 x 32 bf16 products, 16384 flops.
+__attribute__((target("amx-tile,amx-bf16"))) double dot_bf16_amx(std::int64_t iters, float *sink) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  alignas(64) static thread_local std::uint16_t operand[16 * 32];
+  alignas(64) static thread_local float out[16 * 16];
+  std::fill(std::begin(operand), std::end(operand), std::uint16_t{0x3f80}); // 1.0
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  for (std::int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, 64);
+  _tile_release();
+  *sink = out[0];
+  return 4.0 * 16 * 16 * 32 * 2 * static_cast<double>(iters);
+}
+
+/// Whether this process may use the AMX tile state: asked of Linux once (arch_prctl
+/// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), as qkv's runtime does before its AMX
+/// kernels run.
+bool amx_state_granted() {
+  static const bool granted = [] {
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return ::syscall(158 /* SYS_arch_prctl */, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
+}
+#endif
+
 double fma_loop(Isa isa, std::int64_t iters, float *sink) {
 #if QKV_X86
   if (isa == Isa::Avx512)
@@ -258,6 +316,24 @@ Measurement bf16_dot_peak_gflops(int threads) {
 #if QKV_X86
   if (has_avx512_bf16())
     return peak_of(threads, [](std::int64_t iters, float *sink) { return dot_bf16_avx512(iters, sink); });
+#endif
+  return {};
+}
+
+bool has_amx_bf16() {
+#if QKV_X86
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+         amx_state_granted();
+#else
+  return false;
+#endif
+}
+
+Measurement amx_bf16_peak_gflops(int threads) {
+#if QKV_X86
+  if (has_amx_bf16())
+    return peak_of(threads, [](std::int64_t iters, float *sink) { return dot_bf16_amx(iters, sink); });
 #endif
   return {};
 }

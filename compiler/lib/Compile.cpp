@@ -29,6 +29,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <qkv/runtime/amx.hpp>
 #include <qkv/runtime/checks.hpp>
 #include <qkv/runtime/kernel_abi.hpp>
 
@@ -64,24 +65,27 @@ std::string isa_name(Isa isa) {
   case Isa::Host: return "host";
   case Isa::F32: return "f32";
   case Isa::Avx512Bf16: return "avx512bf16";
+  case Isa::Amx: return "amx";
   }
   return "?";
 }
 
 Isa parse_isa(const std::string &name, const std::string &what) {
-  for (Isa isa : {Isa::Host, Isa::F32, Isa::Avx512Bf16})
+  for (Isa isa : {Isa::Host, Isa::F32, Isa::Avx512Bf16, Isa::Amx})
     if (name == isa_name(isa))
       return isa;
-  if (name == "amx")
-    user_error(what + " is 'amx': qkv has no AMX kernels yet (the tiers: host, f32, avx512bf16)");
-  user_error(what + " is '" + name + "'; the tiers are host (the best this CPU has), f32, avx512bf16");
+  user_error(what + " is '" + name +
+             "'; the tiers are host (the best this CPU has), f32, avx512bf16, amx");
 }
 
 std::vector<Isa> host_isas() {
   auto features = llvm::sys::getHostCPUFeatures();
   std::vector<Isa> out = {Isa::F32};
-  if (features.lookup("avx512bf16") && features.lookup("avx512vl"))
-    out.push_back(Isa::Avx512Bf16);
+  if (!features.lookup("avx512bf16") || !features.lookup("avx512vl"))
+    return out;
+  out.push_back(Isa::Avx512Bf16);
+  if (features.lookup("amx-tile") && features.lookup("amx-bf16"))
+    out.push_back(Isa::Amx);
   return out;
 }
 
@@ -164,7 +168,8 @@ Isa resolve_isa(Isa asked) {
     for (Isa i : have)
       names += (names.empty() ? "" : ", ") + isa_name(i);
     user_error(from + " asks for the " + isa_name(asked) +
-               " tier, which this host's CPU does not have (no avx512_bf16); its tiers: " + names);
+               " tier, which this host's CPU does not have (no " +
+               (asked == Isa::Amx ? "amx_bf16" : "avx512_bf16") + "); its tiers: " + names);
   }
   return asked;
 }
@@ -406,21 +411,29 @@ void store(CacheUse &cu, const std::string &symbol, const std::vector<std::strin
 }
 
 /// The packed params a kernel's objects list (qkv-lower-matmul-to-microkernels writes
-/// "<argument>:<panel columns>:<panel rows>:<dtype>" per packed argument, separated by
-/// ',').
+/// "<argument>:<panel columns>:<panel rows>:<dtype>:<row multiple>" per packed argument,
+/// separated by ',').
 std::vector<PackedParam> parse_packed_params(const std::string &text) {
   std::vector<PackedParam> out;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    PackedParam p;
-    char c1 = 0, c2 = 0, c3 = 0;
-    std::string dtype;
+    std::vector<std::string> f;
     std::stringstream fields(item);
-    if (!(fields >> p.argument >> c1 >> p.panel_columns >> c2 >> p.panel_rows >> c3 >> dtype) ||
-        c1 != ':' || c2 != ':' || c3 != ':' || (dtype != "f32" && dtype != "f64" && dtype != "bf16"))
+    for (std::string v; std::getline(fields, v, ':');)
+      f.push_back(v);
+    auto number = [](const std::string &v) {
+      return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (f.size() != 5 || !number(f[0]) || !number(f[1]) || !number(f[2]) || !number(f[4]) ||
+        (f[3] != "f32" && f[3] != "f64" && f[3] != "bf16"))
       throw CompileError("llvm-ir", "malformed packed param list '" + text + "'");
-    p.dtype = dtype == "bf16" ? DType::BF16 : dtype == "f64" ? DType::F64 : DType::F32;
+    PackedParam p;
+    p.argument = std::stoi(f[0]);
+    p.panel_columns = std::stoi(f[1]);
+    p.panel_rows = std::stoi(f[2]);
+    p.dtype = f[3] == "bf16" ? DType::BF16 : f[3] == "f64" ? DType::F64 : DType::F32;
+    p.row_multiple = std::stoi(f[4]);
     out.push_back(p);
   }
   return out;
@@ -622,6 +635,8 @@ CompileOptions host_options(const Graph &g, const Target &target, const CompileO
   bool on = o.checked.has_value() ? *o.checked : checked_by_default(target);
   o.checked = on && checks::needs_checks(g);
   o.isa = resolve_isa(o.isa);
+  if (o.isa == Isa::Amx) // before any of its tile instructions can run: else SIGILL
+    request_amx_tile_state();
   return o;
 }
 

@@ -33,6 +33,8 @@
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
+#include "mlir/Dialect/AMX/Transforms.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -151,13 +153,18 @@ std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o) {
     // runtime's buffer cache (qkv/runtime/buffer_cache.hpp): no fresh pages per call.
     return "qkv-lower-checks,convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
            "},convert-vector-to-llvm{reassociate-fp-reductions" +
-           (o.isa == "avx512bf16" ? " enable-x86vector" : "") +
+           (o.isa == "avx512bf16" || o.isa == "amx" ? " enable-x86vector" : "") +
+           (o.isa == "amx" ? " enable-amx" : "") +
            (o.warpTiles ? " vector-contract-lowering=outerproduct" : "") +
            "},expand-strided-metadata,"
            "lower-affine,finalize-memref-to-llvm{use-generic-functions=true},func.func(convert-scf-to-cf),"
            "convert-openmp-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-           "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,"
-           "convert-cf-to-llvm," + (o.warpTiles ? "convert-ub-to-llvm," : "") +
+           "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm," +
+           // The AMX tiles a GEMM's register tile carries through its K loop are block
+           // arguments of cf branches by now: convert-cf-to-llvm's type converter does
+           // not know !amx.tile, convert-to-llvm's (with the amx dialect's interface) does.
+           std::string(o.isa == "amx" ? "convert-to-llvm," : "convert-cf-to-llvm,") +
+           (o.warpTiles ? "convert-ub-to-llvm," : "") +
            "reconcile-unrealized-casts";
   return "";
 }
@@ -248,7 +255,10 @@ void registerQkvDialects(mlir::DialectRegistry &registry) {
                   mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
                   mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect,
                   mlir::vector::VectorDialect, mlir::omp::OpenMPDialect,
-                  mlir::x86vector::X86VectorDialect>();
+                  mlir::x86vector::X86VectorDialect, mlir::amx::AMXDialect>();
+  // convert-to-llvm (the amx tier's last conversion) through the dialects' interfaces.
+  mlir::registerConvertAMXToLLVMInterface(registry);
+  mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   mlir::bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);

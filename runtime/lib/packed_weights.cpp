@@ -7,18 +7,24 @@
 
 namespace qkv {
 
-Tensor pack_gemm_weight(const Tensor &w, int panel_columns, DType dtype, int panel_rows) {
+Tensor pack_gemm_weight(const Tensor &w, int panel_columns, DType dtype, int panel_rows,
+                        int row_multiple) {
+  if (row_multiple == 0)
+    row_multiple = panel_rows;
   bool to_bf16 = dtype == DType::BF16 && (w.dtype() == DType::F32 || w.dtype() == DType::BF16);
   bool to_wide = (dtype == DType::F32 || dtype == DType::F64) && is_float(w.dtype());
   if (w.rank() != 2 || panel_columns <= 0 || !(to_bf16 || to_wide) ||
-      !(panel_rows == 1 || (panel_rows == 2 && dtype == DType::BF16)))
-    user_error("pack_gemm_weight: needs a 2-D float tensor, positive panel columns, and f32 or "
-               "f64 panels of single rows or bf16 panels of 1 or 2 rows from f32 or bf16; got " +
+      !(panel_rows == 1 || (panel_rows == 2 && dtype == DType::BF16)) || row_multiple <= 0 ||
+      row_multiple % panel_rows != 0)
+    user_error("pack_gemm_weight: needs a 2-D float tensor, positive panel columns, f32 or "
+               "f64 panels of single rows or bf16 panels of 1 or 2 rows from f32 or bf16, and a "
+               "row multiple that is a positive multiple of the panel rows; got " +
                w.type_str() + " into " + std::string(dtype_name(dtype)) + " panels of " +
                std::to_string(panel_columns) + " columns and " + std::to_string(panel_rows) +
-               " rows");
+               " rows, rows a multiple of " + std::to_string(row_multiple));
   const std::int64_t k = w.shape()[0], n = w.shape()[1], nr = panel_columns, g = panel_rows;
-  const std::int64_t panels = (n + nr - 1) / nr, kp = (k + g - 1) / g * g;
+  const std::int64_t panels = (n + nr - 1) / nr;
+  const std::int64_t kp = (k + row_multiple - 1) / row_multiple * row_multiple;
   Tensor out(dtype, {panels * kp * nr}); // zero-filled: the columns past n, rows past k stay 0
   // Element (r, j) of panel p goes to (p * kp + r / g * g) * nr + (j - p * nr) * g + r % g.
   auto pack = [&](auto *to, auto convert) {
@@ -70,14 +76,15 @@ public:
       return !c || c->source.expired();
     });
     auto key = std::make_tuple(w.storage_id(), layout.panel_columns, layout.panel_rows,
-                               static_cast<int>(layout.dtype));
+                               static_cast<int>(layout.dtype), layout.row_multiple);
     if (auto c = copies_[key].lock(); c && fresh(*c, w)) {
       packed = false;
       return c;
     }
     auto c = std::make_shared<PackedCopy>(
         PackedCopy{w.lifetime(), w.writes(),
-                   pack_gemm_weight(w, layout.panel_columns, layout.dtype, layout.panel_rows)});
+                   pack_gemm_weight(w, layout.panel_columns, layout.dtype, layout.panel_rows,
+                                    layout.row_multiple)});
     copies_[key] = c;
     packed = true;
     return c;
@@ -85,7 +92,7 @@ public:
 
 private:
   std::mutex mu_;
-  std::map<std::tuple<std::uint64_t, int, int, int>, std::weak_ptr<PackedCopy>> copies_;
+  std::map<std::tuple<std::uint64_t, int, int, int, int>, std::weak_ptr<PackedCopy>> copies_;
 };
 
 Registry &registry() {

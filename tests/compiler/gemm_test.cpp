@@ -271,5 +271,23 @@ TEST(GemmPackedWeights, PairLayout) {
             (std::vector<double>{1, 2, 4, 5, 7, 8, 3, 0, 6, 0, 1, 0}));
 }
 
+TEST(GemmPackedWeights, RowMultipleForAmxTiles) {
+  // The amx tier's panels: the same pairs, K rounded up to a multiple of 32 (whole tiles)
+  // with zero rows; a multiple that is not one of the panel rows is refused.
+  Tensor w = Tensor::from_f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor p = pack_gemm_weight(w, 2, DType::BF16, 2, 32);
+  EXPECT_EQ(p.shape(), Shape({2 * 32 * 2}));
+  std::vector<double> want(2 * 32 * 2, 0.0);
+  // panel 0 at 0: (1,4) (2,5) | (7,0) (8,0); panel 1 at 64: (3,6) (0,0) | (9,0) (0,0).
+  for (auto [at, v] : {std::pair{0, 1}, {1, 4}, {2, 2}, {3, 5}, {4, 7}, {6, 8}, {64, 3},
+                       {65, 6}, {68, 9}})
+    want[static_cast<std::size_t>(at)] = v;
+  EXPECT_EQ(p.values(), want);
+  EXPECT_EQ(pack_gemm_weight(w, 2, DType::BF16, 2, 2).values(),
+            pack_gemm_weight(w, 2, DType::BF16, 2).values());
+  EXPECT_THROW(pack_gemm_weight(w, 2, DType::BF16, 2, 3), Error);
+  EXPECT_THROW(pack_gemm_weight(w, 2, DType::BF16, 2, -32), Error);
+}
+
 } // namespace
 } // namespace qkv::test

@@ -23,7 +23,10 @@ CompileOptions small_blocks(int threads = 0) {
   return o;
 }
 
-bool dot_tier() { return tier_under_test() == Isa::Avx512Bf16; }
+/// Whether bf16 products run on bf16 pairs (vdpbf16ps; the GEMM's blocks on AMX tiles
+/// on the amx tier).
+bool dot_tier() { return tier_under_test() != Isa::F32; }
+bool amx_tier() { return tier_under_test() == Isa::Amx; }
 
 /// y = x . w with x (M, K) and w (K, N) of `dt` (M bound at run time; w a param).
 Graph linear_graph(DType dt, std::int64_t k, std::int64_t n) {
@@ -71,17 +74,48 @@ TEST(Bf16Gemm, TheTiersInstructionsAreInTheKernel) {
   std::string loops = k.ir("loops");
   ASSERT_EQ(k.packed_params().size(), 1u);
   const PackedParam &p = k.packed_params()[0];
-  if (dot_tier()) {
+  if (amx_tier()) {
+    // Blocks on AMX tiles; a few rows (M bound at run time) on vdpbf16ps.
+    EXPECT_NE(loops.find("amx.tile_mulf"), std::string::npos) << loops;
+    EXPECT_NE(loops.find("@qkv_gemm_block_bf16_amx_32x64_"), std::string::npos);
+    EXPECT_NE(loops.find("@qkv_gemm_skinny_bf16_amx_6x64"), std::string::npos);
+    std::string as = k.ir("asm");
+    EXPECT_NE(as.find("tdpbf16ps"), std::string::npos);
+    EXPECT_NE(as.find("tileloadd"), std::string::npos);
+    EXPECT_NE(as.find("vdpbf16ps"), std::string::npos);
+    EXPECT_EQ(p.dtype, DType::BF16);
+    EXPECT_EQ(p.panel_rows, 2);
+    EXPECT_EQ(p.row_multiple, 32);
+  } else if (dot_tier()) {
     EXPECT_NE(loops.find("x86vector.avx512.dot"), std::string::npos) << loops;
+    EXPECT_EQ(loops.find("amx."), std::string::npos);
     EXPECT_NE(loops.find("@qkv_gemm_block_bf16_dot_"), std::string::npos);
     EXPECT_NE(k.ir("asm").find("vdpbf16ps"), std::string::npos);
     EXPECT_EQ(p.dtype, DType::BF16);
     EXPECT_EQ(p.panel_rows, 2);
+    EXPECT_EQ(p.row_multiple, 2);
   } else {
     EXPECT_EQ(loops.find("x86vector"), std::string::npos) << loops;
     EXPECT_NE(loops.find("@qkv_gemm_block_bf16_f32_"), std::string::npos);
     EXPECT_EQ(p.dtype, DType::F32);
     EXPECT_EQ(p.panel_rows, 1);
+  }
+}
+
+TEST(Bf16Gemm, NarrowVectorsMatchInterpreter) {
+  // Schedule::vector_bits below 512: on amx the GEMMs keep the vdpbf16ps form at that
+  // width (AMX tile rows are 16 f32), on every tier the result is the interpreter's.
+  for (int bits : {128, 256}) {
+    DiffCase c;
+    c.name = "linear_bf16_" + std::to_string(bits);
+    c.build = [] { return linear_graph(DType::BF16, 33, 17); };
+    c.shapes = {{{"M", 1}}, {{"M", 40}}};
+    c.sums({"K"}).within_half_ulps(2);
+    CompileOptions o = small_blocks();
+    o.schedule.vector_bits = bits;
+    Kernel k = compile(c.build(), Target::host(), o);
+    EXPECT_EQ(k.ir("loops").find("amx."), std::string::npos) << bits;
+    check_kernel(k, c);
   }
 }
 
@@ -185,7 +219,8 @@ TEST(Bf16Gemm, AWrittenWeightIsPackedAgain) {
   matches("after a write");
   EXPECT_EQ(k.weight_packs(), 2);
   std::int64_t nr = k.packed_params()[0].panel_columns;
-  std::int64_t rows = dot_tier() ? 34 : 33, bytes = dot_tier() ? 2 : 4;
+  // K = 33 rows: whole pairs on the dot tier, whole tiles of 32 on AMX.
+  std::int64_t rows = amx_tier() ? 64 : dot_tier() ? 34 : 33, bytes = dot_tier() ? 2 : 4;
   EXPECT_EQ(k.packed_bytes(), (20 + nr - 1) / nr * nr * rows * bytes);
 }
 
@@ -214,7 +249,8 @@ TEST(MediumPrecision, F32ProductsOfBf16RoundedOperands) {
       EXPECT_TRUE(same_bits(got, compile(g, Target::host(), small_blocks()).run(in).at("out")));
       continue;
     }
-    EXPECT_NE(km.ir("loops").find("x86vector.avx512.dot"), std::string::npos);
+    EXPECT_NE(km.ir("loops").find(amx_tier() ? "amx.tile_mulf" : "x86vector.avx512.dot"),
+              std::string::npos);
     TensorMap rounded = in;
     rounded["x"] = rounded_to_bf16(in.at("x"));
     rounded["w"] = rounded_to_bf16(in.at("w"));

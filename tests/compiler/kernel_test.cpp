@@ -427,22 +427,27 @@ TEST(IsaTiers, ChosenFromTheOptionsThenQkvIsaThenTheHost) {
   CompileOptions host = o;
   host.isa = host_isa(); // an explicit tier wins over the environment
   EXPECT_EQ(compile(g, Target::host(), host).stats().isa, isa_name(host_isa()));
-  ::setenv("QKV_ISA", "amx", 1);
-  EXPECT_EQ(test::error_of([&] { compile(g, Target::host(), o); }),
-            "QKV_ISA is 'amx': qkv has no AMX kernels yet (the tiers: host, f32, avx512bf16)");
   ::setenv("QKV_ISA", "sse", 1);
   EXPECT_EQ(test::error_of([&] { compile(g, Target::host(), o); }),
-            "QKV_ISA is 'sse'; the tiers are host (the best this CPU has), f32, avx512bf16");
+            "QKV_ISA is 'sse'; the tiers are host (the best this CPU has), f32, avx512bf16, amx");
   ::unsetenv("QKV_ISA");
-  CompileOptions bf16 = o;
-  bf16.isa = Isa::Avx512Bf16;
-  if (std::find(have.begin(), have.end(), Isa::Avx512Bf16) == have.end())
-    EXPECT_EQ(test::error_of([&] { compile(g, Target::host(), bf16); }),
-              "CompileOptions::isa asks for the avx512bf16 tier, which this host's CPU does not "
-              "have (no avx512_bf16); its tiers: f32");
-  else // this host has it: the refusal is checked on hosts without it
-    EXPECT_EQ(compile(g, Target::host(), bf16).stats().isa, "avx512bf16");
-  for (Isa isa : {Isa::Host, Isa::F32, Isa::Avx512Bf16})
+  // Each tier the host lacks is refused, naming the CPU flag; one it has compiles.
+  for (auto [isa, flag] : {std::pair{Isa::Avx512Bf16, "avx512_bf16"}, {Isa::Amx, "amx_bf16"}}) {
+    CompileOptions on = o;
+    on.isa = isa;
+    if (std::find(have.begin(), have.end(), isa) != have.end()) {
+      EXPECT_EQ(compile(g, Target::host(), on).stats().isa, isa_name(isa));
+      continue;
+    }
+    std::string names;
+    for (Isa h : have)
+      names += (names.empty() ? "" : ", ") + isa_name(h);
+    EXPECT_EQ(test::error_of([&] { compile(g, Target::host(), on); }),
+              "CompileOptions::isa asks for the " + isa_name(isa) +
+                  " tier, which this host's CPU does not have (no " + flag + "); its tiers: " +
+                  names);
+  }
+  for (Isa isa : {Isa::Host, Isa::F32, Isa::Avx512Bf16, Isa::Amx})
     EXPECT_EQ(parse_isa(isa_name(isa)), isa);
 }
 

@@ -7,7 +7,7 @@
 // runs FMAs.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 isa=avx512bf16},canonicalize,cse)" | FileCheck %s
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 isa=f32},canonicalize,cse)" | FileCheck %s --check-prefix=F32
-// RUN: not qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{isa=amx})" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{isa=sse})" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The task's buffers: qT (32 pairs of head dims x 64 queries x 2) in bf16, the f32
 // scores (66 keys x 64 queries), then pT and vP (33 pairs of keys x 128) in bf16.
@@ -52,7 +52,7 @@
 // F32-LABEL: func.func @pairs
 // F32-NOT: x86vector
 // F32: vector.fma
-// BAD: unknown isa 'amx' (f32, avx512bf16)
+// BAD: unknown isa 'sse' (f32, avx512bf16, amx)
 func.func @pairs(%q: tensor<1x2x33x64xbf16>, %k: tensor<1x2x70x64xbf16>, %v: tensor<1x2x70x64xbf16>) -> tensor<1x2x33x64xf32> {
   %0 = arith.extf %q : tensor<1x2x33x64xbf16> to tensor<1x2x33x64xf32>
   %1 = arith.extf %k : tensor<1x2x70x64xbf16> to tensor<1x2x70x64xf32>

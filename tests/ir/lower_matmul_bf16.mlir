@@ -9,15 +9,15 @@
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=avx512bf16},canonicalize,cse)" | FileCheck %s --check-prefix=DOT
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=f32},canonicalize,cse)" | FileCheck %s --check-prefix=F32
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=avx512bf16 precision=medium},canonicalize,cse)" | FileCheck %s --check-prefix=MEDIUM
-// RUN: not qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{isa=amx})" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{isa=sse})" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // A bf16 weight: the runtime packs it, in pairs of rows on avx512bf16, widened on f32.
 // DOT-LABEL: func.func @weights
-// DOT-SAME: memref<?xbf16> {qkv.packed_param = 1 : i64, qkv.panel_columns = 64 : i64, qkv.panel_rows = 2 : i64}
+// DOT-SAME: memref<?xbf16> {qkv.packed_param = 1 : i64, qkv.panel_columns = 64 : i64, qkv.panel_rows = 2 : i64, qkv.row_multiple = 2 : i64}
 // DOT: func.call @qkv_gemm_skinny_bf16_dot_6x64(
 // DOT: func.call @qkv_gemm_block_bf16_dot_6x64_k32(
 // F32-LABEL: func.func @weights
-// F32-SAME: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 64 : i64, qkv.panel_rows = 1 : i64}
+// F32-SAME: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 64 : i64, qkv.panel_rows = 1 : i64, qkv.row_multiple = 1 : i64}
 // F32: func.call @qkv_gemm_block_bf16_f32_6x64_k32(
 func.func @weights(%a: memref<?x7xbf16> {qkv.name = "x"}, %b: memref<7x70xbf16> {qkv.name = "w", qkv.param}, %c: memref<?x70xf32>) attributes {llvm.emit_c_interface} {
   linalg.matmul ins(%a, %b : memref<?x7xbf16>, memref<7x70xbf16>) outs(%c : memref<?x70xf32>)
@@ -132,4 +132,4 @@ func.func @rounded(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %out: memref<?x7
 // MEDIUM: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
 // MEDIUM: x86vector.avx512.dot
 
-// BAD: unknown isa 'amx' (f32, avx512bf16)
+// BAD: unknown isa 'sse' (f32, avx512bf16, amx)

@@ -5,7 +5,7 @@
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=256 kc=32 mc=12},canonicalize,cse)" | FileCheck %s
 
 // CHECK-LABEL: func.func private @layer(
-// CHECK-SAME: %[[WP:arg3]]: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64})
+// CHECK-SAME: %[[WP:arg3]]: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64, qkv.row_multiple = 1 : i64})
 // CHECK-NOT: qkv_gemm_pack_b
 // CHECK: memref.subview %[[WP]][0] [640] [1]
 // CHECK: return
@@ -24,7 +24,7 @@ func.func private @mixed(%x: memref<?x8xf32>, %w: memref<8x70xf32>, %y: memref<?
 }
 
 // CHECK-LABEL: func.func @model(
-// CHECK-SAME: %[[W0P:arg4]]: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64}, %[[W1P:arg5]]: memref<?xf32> {qkv.packed_param = 2 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64})
+// CHECK-SAME: %[[W0P:arg4]]: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64, qkv.row_multiple = 1 : i64}, %[[W1P:arg5]]: memref<?xf32> {qkv.packed_param = 2 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64, qkv.row_multiple = 1 : i64})
 // CHECK: call @layer(%{{.*}}, %{{.*}}, %{{.*}}, %[[W0P]])
 // CHECK: call @layer(%{{.*}}, %{{.*}}, %{{.*}}, %[[W1P]])
 // CHECK: call @mixed(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}})
@@ -40,4 +40,4 @@ func.func @model(%x: memref<?x8xf32> {qkv.name = "x"}, %w0: memref<8x70xf32> {qk
 }
 
 // Only the entry's packed params are listed for the runtime.
-// CHECK: llvm.mlir.global external constant @qkv_packed_params("1:16:1:f32,2:16:1:f32\00")
+// CHECK: llvm.mlir.global external constant @qkv_packed_params("1:16:1:f32:1,2:16:1:f32:1\00")

@@ -53,7 +53,7 @@ func.func @matmul(%a: memref<?x8xf32>, %b: memref<8x70xf32>, %c: memref<?x70xf32
 // takes it packed, as an argument after all others that names the param it packs and
 // its panel width; a param that two matmuls read is packed once.
 // CHECK-LABEL: func.func @params
-// CHECK-SAME: %[[CP:arg3]]: memref<?x70xf32>, %[[WP:arg4]]: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64}, %[[W2P:arg5]]: memref<?xf32> {qkv.packed_param = 2 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64})
+// CHECK-SAME: %[[CP:arg3]]: memref<?x70xf32>, %[[WP:arg4]]: memref<?xf32> {qkv.packed_param = 1 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64, qkv.row_multiple = 1 : i64}, %[[W2P:arg5]]: memref<?xf32> {qkv.packed_param = 2 : i64, qkv.panel_columns = 16 : i64, qkv.panel_rows = 1 : i64, qkv.row_multiple = 1 : i64})
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: qkv_gemm_pack_b
 // CHECK: memref.subview %[[WP]][0] [640] [1]
@@ -300,4 +300,4 @@ func.func @strided(%a: memref<?x8xf32>, %b: memref<8x64xf32, strided<[1, 8]>>, %
 
 // The packed params, for the runtime: argument 1 in f32 panels of 16 columns and rows
 // one by one, then argument 2.
-// CHECK: llvm.mlir.global external constant @qkv_packed_params("1:16:1:f32,2:16:1:f32\00")
+// CHECK: llvm.mlir.global external constant @qkv_packed_params("1:16:1:f32:1,2:16:1:f32:1\00")

@@ -82,9 +82,10 @@ const char *const kBenchHelp =
     "                  compiles)\n"
     "  --no-baselines  time qkv alone\n"
     "  --isa TIER      the tier qkv's products run on: host (default: the best this CPU\n"
-    "                  has), f32, avx512bf16 (docs/compiler.md, \"ISA tiers\"); with\n"
-    "                  --dtype bf16 on avx512bf16, % peak is of the vdpbf16ps peak,\n"
-    "                  measured the same way as the FMA peak\n"
+    "                  has), f32, avx512bf16, amx (docs/compiler.md, \"ISA tiers\");\n"
+    "                  with --dtype bf16 on avx512bf16 or amx (whose attention runs on\n"
+    "                  vdpbf16ps too), % peak is of the vdpbf16ps peak, measured the\n"
+    "                  same way as the FMA peak\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
     "JSON fields: name, shape (with dtype; decode: with paged, page_rows), mask (none, causal,\n"
@@ -276,7 +277,7 @@ Kernel compile_timed(const Graph &g, Report &r) {
   });
   r.compile_stats = closest->stats();
   r.tier = r.compile_stats.isa;
-  r.on_pairs = r.tier == "avx512bf16" && r.c.shape.dtype == DType::BF16;
+  r.on_pairs = r.tier != "f32" && r.c.shape.dtype == DType::BF16;
   return std::move(kernels.back());
 }
 
@@ -327,7 +328,8 @@ Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Re
 }
 
 double gflops(const Report &r, const Result &x) { return r.flops / (x.t.median_ms * 1e6); }
-/// The peak of the tier qkv's products ran on: vdpbf16ps for bf16 on the avx512bf16 tier,
+/// The peak of the tier qkv's products ran on: vdpbf16ps for bf16 on the avx512bf16 and
+/// amx tiers (attention's products are bf16 pairs on vdpbf16ps on both),
 /// else the FMA peak. The baselines (f32 FMAs) are shown against the same, for the ratio.
 double tier_peak(const Report &r) { return r.on_pairs ? r.bf16_peak.value : r.peak.value; }
 double pct_peak(const Report &r, const Result &x) { return 100 * gflops(r, x) / tier_peak(r); }

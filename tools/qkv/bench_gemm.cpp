@@ -34,7 +34,8 @@ const char *const kBenchGemmHelp =
     "qkv's (max abs error <= 1e-4 x max(1, max |y|); in bf16, on the same bf16 values\n"
     "widened, one bf16 rounding more: 2^-8 x max |y|); the peak and bandwidth again.\n"
     "Prints ms, GFLOP/s (2*M*K*N flops), % of the tier's peak (the FMA peak on the f32\n"
-    "tier; on avx512bf16 the vdpbf16ps peak, measured the same way, also printed), and\n"
+    "tier; on avx512bf16 the vdpbf16ps peak, on amx the tdpbf16ps peak, each measured\n"
+    "the same way and printed), and\n"
     "OpenBLAS ms / qkv ms.\n"
     "\n"
     "options:\n"
@@ -44,14 +45,15 @@ const char *const kBenchGemmHelp =
     "  --bias          y = x . w + bias (in qkv the tiles start from the bias)\n"
     "  --dtype T       x, w (and bias) in f32 (default) or bf16\n"
     "  --isa TIER      the tier qkv's products run on: host (default: the best this CPU\n"
-    "                  has), f32, avx512bf16 (docs/compiler.md, \"ISA tiers\")\n"
+    "                  has), f32, avx512bf16, amx (docs/compiler.md, \"ISA tiers\")\n"
     "  --precision P   highest (default) or medium: f32 products on the tier's bf16 engine\n"
     "  --kc KC, --mc MC  the GEMM's blocks (Schedule::gemm_k_block, gemm_m_block; default:\n"
     "                  from the host's L1 and L2 caches)\n"
     "  --json          one JSON object on stdout: name (gemm), m, k, n, bias, dtype, tier,\n"
     "                  matmul_precision, threads, isa (the peak loop's), ms, min_ms, runs,\n"
     "                  gflops, pct_peak (of the tier's peak), peak_gflops (the tier's),\n"
-    "                  fma_peak_gflops, bf16_peak_gflops, bandwidth_gbs, compile_ms, baselines\n"
+    "                  fma_peak_gflops, bf16_peak_gflops, amx_peak_gflops,\n"
+    "                  engine (FMA, vdpbf16ps, tdpbf16ps), bandwidth_gbs, compile_ms, baselines\n"
     "                  (openblas: ms, ratio, gflops, pct_peak, max_abs_err, ok)\n"
     "  --repeat N      exactly N timed runs of each (default: adaptive, >= 3 runs and >= 1 s)\n"
     "  --no-baselines  time qkv alone\n";
@@ -129,19 +131,34 @@ qb::TimingPolicy policy(const GemmConfig &c) {
   return p;
 }
 
+/// The engine a GEMM's products ran on, whose peak its % is of.
+enum class Engine { Fma, Dot, Amx };
+const char *engine_name(Engine e) {
+  return e == Engine::Amx ? "tdpbf16ps" : e == Engine::Dot ? "vdpbf16ps" : "FMA";
+}
+
 struct Machine {
   qb::Isa isa = qb::host_isa();
-  std::vector<double> peaks, bf16_peaks, bandwidths;
+  std::vector<double> peaks, bf16_peaks, amx_peaks, bandwidths;
   void measure(int threads, const char *when) {
-    progress(std::string("FMA peak, vdpbf16ps peak and read bandwidth on ") +
+    progress(std::string("FMA peak, vdpbf16ps and tdpbf16ps peaks, read bandwidth on ") +
              std::to_string(threads) + " threads, " + when);
     peaks.push_back(qb::fma_peak_gflops(threads, isa).value);
     bf16_peaks.push_back(qb::bf16_dot_peak_gflops(threads).value);
+    amx_peaks.push_back(qb::amx_bf16_peak_gflops(threads).value);
     bandwidths.push_back(qb::read_bandwidth_gbs(threads, 0, isa).value);
   }
-  double peak() const { return *std::max_element(peaks.begin(), peaks.end()); }
-  double bf16_peak() const { return *std::max_element(bf16_peaks.begin(), bf16_peaks.end()); }
-  double bandwidth() const { return *std::max_element(bandwidths.begin(), bandwidths.end()); }
+  static double best(const std::vector<double> &v) { return *std::max_element(v.begin(), v.end()); }
+  double peak() const { return best(peaks); }
+  double bf16_peak() const { return best(bf16_peaks); }
+  double amx_peak() const { return best(amx_peaks); }
+  double bandwidth() const { return best(bandwidths); }
+  double peak_of(Engine e) const {
+    return e == Engine::Amx ? amx_peak() : e == Engine::Dot ? bf16_peak() : peak();
+  }
+  const std::vector<double> &peaks_of(Engine e) const {
+    return e == Engine::Amx ? amx_peaks : e == Engine::Dot ? bf16_peaks : peaks;
+  }
 };
 
 /// `t` as f32 (a copy when it is bf16).
@@ -156,7 +173,7 @@ struct GemmRun {
   GemmConfig c;
   Machine machine;
   std::string tier, precision;
-  bool on_dot = false; // products on bf16 pairs: % peak is of the vdpbf16ps peak
+  Engine engine = Engine::Fma; // what the products ran on: % peak is of its peak
   double compile_ms = 0, flops = 0;
   qb::Timing qkv, blas;
   bool have_blas = false, ok = true;
@@ -165,7 +182,7 @@ struct GemmRun {
   double gflops(const qb::Timing &t) const { return flops / (t.median_ms * 1e6); }
   // The peak of the tier the products ran on; OpenBLAS's sgemm is on f32 FMAs whatever
   // qkv's tier, so it is shown against the same peak, for the ratio of the two.
-  double peak() const { return on_dot ? machine.bf16_peak() : machine.peak(); }
+  double peak() const { return machine.peak_of(engine); }
   double pct(const qb::Timing &t) const { return 100 * gflops(t) / peak(); }
 };
 
@@ -183,10 +200,12 @@ Kernel compile_gemm(const Graph &g, GemmRun &r) {
   r.compile_ms = kernel.stats().total_ms;
   r.tier = kernel.stats().isa;
   r.precision = kernel.stats().matmul_precision;
-  // Products on bf16 pairs: bf16 operands on the avx512bf16 tier, or f32 ones under medium.
-  r.on_dot = r.tier == "avx512bf16" &&
-             (r.c.dtype == DType::BF16 || r.c.precision == MatmulPrecision::Medium);
-  progress("tier " + r.tier + (r.on_dot ? " (bf16 pairs on vdpbf16ps)" : " (f32 FMAs)"));
+  // Products on bf16 pairs: bf16 operands on the avx512bf16 and amx tiers, or f32 ones
+  // under medium; on amx the GEMM's blocks run on tiles (M of a few rows on vdpbf16ps).
+  bool pairs = r.tier != "f32" &&
+               (r.c.dtype == DType::BF16 || r.c.precision == MatmulPrecision::Medium);
+  r.engine = !pairs ? Engine::Fma : r.tier == "amx" ? Engine::Amx : Engine::Dot;
+  progress("tier " + r.tier + " (" + engine_name(r.engine) + ")");
   return kernel;
 }
 
@@ -228,7 +247,7 @@ double allowed_error(const GemmRun &r, const Tensor &y) {
   double scale = 1;
   for (std::int64_t i = 0; i < y.numel(); ++i)
     scale = std::max(scale, std::fabs(y.get(i)));
-  if (r.c.precision == MatmulPrecision::Medium && r.on_dot)
+  if (r.c.precision == MatmulPrecision::Medium && r.engine != Engine::Fma)
     return std::ldexp(scale, -7) * std::sqrt(static_cast<double>(r.c.k));
   return r.c.dtype == DType::BF16 ? std::ldexp(scale, -8) + 1e-4 * scale : 1e-4 * scale;
 }
@@ -244,7 +263,8 @@ void print_gemm_json(const GemmRun &r) {
             {"min_ms", r.qkv.min_ms},              {"runs", r.qkv.runs},  {"gflops", r.gflops(r.qkv)},
             {"pct_peak", r.pct(r.qkv)},            {"peak_gflops", r.peak()},
             {"fma_peak_gflops", m.peak()},         {"bf16_peak_gflops", m.bf16_peak()},
-            {"peak_gflops_measured", r.on_dot ? m.bf16_peaks : m.peaks},
+            {"amx_peak_gflops", m.amx_peak()},     {"engine", engine_name(r.engine)},
+            {"peak_gflops_measured", m.peaks_of(r.engine)},
             {"bandwidth_gbs", m.bandwidth()},      {"compile_ms", r.compile_ms}};
   j["baselines"] = json::object();
   if (r.have_blas)
@@ -269,10 +289,14 @@ void print_gemm_table(const GemmRun &r) {
             << fixed(m.peaks.back(), 1) << ")";
   if (m.bf16_peak() > 0)
     std::cout << ", vdpbf16ps peak " << fixed(m.bf16_peak(), 1) << " GFLOP/s";
+  if (m.amx_peak() > 0)
+    std::cout << ", tdpbf16ps peak " << fixed(m.amx_peak(), 1) << " GFLOP/s";
+  const char *engine = r.engine == Engine::Amx   ? ": bf16 pairs on AMX tiles (tdpbf16ps)"
+                       : r.engine == Engine::Dot ? ": bf16 pairs on vdpbf16ps"
+                                                 : ": f32 FMAs";
   std::cout << ", read bandwidth " << fixed(m.bandwidth(), 1) << " GB/s\n"
-            << "tier      " << r.tier << (r.on_dot ? ": bf16 pairs on vdpbf16ps" : ": f32 FMAs")
-            << ", matmul precision " << r.precision << "; % peak is of the "
-            << (r.on_dot ? "vdpbf16ps" : "FMA") << " peak\n"
+            << "tier      " << r.tier << engine << ", matmul precision " << r.precision
+            << "; % peak is of the " << engine_name(r.engine) << " peak\n"
             << "compile   " << fixed(r.compile_ms, 1) << " ms cold\n\n"
             << "             median ms  runs    GFLOP/s  % peak  baseline/qkv  max abs err\n";
   char buf[256];

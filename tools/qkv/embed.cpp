@@ -37,7 +37,7 @@ const char *const kEmbedHelp =
     "                 layer, a pooling kernel) or whole (one kernel for the model)\n"
     "  --dtype T      f32 (default) or bf16: the weights kept in bf16 and every node rounded\n"
     "                 to it, as the model cast to bf16 computes (docs/models.md)\n"
-    "  --isa TIER     the tier the products run on: host (default), f32, avx512bf16\n\n"
+    "  --isa TIER     the tier the products run on: host (default), f32, avx512bf16, amx\n\n"
     "--bench times the model on generated sentences instead, reporting sentences/s: 256\n"
     "sentences of 18 words (20 tokens) at batch 32, then 256 of 300 words (truncated to\n"
     "256 tokens) at batch 16; --sentences, --words and --batch set one case instead.\n"

@@ -729,10 +729,10 @@ constexpr int64_t kSmallQueryTileKeys = 256;
 
 struct FlashOptions {
   int64_t vectorBits, qTile, kvTile, decodeRows;
-  bool bf16Pairs; // the avx512bf16 tier
+  bool bf16Pairs; // the avx512bf16 and amx tiers
 };
 
-/// Whether `op`'s tiled kernel multiplies bf16 pairs: on the avx512bf16 tier, when q, k
+/// Whether `op`'s tiled kernel multiplies bf16 pairs: on the avx512bf16 and amx tiers, when q, k
 /// and v are bf16 (read where they are) and it computes in f32.
 bool onPairs(AttentionOp op, const FlashOptions &o) {
   auto bf16 = [](Value t) { return getElementTypeOrSelf(unwidened(t).getType()).isBF16(); };
@@ -961,12 +961,12 @@ struct LowerAttentionToFlashPass
     : qkv::ir::impl::LowerAttentionToFlashBase<LowerAttentionToFlashPass> {
   using LowerAttentionToFlashBase::LowerAttentionToFlashBase;
   void runOnOperation() override {
-    if (isaTier != "f32" && isaTier != "avx512bf16") {
+    if (isaTier != "f32" && isaTier != "avx512bf16" && isaTier != "amx") {
       getOperation().emitError() << "qkv-lower-attention-to-flash: unknown isa '" << isaTier
-                                 << "' (f32, avx512bf16)";
+                                 << "' (f32, avx512bf16, amx)";
       return signalPassFailure();
     }
-    FlashOptions options{vectorBits, qTile, kvTile, decodeRows, isaTier == "avx512bf16"};
+    FlashOptions options{vectorBits, qTile, kvTile, decodeRows, isaTier != "f32"};
     ScheduleCounters counters = declareScheduleCounters(getOperation(), options);
     RewritePatternSet patterns(&getContext());
     patterns.add<FlashLowering>(&getContext(), options, counters);

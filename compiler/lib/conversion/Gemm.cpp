@@ -1,8 +1,10 @@
 #include "Gemm.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include "Microkernel.h"
 
@@ -10,11 +12,13 @@ using namespace mlir;
 
 namespace qkv::ir {
 
-GemmBlocking GemmBlocking::forTarget(Type acc, bool dot, int64_t vectorBits, int64_t l1Bytes,
-                                     int64_t l2Bytes, int64_t kcOverride, int64_t mcOverride) {
+GemmBlocking GemmBlocking::forTarget(Type acc, bool dot, bool amx, int64_t vectorBits,
+                                     int64_t l1Bytes, int64_t l2Bytes, int64_t kcOverride,
+                                     int64_t mcOverride) {
   GemmBlocking g;
   g.acc = acc;
-  g.dot = dot;
+  g.dot = dot || amx;
+  g.amx = amx;
   g.packed = dot ? BFloat16Type::get(acc.getContext()) : acc;
   int64_t bytes = g.packed.getIntOrFloatBitWidth() / 8;
   g.lanes = std::max<int64_t>(1, vectorBits / acc.getIntOrFloatBitWidth());
@@ -22,6 +26,9 @@ GemmBlocking GemmBlocking::forTarget(Type acc, bool dot, int64_t vectorBits, int
   // 16 registers: a 6 x 2-vector tile (12 accumulators, 2 B vectors, 1 broadcast); 32: 6 x 4.
   g.nv = registers >= 32 ? 4 : 2;
   g.mr = gemmRowsFor(g.nv, registers);
+  g.skinnyMr = g.mr;
+  if (amx)
+    return g.amxBlocking(l2Bytes, kcOverride, mcOverride);
   auto roundDown = [](int64_t v, int64_t m) { return std::max(m, v / m * m); };
   // kc: B's block (kc x nr) in half of L1, or in a sixteenth of L2 when that is more. C's
   // tiles are read and written once per block of K, 4 / kc bytes per flop: with nr = 64
@@ -51,9 +58,33 @@ MemRefType gemmPackedType(Type elem) {
   return MemRefType::get({d}, elem, StridedLayoutAttr::get(elem.getContext(), d, {1}));
 }
 
+GemmBlocking GemmBlocking::amxBlocking(int64_t l2Bytes, int64_t kcOverride,
+                                       int64_t mcOverride) const {
+  GemmBlocking g = *this;
+  // Panels of 64 columns in 16-lane vectors whatever Schedule::vector_bits says (an AMX
+  // tile row is 16 f32; every AMX host has AVX-512), the skinny form's 6 x 4 vectors.
+  g.lanes = kAmxRows;
+  g.nv = 4;
+  g.skinnyMr = gemmRowsFor(g.nv, 32);
+  // Two A tiles by two B tiles: 32 rows by half a panel (the 16-column tiles of a
+  // 64-column panel), four accumulators and four operand tiles of the eight.
+  g.mr = 2 * kAmxRows;
+  auto roundUp = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  // kc: a panel's kc x nr block of B (bf16) in an eighth of L2, at least 256 (C's tiles
+  // go through memory once per block of K); mc: the task's A block in half of L2.
+  g.kc = kcOverride > 0 ? roundUp(kcOverride, kAmxK)
+                        : std::max<int64_t>(256, l2Bytes / 8 / (g.nr() * 2) / kAmxK * kAmxK);
+  g.mc = mcOverride > 0 ? roundUp(mcOverride, g.mr)
+                        : std::max(g.mr, std::min<int64_t>(l2Bytes / 2 / (g.kc * 2), 1024) / g.mr * g.mr);
+  return g;
+}
+
+Value gemmPackedRows(KernelBuilder &kb, const GemmBlocking &g, Value k) {
+  return g.kAlign() == 1 ? k : kb.mul(kb.ceilDiv(k, g.kAlign()), g.kAlign());
+}
+
 Value gemmPackedSize(KernelBuilder &kb, const GemmBlocking &g, Value panels, Value k) {
-  Value rows = g.kGroup() == 1 ? k : kb.mul(kb.ceilDiv(k, g.kGroup()), g.kGroup());
-  return kb.mul(kb.mul(panels, rows), g.nr());
+  return kb.mul(kb.mul(panels, gemmPackedRows(kb, g, k)), g.nr());
 }
 
 namespace {
@@ -66,6 +97,8 @@ std::string typeName(Type elem) {
 /// (widened to f32 FMAs), "bf16_dot" (bf16 pairs on vdpbf16ps), "f32_dot" (rounded to
 /// bf16 for vdpbf16ps: CompileOptions::matmul_precision medium).
 std::string formName(Type src, const GemmBlocking &g) {
+  if (g.amx)
+    return typeName(src) + "_amx";
   if (g.dot)
     return typeName(src) + "_dot";
   return src == g.acc ? typeName(src) : typeName(src) + "_" + typeName(g.acc);
@@ -206,9 +239,17 @@ void emitPackA(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Val
   Value main = kb.mul(kb.divu(kcur, kb.idx(vl)), vl);
   Value rest = kb.sub(kcur, main);
   Value odd = g.dot ? kb.cmp(arith::CmpIPredicate::ne, kb.remu(kcur, kb.idx(2)), kb.idx(0)) : nullptr;
+  // AMX reads whole tiles of 32 columns: the last one's columns past kcur are zeros,
+  // written first (the copy then overwrites those below kcur).
+  Value tileTail = g.amx ? kb.mul(kb.divu(kcur, kb.idx(g.kAlign())), g.kAlign()) : nullptr;
+  Value ragged = g.amx ? kb.cmp(arith::CmpIPredicate::ne, tileTail, kcur) : nullptr;
   kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &rl, Value i) {
     Value src = rl.min(rl.add(x.i0, i), last);
     Value base = rl.mul(i, g.kc);
+    if (ragged)
+      rl.ifThen(ragged, [&](KernelBuilder &c) {
+        c.vstore(c.fconst(c.vec(g.packed, g.kAlign()), 0.0), ap, {c.add(base, tileTail)});
+      });
     rl.forLoop(rl.idx(0), main, vl, [&](KernelBuilder &c, Value kk) {
       Value v = convertTo(c, c.vload(vt, x.a, {src, c.add(pc, kk)}), g.packed);
       c.vstore(v, ap, {c.add(base, kk)});
@@ -218,7 +259,7 @@ void emitPackA(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Val
       Value v = convertTo(c, c.vload(vt, x.a, {src, c.add(pc, main)}, mask), g.packed);
       c.vstore(v, ap, {c.add(base, main)}, mask);
     });
-    if (odd)
+    if (odd && !ragged) // on AMX, the ragged tile's zeros complete the pair
       rl.ifThen(odd, [&](KernelBuilder &c) {
         c.store(c.fconst(g.packed, 0.0), ap, {c.add(base, kcur)});
       });
@@ -233,7 +274,7 @@ void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x)
   Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.kc}, g.packed),
                                      ib.getI64IntegerAttr(64));
   // Rows of B in a panel: K rounded up to whole groups (pairs on the dot tier).
-  Value kRows = g.kGroup() == 1 ? x.k : kb.mul(kb.ceilDiv(x.k, g.kGroup()), g.kGroup());
+  Value kRows = gemmPackedRows(kb, g, x.k);
   Value notFromC = arith::XOrIOp::create(ib, x.fromC, arith::ConstantOp::create(ib, ib.getBoolAttr(true)));
   Value lastRow = kb.sub(kb.add(x.i0, x.m), kb.idx(1));
   // At least one K block, so that with K = 0 the start value is still written.
@@ -259,6 +300,163 @@ void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x)
         tl.ifThen(
             full, [&](KernelBuilder &in) { emitTile(in, g, x, t, false); },
             [&](KernelBuilder &in) { emitTile(in, g, x, t, true); });
+      });
+    });
+  });
+  memref::DeallocOp::create(ib, ap);
+}
+
+/// One half of a panel on AMX: the 32 x 32 tile of C that `init` holds (four accumulator
+/// tiles, rows 16 apart by columns 16 apart: {top left, top right, bottom left, bottom
+/// right}) plus A . B over the K block, carried through the loop over its `steps` tiles
+/// of 32 K columns, each step two A tiles (packed A, rows kc apart) and two B tiles
+/// (packed B, pairs of rows 2 * nr apart). Returns the accumulators.
+SmallVector<Value> emitAmxTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x,
+                               Value ap, Value aBase, Value bBase, Value steps,
+                               ValueRange init) {
+  constexpr int64_t R = GemmBlocking::kAmxRows, K = GemmBlocking::kAmxK;
+  auto operand = amx::TileType::get({R, K}, g.packed);
+  auto accType = amx::TileType::get({R, R}, g.acc);
+  Value aStride = kb.idx(g.kc), bStride = kb.idx(2 * g.nr());
+  return kb.forLoop(kb.idx(0), steps, kb.idx(1), init,
+                    [&](KernelBuilder &in, Value s, ValueRange acc) {
+    ImplicitLocOpBuilder &ib = in.builder();
+    Value aOff = in.add(aBase, in.mul(s, K));
+    Value bOff = in.add(bBase, in.mul(s, R * 2 * g.nr()));
+    Value a[2] = {amx::TileLoadOp::create(ib, operand, ap, ValueRange{aOff}, aStride),
+                  amx::TileLoadOp::create(ib, operand, ap, ValueRange{in.add(aOff, R * g.kc)}, aStride)};
+    Value bt[2] = {amx::TileLoadOp::create(ib, operand, x.bp, ValueRange{bOff}, bStride),
+                   amx::TileLoadOp::create(ib, operand, x.bp, ValueRange{in.add(bOff, 2 * R)}, bStride)};
+    SmallVector<Value> next;
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 2; ++c)
+        next.push_back(amx::TileMulFOp::create(ib, accType, a[r], bt[c], acc[2 * r + c]));
+    return next;
+  });
+}
+
+/// The accumulators of emitAmxTile into C's rows [row0, row0 + rows) and columns
+/// [c0, c0 + 32) (those from `cols` on not written), through `scratch` (32 x 32 f32):
+/// C = start + acc in the first K block (`filled`: the fill or the bias row), else
+/// C + acc.
+void emitAmxStore(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Value scratch,
+                  ArrayRef<Value> acc, Value row0, Value rows, Value c0, Value cols, Value filled) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  constexpr int64_t R = GemmBlocking::kAmxRows;
+  Value stride = kb.idx(2 * R);
+  for (int64_t t = 0; t < 4; ++t)
+    amx::TileStoreOp::create(b, scratch, ValueRange{kb.idx((t / 2) * R * 2 * R + (t % 2) * R)},
+                             acc[t], stride);
+  VectorType vt = kb.vec(g.acc, g.lanes);
+  SmallVector<Value> masks, start;
+  for (int64_t c = 0; c < 2 * R / g.lanes; ++c) {
+    Value col = kb.add(c0, c * g.lanes);
+    masks.push_back(kb.firstLanes(kb.sub(cols, kb.idx(c * g.lanes)), g.lanes));
+    start.push_back(x.bias ? kb.vload(vt, x.bias, {col}, masks[c]) : kb.splat(x.fill, vt));
+  }
+  kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value r) {
+    for (int64_t c = 0; c < 2 * R / g.lanes; ++c) {
+      SmallVector<Value> at = {in.add(row0, r), in.add(c0, c * g.lanes)};
+      Value v = in.vload(vt, scratch, {in.add(in.mul(r, 2 * R), c * g.lanes)});
+      Value old = in.vload(vt, x.c, at, masks[c]);
+      Value from = arith::SelectOp::create(in.builder(), filled, start[c], old);
+      in.vstore(arith::AddFOp::create(in.builder(), from, v), x.c, at, masks[c]);
+    }
+  });
+}
+
+/// The four accumulator tiles of the 32 x 32 tile of C at (row0, c0), loaded from C
+/// itself, or (`filled`) from the start row `start` (the bias row at c0, or the fill
+/// splat) repeated by a stride of 0.
+SmallVector<Value> emitAmxStart(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x,
+                                Value start, Value startAt, Value row0, Value c0, Value filled) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  constexpr int64_t R = GemmBlocking::kAmxRows;
+  auto accType = amx::TileType::get({R, R}, g.acc);
+  SmallVector<Type> types(4, accType);
+  auto ifOp = scf::IfOp::create(b, types, filled, /*withElseRegion=*/true);
+  auto fill = [&](Block *block, bool fromStart) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(block);
+    KernelBuilder in(b);
+    SmallVector<Value> tiles;
+    for (int64_t t = 0; t < 4; ++t) {
+      int64_t r = (t / 2) * R, c = (t % 2) * R;
+      tiles.push_back(fromStart ? amx::TileLoadOp::create(b, accType, start, ValueRange{in.add(startAt, c)}, in.idx(0))
+                                : amx::TileLoadOp::create(b, accType, x.c, ValueRange{in.add(row0, r), in.add(c0, c)}));
+    }
+    scf::YieldOp::create(b, tiles);
+  };
+  fill(ifOp.thenBlock(), true);
+  fill(ifOp.elseBlock(), false);
+  return SmallVector<Value>(ifOp.getResults());
+}
+
+/// One half panel: a whole 32 x 32 tile of C starts from C or the start row and is
+/// stored back as tiles; one at C's edges starts from zero and goes through `scratch`
+/// (emitAmxStore), under masks.
+void emitAmxHalf(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Value ap,
+                 Value aBase, Value bBase, Value steps, Value scratch, Value start, Value row0,
+                 Value rows, Value c0, Value cols, Value filled) {
+  constexpr int64_t R = GemmBlocking::kAmxRows;
+  Value whole = arith::AndIOp::create(kb.builder(), kb.cmp(arith::CmpIPredicate::eq, rows, kb.idx(g.mr)),
+                                      kb.cmp(arith::CmpIPredicate::sge, cols, kb.idx(g.mr)));
+  kb.ifThen(
+      whole,
+      [&](KernelBuilder &in) {
+        // The bias row at c0, else the fill splat at 0.
+        Value startAt = x.bias ? c0 : in.idx(0);
+        SmallVector<Value> init = emitAmxStart(in, g, x, start, startAt, row0, c0, filled);
+        SmallVector<Value> acc = emitAmxTile(in, g, x, ap, aBase, bBase, steps, init);
+        for (int64_t t = 0; t < 4; ++t)
+          amx::TileStoreOp::create(in.builder(), x.c,
+                                   ValueRange{in.add(row0, (t / 2) * R), in.add(c0, (t % 2) * R)}, acc[t]);
+      },
+      [&](KernelBuilder &in) {
+        auto accType = amx::TileType::get({R, R}, g.acc);
+        Value zero = amx::TileZeroOp::create(in.builder(), accType);
+        SmallVector<Value> acc = emitAmxTile(in, g, x, ap, aBase, bBase, steps, {zero, zero, zero, zero});
+        emitAmxStore(in, g, x, scratch, acc, row0, rows, c0, cols, filled);
+      });
+}
+
+/// The block function's body on AMX: K blocks (A's rows packed for each, zeros to whole
+/// tiles of K), then panels, then tiles of 32 rows, each half panel one emitAmxHalf.
+void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.kc}, g.packed),
+                                     ib.getI64IntegerAttr(64));
+  Value scratch = memref::AllocaOp::create(ib, MemRefType::get({g.mr * g.mr}, g.acc),
+                                           ib.getI64IntegerAttr(64));
+  // The start row of whole tiles: the bias, else 32 copies of the fill.
+  Value start = x.bias;
+  if (!start) {
+    start = memref::AllocaOp::create(ib, MemRefType::get({g.mr}, g.acc), ib.getI64IntegerAttr(64));
+    for (int64_t c = 0; c < g.mr; c += g.lanes)
+      kb.vstore(kb.splat(x.fill, kb.vec(g.acc, g.lanes)), start, {kb.idx(c)});
+  }
+  Value kRows = gemmPackedRows(kb, g, x.k);
+  Value notFromC = arith::XOrIOp::create(ib, x.fromC, arith::ConstantOp::create(ib, ib.getBoolAttr(true)));
+  // At least one K block, so that with K = 0 the start value is still written.
+  Value kEnd = kb.max(x.k, kb.idx(1));
+  kb.forLoop(kb.idx(0), kEnd, g.kc, [&](KernelBuilder &blk, Value pc) {
+    Value kcur = blk.min(blk.idx(g.kc), blk.sub(x.k, pc));
+    Value steps = blk.ceilDiv(kcur, GemmBlocking::kAmxK);
+    Value firstBlock = blk.cmp(arith::CmpIPredicate::eq, pc, blk.idx(0));
+    Value filled = arith::AndIOp::create(blk.builder(), notFromC, firstBlock);
+    emitPackA(blk, g, x, ap, pc, kcur);
+    blk.forLoop(x.p0, x.p1, 1, [&](KernelBuilder &pl, Value p) {
+      Value j0 = pl.mul(p, g.nr());
+      Value bBase = pl.mul(pl.add(pl.mul(p, kRows), pc), g.nr());
+      pl.forLoop(pl.idx(0), x.m, g.mr, [&](KernelBuilder &tl, Value t0) {
+        Value rows = tl.min(tl.idx(g.mr), tl.sub(x.m, t0));
+        for (int64_t half = 0; half < g.nr() / g.mr; ++half) {
+          Value c0 = tl.add(j0, half * g.mr), cols = tl.sub(x.n, c0);
+          tl.ifThen(tl.cmp(arith::CmpIPredicate::sgt, cols, tl.idx(0)), [&](KernelBuilder &in) {
+            emitAmxHalf(in, g, x, ap, in.mul(t0, g.kc), in.add(bBase, half * 2 * g.mr), steps,
+                        scratch, start, in.add(x.i0, t0), rows, c0, cols, filled);
+          });
+        }
       });
     });
   });
@@ -292,25 +490,29 @@ void emitPackRows(KernelBuilder &kb, const GemmBlocking &g, Value b, Value bp, V
   });
 }
 
-/// Panels [p0, p1) of B in pairs of rows for the dot tier: pair kp of panel p at
-/// (p * k' + 2 kp) * nr, rows 2 kp and 2 kp + 1 interleaved column by column (a zero row
-/// past an odd k, zero columns past n), rounded to bf16.
+/// Panels [p0, p1) of B in pairs of rows for the dot and AMX tiers: pair kp of panel p at
+/// (p * k' + 2 kp) * nr, rows 2 kp and 2 kp + 1 interleaved column by column (zero rows
+/// past k up to k', zero columns past n), rounded to bf16.
 void emitPackPairs(KernelBuilder &kb, const GemmBlocking &g, Value b, Value bp, Value p0, Value p1,
                    Value n, Value k) {
   VectorType vt = kb.vec(cast<MemRefType>(b.getType()).getElementType(), g.lanes);
-  Value pairs = kb.ceilDiv(k, 2), lastRow = kb.sub(k, kb.idx(1));
+  Value rows = gemmPackedRows(kb, g, k), lastRow = kb.sub(k, kb.idx(1));
   kb.forLoop(p0, p1, 1, [&](KernelBuilder &pl, Value p) {
     Value j0 = pl.mul(p, g.nr()), cols = pl.sub(n, j0);
-    Value base = pl.mul(pl.mul(p, pl.mul(pairs, 2)), g.nr());
-    pl.forLoop(pl.idx(0), pairs, 1, [&](KernelBuilder &r, Value kp) {
+    Value base = pl.mul(pl.mul(p, rows), g.nr());
+    pl.forLoop(pl.idx(0), pl.divu(rows, pl.idx(2)), 1, [&](KernelBuilder &r, Value kp) {
       Value r0 = r.mul(kp, 2), r1 = r.add(r0, 1);
+      // On AMX the rows up to k' past k are zeros too (elsewhere r0 < k always).
+      Value first = g.amx ? r.cmp(arith::CmpIPredicate::slt, r0, k) : nullptr;
       Value second = r.cmp(arith::CmpIPredicate::slt, r1, k);
       Value to = r.add(base, r.mul(r0, g.nr()));
       for (int64_t c = 0; c < g.nv; ++c) {
         Value mask = r.firstLanes(r.sub(cols, r.idx(c * g.lanes)), g.lanes);
+        Value mask0 = first ? arith::AndIOp::create(r.builder(), mask, r.splat(first, mask.getType()))
+                            : mask;
         Value mask1 = arith::AndIOp::create(r.builder(), mask, r.splat(second, mask.getType()));
         Value col = r.add(j0, c * g.lanes);
-        Value v0 = convertTo(r, r.vload(vt, b, {r0, col}, mask), g.packed);
+        Value v0 = convertTo(r, r.vload(vt, b, {r.min(r0, lastRow), col}, mask0), g.packed);
         Value v1 = convertTo(r, r.vload(vt, b, {r.min(r1, lastRow), col}, mask1), g.packed);
         Value both = vector::InterleaveOp::create(r.builder(), v0, v1);
         r.vstore(both, bp, {r.add(to, c * 2 * g.lanes)});
@@ -352,7 +554,7 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
   int64_t group = g.kGroup();
   VectorType bt = kb.vec(g.packed, g.lanes * group);
   // The dot tier: whole pairs in the loop, an odd K's last column after it.
-  Value kRows = group == 1 ? x.k : kb.mul(kb.ceilDiv(x.k, 2), 2);
+  Value kRows = gemmPackedRows(kb, g, x.k);
   Value steps = group == 1 ? x.k : kb.divu(x.k, kb.idx(2));
   Value odd = group == 1 ? nullptr : kb.cmp(arith::CmpIPredicate::ne, kb.remu(x.k, kb.idx(2)), kb.idx(0));
   Value tailMask = group == 1 ? nullptr : kb.firstLanes(kb.idx(1), 2);
@@ -365,7 +567,7 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
       start.push_back(x.bias ? pl.vload(vt, x.bias, {pl.add(j0, c * g.lanes)}, masks[c])
                              : pl.splat(x.fill, vt));
     }
-    for (int64_t rows = 1; rows <= g.mr; ++rows) {
+    for (int64_t rows = 1; rows <= g.skinnyMr; ++rows) {
       pl.ifThen(pl.cmp(arith::CmpIPredicate::eq, x.m, pl.idx(rows)), [&](KernelBuilder &in) {
         GemmSpec s;
         s.elem = elem;
@@ -404,7 +606,8 @@ func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bo
                           bool skinny) {
   Type index = IndexType::get(module.getContext());
   std::string name = std::string(skinny ? "qkv_gemm_skinny_" : "qkv_gemm_block_") +
-                     formName(aElem, g) + "_" + std::to_string(g.mr) + "x" + std::to_string(g.nr()) +
+                     formName(aElem, g) + "_" + std::to_string(skinny ? g.skinnyMr : g.mr) + "x" +
+                     std::to_string(g.nr()) +
                      (skinny ? "" : "_k" + std::to_string(g.kc)) + (bias ? "_bias" : "");
   SmallVector<Type> args = {gemmViewType(aElem), gemmPackedType(g.packed), gemmViewType(g.acc),
                             index, index, index, index, index, index, g.acc,
@@ -419,6 +622,8 @@ func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bo
   KernelBuilder kb(ib);
   if (skinny)
     emitSkinnyBody(kb, g, BlockArgs(f));
+  else if (g.amx)
+    emitAmxBlockBody(kb, g, BlockArgs(f));
   else
     emitBlockBody(kb, g, BlockArgs(f));
   func::ReturnOp::create(ib);

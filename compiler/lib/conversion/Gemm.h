@@ -10,11 +10,14 @@
 // block stays in the L1 cache), it runs every mr x nr register tile of its rows and
 // panels, the A rows of the block (mc x kc) staying in the L2 cache across panels.
 //
-// Two tiers multiply (docs/compiler.md, "ISA tiers"): FMAs on the accumulator's type
-// (f32 or f64), reading bf16/f16 operands widened as they are packed; and bf16 pairs on
+// Three tiers multiply (docs/compiler.md, "ISA tiers"): FMAs on the accumulator's type
+// (f32 or f64), reading bf16/f16 operands widened as they are packed; bf16 pairs on
 // vdpbf16ps (AVX512-BF16), whose packed B holds rows 2k and 2k + 1 interleaved column by
 // column (a panel's pair of rows is one vector per 16 columns) and whose packed A holds
-// bf16 rows with an even K (a zero past an odd one).
+// bf16 rows with an even K (a zero past an odd one); and AMX tiles (tdpbf16ps), which
+// read the same two layouts as they are, K padded with zeros to whole tiles of 32: 16
+// packed rows of B by 16 columns are one B tile (rows 2 * nr elements apart), 16 packed
+// rows of A by 32 columns one A tile.
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,24 +30,35 @@ namespace qkv::ir {
 struct GemmBlocking {
   mlir::Type acc;     ///< C's element type and the accumulators' (f32, f64)
   mlir::Type packed;  ///< the packed A's and B's: acc, or bf16 on the dot tier
-  bool dot = false;   ///< bf16 pairs on vdpbf16ps (acc is f32)
+  bool dot = false;   ///< bf16 pairs (acc is f32): vdpbf16ps, or AMX tiles with `amx`
+  bool amx = false;   ///< the block function's tiles on AMX (tdpbf16ps); `dot` is set too
   int64_t lanes = 16; ///< accumulator elements per vector
   int64_t nv = 4;     ///< vectors of C per register tile row: nr = nv * lanes columns
-  int64_t mr = 6;     ///< rows of a register tile
-  int64_t kc = 128;   ///< rows of B per block (the K loop's step; even on the dot tier)
+  int64_t mr = 6;     ///< rows of a block function's tile (32 on AMX: two A tiles)
+  int64_t skinnyMr = 6; ///< most rows the skinny function takes (its register tile's)
+  int64_t kc = 128;   ///< rows of B per block (the K loop's step; a multiple of kAlign())
   int64_t mc = 96;    ///< most rows of C per task (a multiple of mr)
   int64_t nr() const { return nv * lanes; }
   /// Rows of B per packed row: 2 on the dot tier (a pair), else 1.
   int64_t kGroup() const { return dot ? 2 : 1; }
+  /// A packed B's rows (and a packed A block's columns) are K rounded up to a multiple of
+  /// this, zeros past K: 32 on AMX (a tile's 16 pairs), else kGroup().
+  int64_t kAlign() const { return amx ? kAmxK : kGroup(); }
+  /// K per AMX tile product (16 pairs of bf16), and rows / f32 columns per tile.
+  static constexpr int64_t kAmxK = 32, kAmxRows = 16;
 
   /// Register tiles for `vectorBits`-bit vectors of `acc` (16 vector registers below
   /// 512 bits, 32 at 512), kc and mc from the L1 and L2 data cache sizes in bytes:
   /// kc x nr packed elements of B take half of L1 or a sixteenth of L2, whichever is
-  /// more, mc x kc of A at most half of L2. A positive `kcOverride` / `mcOverride`
-  /// replaces the derived value (mc rounded up to a multiple of mr, kc to an even number
-  /// on the dot tier).
-  static GemmBlocking forTarget(mlir::Type acc, bool dot, int64_t vectorBits, int64_t l1Bytes,
-                                int64_t l2Bytes, int64_t kcOverride = 0, int64_t mcOverride = 0);
+  /// more, mc x kc of A at most half of L2. With `amx` (and `dot`), 32 x 32 tiles of C
+  /// (2 x 2 AMX accumulators) and kc from L2 (below). A positive `kcOverride` /
+  /// `mcOverride` replaces the derived value (mc rounded up to a multiple of mr, kc to
+  /// a multiple of kAlign()).
+  static GemmBlocking forTarget(mlir::Type acc, bool dot, bool amx, int64_t vectorBits,
+                                int64_t l1Bytes, int64_t l2Bytes, int64_t kcOverride = 0,
+                                int64_t mcOverride = 0);
+  /// This blocking's AMX form: tiles of 2 x 2 accumulators, kc and mc from L2.
+  GemmBlocking amxBlocking(int64_t l2Bytes, int64_t kcOverride, int64_t mcOverride) const;
 };
 
 /// The 2-D view type the GEMM functions take: any offset and row stride, unit stride
@@ -52,6 +66,8 @@ struct GemmBlocking {
 mlir::MemRefType gemmViewType(mlir::Type elem);
 /// The packed-B buffer type: one dimension, any offset.
 mlir::MemRefType gemmPackedType(mlir::Type elem);
+/// Rows of a packed B of k rows: k rounded up to a multiple of g.kAlign().
+mlir::Value gemmPackedRows(KernelBuilder &kb, const GemmBlocking &g, mlir::Value k);
 /// Elements of one packed B (or of one batch's) of k rows and `panels` panels: k rounded
 /// up to whole groups, times the panels' columns.
 mlir::Value gemmPackedSize(KernelBuilder &kb, const GemmBlocking &g, mlir::Value panels,
@@ -74,9 +90,10 @@ mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type aElem,
                                      const GemmBlocking &g, bool bias = false);
 
 /// func.func private @qkv_gemm_skinny_<form>_<mr>x<nr>[_bias](the block function's
-/// operands): the same product for m <= mr rows (a decode step's), each panel one tile of
-/// exactly m rows over the whole K: A read where it is (nothing packed), each panel of B
-/// read once, as one stream.
+/// operands): the same product for m <= skinnyMr rows (a decode step's), each panel one
+/// tile of exactly m rows over the whole K: A read where it is (nothing packed), each
+/// panel of B read once, as one stream (on AMX by vdpbf16ps: a few rows would fill
+/// tiles of 16 with copies).
 mlir::func::FuncOp gemmSkinnyFunction(mlir::ModuleOp module, mlir::Type aElem,
                                       const GemmBlocking &g, bool bias = false);
 

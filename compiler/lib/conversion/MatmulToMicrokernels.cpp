@@ -121,9 +121,14 @@ public:
       o.c = memref::CollapseShapeOp::create(ib, o.c, rows);
       o.batched = false;
     }
-    GemmBlocking g = GemmBlocking::forTarget(o.elem, onDotTier(o), options.vectorBits,
-                                             options.l1Bytes, options.l2Bytes, options.kc,
-                                             options.mc);
+    bool pairs = onPairs(o);
+    // AMX tiles hold rows of 16 f32: its GEMMs (their packing and epilogues in 16-lane
+    // vectors) need 512-bit vectors; narrower ones (Schedule::vector_bits) keep the
+    // avx512bf16 form at that width.
+    bool amx = pairs && options.isaTier == "amx" && options.vectorBits >= 512;
+    GemmBlocking g = GemmBlocking::forTarget(o.elem, pairs, amx,
+                                             options.vectorBits, options.l1Bytes,
+                                             options.l2Bytes, options.kc, options.mc);
     emitGemm(kb, o, g, start, epilogue ? &*epilogue : nullptr, full);
     op->erase();
     if (start.op)
@@ -133,10 +138,11 @@ public:
   }
 
 private:
-  /// Whether the matmul runs on bf16 pairs (vdpbf16ps): on the avx512bf16 tier, when A
-  /// and B are bf16, or f32 or bf16 under medium precision (rounded to bf16 as packed).
-  bool onDotTier(const MatmulOperands &o) const {
-    if (options.isaTier != "avx512bf16" || !o.elem.isF32())
+  /// Whether the matmul runs on bf16 pairs (vdpbf16ps, or AMX tiles on the amx tier): on
+  /// the avx512bf16 and amx tiers, when A and B are bf16, or f32 or bf16 under medium
+  /// precision (rounded to bf16 as packed).
+  bool onPairs(const MatmulOperands &o) const {
+    if (options.isaTier == "f32" || !o.elem.isF32())
       return false;
     auto bf16 = [](Type t) { return t.isBF16(); };
     auto roundable = [](Type t) { return t.isBF16() || t.isF32(); };
@@ -265,7 +271,8 @@ private:
     auto attrs = b.getDictionaryAttr(
         {b.getNamedAttr("qkv.packed_param", b.getI64IntegerAttr(param.getArgNumber())),
          b.getNamedAttr("qkv.panel_columns", b.getI64IntegerAttr(g.nr())),
-         b.getNamedAttr("qkv.panel_rows", b.getI64IntegerAttr(g.kGroup()))});
+         b.getNamedAttr("qkv.panel_rows", b.getI64IntegerAttr(g.kGroup())),
+         b.getNamedAttr("qkv.row_multiple", b.getI64IntegerAttr(g.kAlign()))});
     // A private function's param: paramOperand saw every call pass an entry param.
     for (func::CallOp call : fn.isPublic() ? SmallVector<func::CallOp>() : *callsOf(fn)) {
       Value packed = packedArgument(paramOperand(call.getOperand(param.getArgNumber())), g);
@@ -275,7 +282,7 @@ private:
     }
     if (failed(fn.insertArgument(at, type, attrs, fn.getLoc())))
       return {};
-    packedParams.push_back({fn, param.getArgNumber(), at, g.nr(), g.kGroup(), g.packed});
+    packedParams.push_back({fn, param.getArgNumber(), at, g.nr(), g.kGroup(), g.kAlign(), g.packed});
     return fn.getArgument(at);
   }
 
@@ -350,7 +357,7 @@ private:
     // each panel of B once. Not made when M is static and larger.
     auto cType = cast<MemRefType>(o.c.getType());
     int64_t rowDim = cType.getRank() - 2;
-    func::FuncOp skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.mr
+    func::FuncOp skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.skinnyMr
                               ? gemmSkinnyFunction(module, o.aElem(), g, bias)
                               : nullptr;
     kb.parallel({nBatch, part.blocks, part.ranges}, [&](KernelBuilder &in, ValueRange iv) {
@@ -365,7 +372,7 @@ private:
         args.push_back(memref::CastOp::create(in.builder(), gemmPackedType(o.elem), start.value));
       if (skinny)
         in.ifThen(
-            in.cmp(arith::CmpIPredicate::sle, rows, in.idx(g.mr)),
+            in.cmp(arith::CmpIPredicate::sle, rows, in.idx(g.skinnyMr)),
             [&](KernelBuilder &t) { func::CallOp::create(t.builder(), skinny, args); },
             [&](KernelBuilder &t) { func::CallOp::create(t.builder(), fn, args); });
       else
@@ -381,11 +388,12 @@ private:
 public:
   /// A param the runtime packs: function `fn`'s argument `param`, brought packed in panels
   /// of `columns` by argument `packedArg`, `rows` rows of B interleaved per packed row
-  /// (2 on the dot tier), as `elem`.
+  /// (2 on the dot and AMX tiers), its K rounded up to a multiple of `rowMultiple` (32
+  /// on AMX, else `rows`), as `elem`.
   struct PackedParam {
     func::FuncOp fn;
     unsigned param, packedArg;
-    int64_t columns, rows;
+    int64_t columns, rows, rowMultiple;
     Type elem;
   };
   SmallVector<PackedParam> packedParams;
@@ -399,7 +407,7 @@ private:
 /// The list of packed params the runtime reads from the compiled object (Kernel::run
 /// packs each once and passes it after the outputs): a NUL-terminated string global
 /// `qkv_packed_params`, "<param argument>:<panel columns>:<rows per packed row>:<packed
-/// dtype>" per packed argument, in argument order, separated by ','.
+/// dtype>:<row multiple>" per packed argument, in argument order, separated by ','.
 void recordPackedParams(ModuleOp module, ArrayRef<MatmulLowering::PackedParam> params) {
   std::string text;
   for (const MatmulLowering::PackedParam &p : params) {
@@ -407,7 +415,7 @@ void recordPackedParams(ModuleOp module, ArrayRef<MatmulLowering::PackedParam> p
       continue;
     std::string dtype = p.elem.isBF16() ? "bf16" : p.elem.isF64() ? "f64" : "f32";
     text += (text.empty() ? "" : ",") + std::to_string(p.param) + ":" + std::to_string(p.columns) +
-            ":" + std::to_string(p.rows) + ":" + dtype;
+            ":" + std::to_string(p.rows) + ":" + dtype + ":" + std::to_string(p.rowMultiple);
   }
   if (text.empty())
     return;
@@ -427,9 +435,9 @@ struct LowerMatmulToMicrokernelsPass
       if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
         matmuls.push_back(cast<linalg::LinalgOp>(op));
     });
-    if (isaTier != "f32" && isaTier != "avx512bf16") {
+    if (isaTier != "f32" && isaTier != "avx512bf16" && isaTier != "amx") {
       getOperation().emitError() << "qkv-lower-matmul-to-microkernels: unknown isa '"
-                                 << isaTier << "' (f32, avx512bf16)";
+                                 << isaTier << "' (f32, avx512bf16, amx)";
       return signalPassFailure();
     }
     if (matmulPrecision != "highest" && matmulPrecision != "medium") {

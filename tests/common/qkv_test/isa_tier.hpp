@@ -23,7 +23,9 @@ inline Isa tier_under_test() {
 }
 
 /// The /proc/cpuinfo flag a tier needs.
-inline const char *cpu_flag_of(Isa isa) { return isa == Isa::Avx512Bf16 ? "avx512_bf16" : "fma"; }
+inline const char *cpu_flag_of(Isa isa) {
+  return isa == Isa::Amx ? "amx_bf16" : isa == Isa::Avx512Bf16 ? "avx512_bf16" : "fma";
+}
 
 /// Compile options on the tier under test, the cache off.
 inline CompileOptions on_tier(int threads = 0) {

@@ -36,6 +36,14 @@ bool has_avx512_bf16();
 /// 0 and runs 0 on a CPU without AVX512-BF16. Median of 5 repetitions of about 40 ms.
 Measurement bf16_dot_peak_gflops(int threads);
 
+/// Whether the CPU has AMX-BF16 and Linux granted this process the tile state.
+bool has_amx_bf16();
+/// GFLOP/s of `threads` threads each running tdpbf16ps into four accumulator tiles from
+/// two A and two B tiles (16 x 16 x 32 bf16 products, 16384 flops an instruction), the
+/// peak of qkv's amx tier; value 0 and runs 0 without AMX-BF16. Median of 5 repetitions
+/// of about 40 ms.
+Measurement amx_bf16_peak_gflops(int threads);
+
 /// GB/s (1e9 bytes) of `threads` threads summing disjoint slices of one buffer of
 /// `bytes` bytes with vector loads; 0 means 8 x the last-level cache, at least 256 MiB
 /// and at most 1 GiB.

@@ -96,16 +96,21 @@ enum class Isa {
   /// AVX512-BF16: bf16 operands are multiplied in pairs by vdpbf16ps with f32
   /// accumulation, twice the FMA's products per instruction.
   Avx512Bf16,
+  /// AMX-BF16 (Intel Sapphire Rapids and later): the GEMMs' blocks of bf16 products run
+  /// on the tile engine (tdpbf16ps, 16 x 16 x 32 products an instruction) with f32
+  /// accumulation; everything else as on Avx512Bf16 (which every AMX host has).
+  Amx,
 };
 
-/// "host", "f32", "avx512bf16".
+/// "host", "f32", "avx512bf16", "amx".
 std::string isa_name(Isa isa);
 /// The tier a name (as isa_name writes it, or QKV_ISA takes it) names; a qkv::Error for
 /// anything else, naming `what` (where the name came from) and the tiers.
 Isa parse_isa(const std::string &name, const std::string &what = "isa");
 /// The best tier this host's CPU has (never Isa::Host).
 Isa host_isa();
-/// The tiers this host's CPU has, lowest first ("f32", then "avx512bf16" where it runs).
+/// The tiers this host's CPU has, lowest first ("f32", then "avx512bf16" and "amx" where
+/// they run).
 std::vector<Isa> host_isas();
 
 /// How f32 graphs' products are computed, as torch.set_float32_matmul_precision names it.

@@ -51,14 +51,15 @@ struct CompileStats {
 /// A param that the compiled code reads packed for its GEMM (docs/compiler.md, "The
 /// GEMM"): argument `argument` of the graph (an index into Graph::arguments()), a (K, N)
 /// matrix, laid out in panels of `panel_columns` columns, `panel_rows` rows of it
-/// interleaved per packed row (2: bf16 pairs for vdpbf16ps), as `dtype`
-/// (pack_gemm_weight). Kernel::run packs it on first use and passes the packed copy after
-/// the outputs.
+/// interleaved per packed row (2: bf16 pairs for vdpbf16ps and AMX), K rounded up to a
+/// multiple of `row_multiple` (32 on AMX: whole tiles), as `dtype` (pack_gemm_weight).
+/// Kernel::run packs it on first use and passes the packed copy after the outputs.
 struct PackedParam {
   int argument = 0;
   int panel_columns = 0;
   int panel_rows = 1;
   DType dtype = DType::F32;
+  int row_multiple = 1;
 };
 
 /// w (K, N) as the GEMM reads a packed weight, converted to `dtype` (f32 or f64 from any
@@ -66,9 +67,10 @@ struct PackedParam {
 /// [p * nr, (p + 1) * nr) of every row (nr = panel_columns), zero past column N. With
 /// `panel_rows` = 1 the panel's rows follow one another; with 2 (bf16 only) each packed
 /// row holds rows 2i and 2i + 1 interleaved column by column, (w[2i][j], w[2i + 1][j]) for
-/// each j of the panel, a zero row past an odd K. Shape {ceil(N / nr) * K' * nr}, K' = K
-/// rounded up to a multiple of panel_rows.
-Tensor pack_gemm_weight(const Tensor &w, int panel_columns, DType dtype, int panel_rows = 1);
+/// each j of the panel. Shape {ceil(N / nr) * K' * nr}, K' = K rounded up to a multiple of
+/// `row_multiple` (0: of panel_rows; else a multiple of panel_rows), zero rows past K.
+Tensor pack_gemm_weight(const Tensor &w, int panel_columns, DType dtype, int panel_rows = 1,
+                        int row_multiple = 0);
 /// The same in w's own dtype (f32 or f64), one row per packed row.
 Tensor pack_gemm_weight(const Tensor &w, int panel_columns);
 

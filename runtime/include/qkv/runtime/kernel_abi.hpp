@@ -34,8 +34,8 @@ inline std::string c_interface_symbol(std::string_view function) {
 }
 
 /// Globals a kernel's object may define, read when it is loaded:
-/// "<param argument>:<panel columns>:<rows per packed row>:<dtype>" per packed param,
-/// ','-separated (qkv-lower-matmul-to-microkernels).
+/// "<param argument>:<panel columns>:<rows per packed row>:<dtype>:<row multiple>" per
+/// packed param, ','-separated (qkv-lower-matmul-to-microkernels).
 inline constexpr const char *kPackedParams = "qkv_packed_params";
 /// The attention schedules' names (','-separated) and an i64 count of runs per schedule
 /// (qkv-lower-attention-to-flash).

@@ -1,6 +1,7 @@
 // qkv passes and named pipelines (internal: includes MLIR headers).
 #pragma once
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -40,7 +41,7 @@ struct CpuPipelineOptions {
   int64_t threads = 0;
   /// The GEMM's blocking: cache sizes and overrides (0: derived from the caches).
   int64_t l1Bytes = 32768, l2Bytes = 524288, gemmKc = 0, gemmMc = 0;
-  /// The tier products run on ("f32", "avx512bf16") and how f32 products are computed
+  /// The tier products run on ("f32", "avx512bf16", "amx") and how f32 products are computed
   /// ("highest", "medium"): CompileOptions::isa, matmul_precision.
   std::string isa = "f32", matmulPrecision = "highest";
   /// Target::gpu_tiles_on_host(): the CUDA pipeline's linalg and loops stages, then the

@@ -102,7 +102,7 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
     Option<"decodeRows", "decode-rows", "int64_t", "0",
            "Attention with at most this many queries takes the split-KV decode kernel (0: one vector of queries); a dynamic query length gets both kernels and picks one per call">,
     Option<"isaTier", "isa", "std::string", "\"f32\"",
-           "The tier bf16 attention's products run on: f32 (widened loads, FMA) or avx512bf16 (bf16 pairs on vdpbf16ps, f32 accumulation)">,
+           "The tier bf16 attention's products run on: f32 (widened loads, FMA), avx512bf16 or amx (bf16 pairs on vdpbf16ps, f32 accumulation)">,
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::func::FuncDialect",
@@ -138,14 +138,14 @@ def LowerMatmulToMicrokernels
     Option<"kc", "kc", "int64_t", "0", "Rows of B per block (0: from l1-bytes)">,
     Option<"mc", "mc", "int64_t", "0", "Most rows of C per task (0: from l2-bytes)">,
     Option<"isaTier", "isa", "std::string", "\"f32\"",
-           "The tier contractions of bf16 operands run on: f32 (widened, FMA) or avx512bf16 (bf16 pairs on vdpbf16ps, f32 accumulation)">,
+           "The tier contractions of bf16 operands run on: f32 (widened, FMA), avx512bf16 (bf16 pairs on vdpbf16ps, f32 accumulation) or amx (blocks on AMX tiles, tdpbf16ps; a few rows on vdpbf16ps)">,
     Option<"matmulPrecision", "precision", "std::string", "\"highest\"",
            "f32 operands: highest (f32 FMA) or medium (rounded to bf16 and run on the isa's bf16 tier, f32 accumulation)">,
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect",
-                           "::mlir::x86vector::X86VectorDialect"];
+                           "::mlir::x86vector::X86VectorDialect", "::mlir::amx::AMXDialect"];
 }
 
 def VectorizeElementwise
