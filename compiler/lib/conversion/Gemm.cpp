@@ -19,7 +19,7 @@ GemmBlocking GemmBlocking::forTarget(Type acc, bool dot, bool amx, int64_t vecto
   g.acc = acc;
   g.dot = dot || amx;
   g.amx = amx;
-  g.packed = dot ? BFloat16Type::get(acc.getContext()) : acc;
+  g.packed = g.dot ? BFloat16Type::get(acc.getContext()) : acc;
   int64_t bytes = g.packed.getIntOrFloatBitWidth() / 8;
   g.lanes = std::max<int64_t>(1, vectorBits / acc.getIntOrFloatBitWidth());
   int64_t registers = vectorBits >= 512 ? 32 : 16;
