@@ -153,6 +153,12 @@ struct BlockArgs {
     if (x.size() > 11)
       bias = x[11];
   }
+  /// The value a vector of C's columns [col, col + lanes) starts from in the first K
+  /// block without C: the bias there (lanes off `mask` not read), else the fill.
+  Value start(KernelBuilder &kb, const GemmBlocking &g, Value col, Value mask) const {
+    VectorType vt = kb.vec(g.acc, g.lanes);
+    return bias ? kb.vload(vt, bias, {col}, mask) : kb.splat(fill, vt);
+  }
 };
 
 /// Where one register tile is: rows [row0, row0 + mr) of C (those past the task's last
@@ -198,8 +204,7 @@ void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, cons
   SmallVector<Value> start;
   for (int64_t c = 0; c < g.nv; ++c) {
     Value cols = edge ? kb.firstLanes(kb.sub(t.cols, kb.idx(c * g.lanes)), g.lanes) : nullptr;
-    start.push_back(x.bias ? kb.vload(vt, x.bias, {kb.add(t.j0, c * g.lanes)}, cols)
-                           : kb.splat(x.fill, vt));
+    start.push_back(x.start(kb, g, kb.add(t.j0, c * g.lanes), cols));
   }
   // Later K blocks add C at the end: the tile starts from zero and C's rows, prefetched
   // now, are loaded after the K loop, so that no FMA waits on them (starting from C
@@ -350,9 +355,8 @@ void emitAmxStore(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, 
   VectorType vt = kb.vec(g.acc, g.lanes);
   SmallVector<Value> masks, start;
   for (int64_t c = 0; c < 2 * R / g.lanes; ++c) {
-    Value col = kb.add(c0, c * g.lanes);
     masks.push_back(kb.firstLanes(kb.sub(cols, kb.idx(c * g.lanes)), g.lanes));
-    start.push_back(x.bias ? kb.vload(vt, x.bias, {col}, masks[c]) : kb.splat(x.fill, vt));
+    start.push_back(x.start(kb, g, kb.add(c0, c * g.lanes), masks[c]));
   }
   kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value r) {
     for (int64_t c = 0; c < 2 * R / g.lanes; ++c) {
@@ -564,8 +568,7 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
     SmallVector<Value> masks, start;
     for (int64_t c = 0; c < g.nv; ++c) {
       masks.push_back(pl.firstLanes(pl.sub(cols, pl.idx(c * g.lanes)), g.lanes));
-      start.push_back(x.bias ? pl.vload(vt, x.bias, {pl.add(j0, c * g.lanes)}, masks[c])
-                             : pl.splat(x.fill, vt));
+      start.push_back(x.start(pl, g, pl.add(j0, c * g.lanes), masks[c]));
     }
     for (int64_t rows = 1; rows <= g.skinnyMr; ++rows) {
       pl.ifThen(pl.cmp(arith::CmpIPredicate::eq, x.m, pl.idx(rows)), [&](KernelBuilder &in) {
