@@ -49,6 +49,7 @@
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -157,12 +158,15 @@ std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o) {
            (o.isa == "amx" ? " enable-amx" : "") +
            (o.warpTiles ? " vector-contract-lowering=outerproduct" : "") +
            "},expand-strided-metadata,"
-           "lower-affine,finalize-memref-to-llvm{use-generic-functions=true},func.func(convert-scf-to-cf),"
-           "convert-openmp-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+           "lower-affine,finalize-memref-to-llvm{use-generic-functions=true},func.func(convert-scf-to-cf)," +
+           // The AMX tiles a GEMM's or attention's register tile carries through its K
+           // loop are block arguments of cf branches by now, attention's inside the
+           // OpenMP loop's region: convert-cf-to-llvm's and convert-openmp-to-llvm's type
+           // converters do not know !amx.tile. On amx, convert-to-llvm (with the amx, cf
+           // and omp dialects' interfaces) converts them all with one type converter.
+           std::string(o.isa == "amx" ? "" : "convert-openmp-to-llvm,") +
+           "convert-math-to-llvm,convert-math-to-libm,"
            "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm," +
-           // The AMX tiles a GEMM's register tile carries through its K loop are block
-           // arguments of cf branches by now: convert-cf-to-llvm's type converter does
-           // not know !amx.tile, convert-to-llvm's (with the amx dialect's interface) does.
            std::string(o.isa == "amx" ? "convert-to-llvm," : "convert-cf-to-llvm,") +
            (o.warpTiles ? "convert-ub-to-llvm," : "") +
            "reconcile-unrealized-casts";
@@ -232,6 +236,7 @@ void registerCudaDialects(mlir::DialectRegistry &registry) {
   // convert-gpu-to-nvvm lowers the other dialects inside a gpu.module through these.
   mlir::arith::registerConvertArithToLLVMInterface(registry);
   mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertOpenMPToLLVMInterface(registry);
   mlir::registerConvertFuncToLLVMInterface(registry);
   mlir::index::registerConvertIndexToLLVMInterface(registry);
   mlir::registerConvertMathToLLVMInterface(registry);
@@ -259,6 +264,7 @@ void registerQkvDialects(mlir::DialectRegistry &registry) {
   // convert-to-llvm (the amx tier's last conversion) through the dialects' interfaces.
   mlir::registerConvertAMXToLLVMInterface(registry);
   mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertOpenMPToLLVMInterface(registry);
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   mlir::bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);

@@ -300,9 +300,14 @@ void check_attention(const std::string &name, const std::function<Graph()> &buil
   c.shapes = shapes;
   c.sums({"Dh", "S"}).within_half_ulps(2);
   Kernel k = compile(c.build(), Target::host(), options);
+  std::string loops = k.ir("loops");
+  // On amx the tiled kernel's products are AMX tiles when its tiles are whole blocks of
+  // 32 (the default ones are); else, and on avx512bf16, vdpbf16ps pairs.
+  int q_tile = options.schedule.q_tile, kv_tile = options.schedule.kv_tile;
+  bool amx_tiles = amx_tier() && q_tile % 32 == 0 && kv_tile % 32 == 0;
   if (dot_tier() && options.schedule.decode_rows == 1)
-    EXPECT_NE(k.ir("loops").find("x86vector.avx512.dot"), std::string::npos)
-        << name << ": the tiled kernel does not run on bf16 pairs";
+    EXPECT_NE(loops.find(amx_tiles ? "amx.tile_mulf" : "x86vector.avx512.dot"), std::string::npos)
+        << name << ": the tiled kernel does not run on " << (amx_tiles ? "AMX tiles" : "bf16 pairs");
   check_kernel(k, c);
 }
 
@@ -347,7 +352,8 @@ TEST(Bf16Attention, SchedulesMatchInterpreter) {
     g.output("o", attention(q, k, v).value());
     return g;
   };
-  for (auto [qt, kt] : {std::pair{16, 17}, {32, 7}, {64, 65}, {48, 130}}) {
+  // On amx, (32, 32), (64, 96) and (32, 256) run on AMX tiles, the others on pairs.
+  for (auto [qt, kt] : {std::pair{16, 17}, {32, 7}, {64, 65}, {48, 130}, {32, 32}, {64, 96}, {32, 256}}) {
     SCOPED_TRACE("q_tile " + std::to_string(qt) + " kv_tile " + std::to_string(kt));
     check_attention("schedule", build, kEdges, tiled(qt, kt));
   }

@@ -83,9 +83,12 @@ const char *const kBenchHelp =
     "  --no-baselines  time qkv alone\n"
     "  --isa TIER      the tier qkv's products run on: host (default: the best this CPU\n"
     "                  has), f32, avx512bf16, amx (docs/compiler.md, \"ISA tiers\");\n"
-    "                  with --dtype bf16 on avx512bf16 or amx (whose attention runs on\n"
-    "                  vdpbf16ps too), % peak is of the vdpbf16ps peak, measured the\n"
-    "                  same way as the FMA peak\n"
+    "                  with --dtype bf16 on avx512bf16, % peak is of the vdpbf16ps peak,\n"
+    "                  on amx of the tdpbf16ps (AMX tile) peak, each measured the same\n"
+    "                  way as the FMA peak\n"
+    "  --q-tile T, --kv-tile T\n"
+    "                  the tiled attention kernel's queries and keys per tile\n"
+    "                  (Schedule::q_tile, kv_tile; default 0: the kernel's own choice)\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
     "JSON fields: name, shape (with dtype; decode: with paged, page_rows), mask (none, causal,\n"
@@ -95,8 +98,8 @@ const char *const kBenchHelp =
     "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
     "median cold compile's stages), compile_parts (the parts LLVM compiled), schedules (the\n"
     "attention kernels qkv's runs took, with their runs), flops, gflops, kept_pairs and pairs (over all batches and\n"
-    "heads), peak_gflops (the tier's), peak_kind (fma, vdpbf16ps), fma_peak_gflops,\n"
-    "bf16_peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
+    "heads), peak_gflops (the tier's), peak_kind (fma, vdpbf16ps, tdpbf16ps), fma_peak_gflops,\n"
+    "bf16_peak_gflops, amx_peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
     "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s.\n"
     "Percentages are in percent.\n";
@@ -125,6 +128,7 @@ struct Config {
   bool baselines = true;
   int compile_threads = 0; // CompileOptions::compile_threads
   Isa isa = Isa::Host;      // CompileOptions::isa
+  int q_tile = 0, kv_tile = 0; // Schedule::q_tile, kv_tile (0: the kernel's defaults)
 };
 
 struct Result {
@@ -141,8 +145,11 @@ struct Report {
   std::vector<double> peaks, bandwidths; // before and after the runs
   qb::Measurement bf16_peak;             // vdpbf16ps (0 without AVX512-BF16), the same way
   std::vector<double> bf16_peaks;
+  qb::Measurement amx_peak; // tdpbf16ps on AMX tiles (0 without AMX-BF16), the same way
+  std::vector<double> amx_peaks;
   std::string tier;      // the tier qkv's products ran on (CompileStats::isa)
   bool on_pairs = false; // bf16 products on vdpbf16ps: % peak is of bf16_peak
+  bool on_amx = false;   // bf16 products on AMX tiles: % peak is of amx_peak
   double flops = 0, bytes = 0;
   std::vector<double> compile_ms;      // cold: the kernel cache not read
   std::vector<double> warm_compile_ms; // warm: loaded from the kernel cache
@@ -181,7 +188,7 @@ std::string sig(double v) {
 
 Config config_of(const cli::Args &a) {
   cli::check_opts(a, {"threads", "compile-threads", "json", "repeat", "no-baselines", "isa",
-                      QKV_SHAPE_OPTS});
+                      "q-tile", "kv-tile", QKV_SHAPE_OPTS});
   for (const char *flag : {"json", "no-baselines"})
     if (a.opts.count(flag) && !a.opts.at(flag).empty())
       user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
@@ -195,6 +202,8 @@ Config config_of(const cli::Args &a) {
   c.compile_threads = static_cast<int>(cli::int_opt(a, "compile-threads", 0).value_or(0));
   if (a.opts.count("isa"))
     c.isa = parse_isa(a.opts.at("isa"), "--isa");
+  c.q_tile = static_cast<int>(cli::int_opt(a, "q-tile", 0).value_or(0));
+  c.kv_tile = static_cast<int>(cli::int_opt(a, "kv-tile", 0).value_or(0));
   return c;
 }
 
@@ -208,6 +217,10 @@ void measure_machine(Report &r, const char *when) {
   qb::Measurement peak = qb::fma_peak_gflops(r.c.threads, r.isa);
   qb::Measurement bw = qb::read_bandwidth_gbs(r.c.threads, 0, r.isa);
   qb::Measurement dot = qb::bf16_dot_peak_gflops(r.c.threads);
+  qb::Measurement amx = qb::amx_bf16_peak_gflops(r.c.threads);
+  r.amx_peaks.push_back(amx.value);
+  if (amx.value > r.amx_peak.value)
+    r.amx_peak = amx;
   r.peaks.push_back(peak.value);
   r.bandwidths.push_back(bw.value);
   r.bf16_peaks.push_back(dot.value);
@@ -219,6 +232,7 @@ void measure_machine(Report &r, const char *when) {
     r.bf16_peak = dot;
   progress("peak " + fixed(peak.value, 1) + " GFLOP/s" +
            (dot.value > 0 ? ", vdpbf16ps peak " + fixed(dot.value, 1) + " GFLOP/s" : "") +
+           (amx.value > 0 ? ", tdpbf16ps peak " + fixed(amx.value, 1) + " GFLOP/s" : "") +
            ", bandwidth " + fixed(bw.value, 1) + " GB/s");
 }
 
@@ -251,6 +265,8 @@ Kernel compile_timed(const Graph &g, Report &r) {
   ScratchCache scratch;
   CompileOptions o;
   o.schedule.threads = r.c.threads;
+  o.schedule.q_tile = r.c.q_tile;
+  o.schedule.kv_tile = r.c.kv_tile;
   o.compile_threads = r.c.compile_threads;
   o.isa = r.c.isa;
   o.cache.dir = scratch.path();
@@ -277,7 +293,8 @@ Kernel compile_timed(const Graph &g, Report &r) {
   });
   r.compile_stats = closest->stats();
   r.tier = r.compile_stats.isa;
-  r.on_pairs = r.tier != "f32" && r.c.shape.dtype == DType::BF16;
+  r.on_amx = r.tier == "amx" && r.c.shape.dtype == DType::BF16;
+  r.on_pairs = r.tier != "f32" && r.c.shape.dtype == DType::BF16 && !r.on_amx;
   return std::move(kernels.back());
 }
 
@@ -328,10 +345,16 @@ Result time_baseline(qb::Baseline b, const TensorMap &in, const Tensor &want, Re
 }
 
 double gflops(const Report &r, const Result &x) { return r.flops / (x.t.median_ms * 1e6); }
-/// The peak of the tier qkv's products ran on: vdpbf16ps for bf16 on the avx512bf16 and
-/// amx tiers (attention's products are bf16 pairs on vdpbf16ps on both),
-/// else the FMA peak. The baselines (f32 FMAs) are shown against the same, for the ratio.
-double tier_peak(const Report &r) { return r.on_pairs ? r.bf16_peak.value : r.peak.value; }
+/// The peak of the tier qkv's products ran on: vdpbf16ps for bf16 on the avx512bf16 tier,
+/// tdpbf16ps on the amx tier (whose short query tiles and cache views still take pairs:
+/// `schedules` says which ran), else the FMA peak. The baselines (f32 FMAs) are shown
+/// against the same, for the ratio.
+double tier_peak(const Report &r) {
+  return r.on_amx ? r.amx_peak.value : r.on_pairs ? r.bf16_peak.value : r.peak.value;
+}
+const char *peak_kind(const Report &r) {
+  return r.on_amx ? "tdpbf16ps" : r.on_pairs ? "vdpbf16ps" : "fma";
+}
 double pct_peak(const Report &r, const Result &x) { return 100 * gflops(r, x) / tier_peak(r); }
 double gbs(const Report &r, const Result &x) { return r.bytes / (x.t.median_ms * 1e6); }
 
@@ -401,10 +424,11 @@ json to_json(const Report &r) {
   j["flops"] = r.flops;
   j["gflops"] = gflops(r, r.qkv);
   j["peak_gflops"] = tier_peak(r);
-  j["peak_kind"] = r.on_pairs ? "vdpbf16ps" : "fma";
-  j["peak_gflops_measured"] = r.on_pairs ? r.bf16_peaks : r.peaks;
+  j["peak_kind"] = peak_kind(r);
+  j["peak_gflops_measured"] = r.on_amx ? r.amx_peaks : r.on_pairs ? r.bf16_peaks : r.peaks;
   j["fma_peak_gflops"] = r.peak.value;
   j["bf16_peak_gflops"] = r.bf16_peak.value;
+  j["amx_peak_gflops"] = r.amx_peak.value;
   j["pct_peak"] = pct_peak(r, r.qkv);
   j["bytes"] = r.bytes;
   j["read_gbs"] = gbs(r, r.qkv);
@@ -476,10 +500,13 @@ void print_table(std::ostream &os, const Report &r) {
             << fixed(r.bandwidths.back(), 1) << ")";
   if (r.bf16_peak.value > 0)
     os << "; vdpbf16ps peak " << fixed(r.bf16_peak.value, 1) << " GFLOP/s";
+  if (r.amx_peak.value > 0)
+    os << "; tdpbf16ps peak " << fixed(r.amx_peak.value, 1) << " GFLOP/s";
   os << "\n"
             << "tier      " << r.tier
-            << (r.on_pairs ? ": bf16 products on vdpbf16ps; % peak is of the vdpbf16ps peak"
-                           : ": f32 FMAs; % peak is of the FMA peak")
+            << (r.on_amx     ? ": bf16 products on AMX tiles; % peak is of the tdpbf16ps peak"
+                : r.on_pairs ? ": bf16 products on vdpbf16ps; % peak is of the vdpbf16ps peak"
+                             : ": f32 FMAs; % peak is of the FMA peak")
             << "\n"
             << "flops     " << work_line(r) << "\n"
             << "compile   " << fixed(qb::median(r.compile_ms), 1) << " ms cold (median of "

@@ -356,7 +356,9 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   auto work = [&](KernelBuilder &in, std::optional<Value> full) {
     // Every key tile but a segment's last has kv-tile keys: a static count lets the score
     // kernel end in one exact register tile when kv-tile is not a multiple of its rows.
-    if (s.kvTile % gemmRowsFor(s.qTile / s.lanes, s.registers) == 0)
+    if (s.amx)
+      tileScoresAmx(in, a, s, t, b, hk, j0, cols);
+    else if (s.kvTile % gemmRowsFor(s.qTile / s.lanes, s.registers) == 0)
       tileScores(in, a, s, t, seg, b, hk, j0, cols, false);
     else
       in.ifThen(
@@ -369,7 +371,10 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
           [&](KernelBuilder &x) { tileSoftmax(x, true); });
     else
       tileSoftmax(in, a.mask != nullptr);
-    tileValues(in, a, s, t, seg, b, hk, j0, cols);
+    if (s.amx)
+      tileValuesAmx(in, a, s, t, b, hk, j0, cols);
+    else
+      tileValues(in, a, s, t, seg, b, hk, j0, cols);
     bump(in, t, 1, in.idx(1));
     if (full)
       bump(in, t, 2, *full);
@@ -442,7 +447,8 @@ void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   });
 }
 
-TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                             const AmxOperands &amx) {
   auto dimOf = [&](Value v, std::optional<int64_t> stat) -> std::pair<int64_t, SmallVector<Value>> {
     if (stat)
       return {*stat, {}};
@@ -452,7 +458,21 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
   auto [dv, dvDyn] = dimOf(a.nDv, a.staticDv);
   Type bf16 = kb.builder().getBF16Type();
   TileBuffers t;
-  if (!s.dot) {
+  t.amx = amx;
+  if (s.amx) { // whole tiles of 32 head dims (16 pairs), whole blocks of 32 value dims
+    auto rounded = [](std::optional<int64_t> n) -> std::optional<int64_t> {
+      if (n)
+        return (*n + 31) / 32 * 32;
+      return std::nullopt;
+    };
+    std::optional<int64_t> dhr = rounded(a.staticDh), dvr = rounded(a.staticDv);
+    auto [dhp, dhpDyn] = dimOf(kb.divu(amx.dh, kb.idx(2)), dhr ? std::optional<int64_t>(*dhr / 2) : std::nullopt);
+    auto [dvw, dvwDyn] = dimOf(amx.dv, dvr);
+    t.qT = kb.stackBuffer(bf16, {dhp, 2 * s.qTile}, dhpDyn);
+    t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
+    t.oT = kb.stackBuffer(a.ft, {dvw, s.qTile}, dvwDyn);
+    t.pT = kb.stackBuffer(bf16, {s.kvTile / 2, 2 * s.qTile}, {});
+  } else if (!s.dot) {
     t.qT = kb.stackBuffer(a.ft, {dh, s.qTile}, dhDyn);
   } else { // pairs of head dims, bf16
     std::optional<int64_t> pairs;
@@ -461,13 +481,15 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
     auto [dhp, dhpDyn] = dimOf(kb.ceilDiv(a.nDh, 2), pairs);
     t.qT = kb.stackBuffer(bf16, {dhp, 2 * s.qTile}, dhpDyn);
   }
-  t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
-  t.oT = kb.stackBuffer(a.ft, {dv, s.qTile}, dvDyn);
+  if (!s.amx) {
+    t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
+    t.oT = kb.stackBuffer(a.ft, {dv, s.qTile}, dvDyn);
+  }
   t.m = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.l = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.corr = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.counts = kb.stackBuffer(kb.builder().getI64Type(), {3}, {});
-  if (!s.dot)
+  if (!s.dot || s.amx)
     return t;
   // Pairs of keys (pT, vP); vP's rows whole vectors of Dv.
   int64_t keyPairs = (s.kvTile + 1) / 2;
@@ -492,7 +514,8 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
     in.vstore(ninf, t.m, {c});
     in.vstore(zero, t.l, {c});
-    in.forLoop(in.idx(0), a.nDv, 1, [&](KernelBuilder &in2, Value d) {
+    // On AMX every row the tiles cover, Dv's padding too.
+    in.forLoop(in.idx(0), s.amx ? t.amx.dv : a.nDv, 1, [&](KernelBuilder &in2, Value d) {
       in2.vstore(zero, t.oT, {d, c});
     });
   });
@@ -502,7 +525,14 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
 
 namespace qkv::ir {
 
-void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &sched) {
+  FlashSchedule s = sched;
+  // The AMX form packs K and V once per call from an operand's own rows; a cache view's
+  // parts (stored, fresh, paged) keep the pairs form.
+  s.amx = s.amx && !a.k.cached() && !a.v.cached() && !a.k.stored.table && !a.v.stored.table;
+  AmxOperands amx;
+  if (s.amx)
+    amx = packForAmx(kb, a, s);
   Value nQT = kb.ceilDiv(a.nL, s.qTile);
   // Without a score mod, log2(e) joins the scale in q, so scores come out in log2 units.
   Value qScale =
@@ -512,9 +542,11 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
     Value b = in.name(iv[0], "b"), h = in.name(iv[1], "h"), hk = in.divu(h, a.group);
     Value i0 = in.mul(in.name(iv[2], "q_tile"), s.qTile);
     Value rows = in.min(in.idx(s.qTile), in.sub(a.nL, i0));
-    TileBuffers t = allocTileBuffers(in, a, s);
+    TileBuffers t = allocTileBuffers(in, a, s, amx);
     if (s.dot) {
       packQueryPairs(in, a, s, t, b, h, i0, rows);
+      if (s.amx)
+        zeroQueryPadAmx(in, a, s, t);
       t.scoreScale = qScale;
     } else {
       packQueries(in, a, s, t, b, h, i0, rows, qScale);
@@ -524,6 +556,8 @@ void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSc
     writeTile(in, a, s, t, b, h, i0, rows);
     publishCounts(in, a, t);
   });
+  if (s.amx)
+    freeAmxOperands(kb, amx);
 }
 
 } // namespace qkv::ir
@@ -730,7 +764,19 @@ constexpr int64_t kSmallQueryTileKeys = 256;
 struct FlashOptions {
   int64_t vectorBits, qTile, kvTile, decodeRows;
   bool bf16Pairs; // the avx512bf16 and amx tiers
+  bool amx;       // the amx tier
 };
+
+/// The AMX form for a pairs schedule on the amx tier (FlashSchedule::amx): 16-lane vectors
+/// and query tiles of whole blocks of 32; a default key tile is cut to whole blocks of 32
+/// (66 keys for 64 queries becomes 64), a key tile the options set must be one already.
+void chooseAmx(FlashSchedule &s, const FlashOptions &o) {
+  if (!s.dot || !o.amx || s.lanes != 16 || s.qTile % 32 != 0)
+    return;
+  if (o.kvTile == 0 && s.kvTile % 32 != 0)
+    s.kvTile = std::max<int64_t>(32, s.kvTile / 32 * 32);
+  s.amx = s.kvTile % 32 == 0;
+}
 
 /// Whether `op`'s tiled kernel multiplies bf16 pairs: on the avx512bf16 and amx tiers, when q, k
 /// and v are bf16 (read where they are) and it computes in f32.
@@ -798,6 +844,7 @@ FlashVariant shortTiles(const FlashOptions &o, const FlashSchedule &s, Type ft, 
     small.kvTile = kSmallQueryTileKeys;
   FlashSchedule ss = resolveSchedule(small, ft, /*masked=*/false);
   ss.dot = s.dot;
+  chooseAmx(ss, o);
   return {false, ss, small.qTile};
 }
 
@@ -809,8 +856,10 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   bool masked = !op.getMask().empty();
   FlashSchedule s = resolveSchedule(o, ft, masked);
   s.dot = onPairs(op, o);
+  FlashSchedule decodeSchedule = s;
+  chooseAmx(s, o);
   int64_t l = qt.getDimSize(qt.getRank() - 2);
-  FlashVariant decode{true, s, s.decodeRows}, tiled{false, s, 0};
+  FlashVariant decode{true, decodeSchedule, s.decodeRows}, tiled{false, s, 0};
   SmallVector<FlashVariant> v = {decode};
   // Up to one or two vectors of queries, tiles of one or two vectors where the default
   // tiles are longer (no mask): those would leave most of their lanes idle. Measured with
@@ -966,7 +1015,7 @@ struct LowerAttentionToFlashPass
                                  << "' (f32, avx512bf16, amx)";
       return signalPassFailure();
     }
-    FlashOptions options{vectorBits, qTile, kvTile, decodeRows, isaTier != "f32"};
+    FlashOptions options{vectorBits, qTile, kvTile, decodeRows, isaTier != "f32", isaTier == "amx"};
     ScheduleCounters counters = declareScheduleCounters(getOperation(), options);
     RewritePatternSet patterns(&getContext());
     patterns.add<FlashLowering>(&getContext(), options, counters);

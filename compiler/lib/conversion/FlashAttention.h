@@ -25,6 +25,20 @@ struct FlashSchedule {
   /// and v are bf16; QK^T reads q and k as they are, P is rounded to bf16 for P.V, and V
   /// is packed in pairs of keys per key tile (FlashPairs.cpp).
   bool dot = false;
+  /// Both products on AMX tiles (the amx tier, FlashAmx.cpp): the pairs tier's q and P
+  /// layouts, K and V packed once per call. Needs 16-lane vectors and query and key tiles
+  /// in whole blocks of 32.
+  bool amx = false;
+};
+
+/// K and V packed for the AMX tiles (FlashAmx.cpp), once per call, as flat bf16 buffers:
+/// k[((b * Hkv + hk) * keys + j) * dh + d] = K[b, hk, j, d] and
+/// v[((b * Hkv + hk) * dv + d) * keys + j] = V[b, hk, j, d], zeros past S, Dh and Dv.
+struct AmxOperands {
+  mlir::Value k, v;
+  mlir::Value keys; // S rounded up to whole key tiles
+  mlir::Value dh;   // Dh rounded up to whole tiles of 32
+  mlir::Value dv;   // Dv rounded up to whole blocks of 32
 };
 
 /// Buffers one task of the tiled kernel works in, all on its stack.
@@ -41,6 +55,8 @@ struct TileBuffers {
   mlir::Value vP; // ceil(kvTile / 2) x 2 Dv' bf16: V, pairs of keys per head dim (Dv'
                   // is Dv rounded up to whole vectors)
   mlir::Value scoreScale; // the scale its f32 scores take (q is packed unscaled)
+  // The AMX form (FlashSchedule::amx): qT has dh / 2 rows, oT dv rows, vP is unused, and
+  AmxOperands amx; // the packed K and V
 };
 
 /// How a kernel addresses q, k, v or the output. The buffer has the operand's own shape
@@ -172,6 +188,25 @@ mlir::Value probabilityPairs(KernelBuilder &kb, const FlashSchedule &s, const Ti
 void tileValuePairs(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                     const TileBuffers &t, const KeySegment &seg, mlir::Value b, mlir::Value hk,
                     mlir::Value j0, mlir::Value cols);
+
+// ---- the AMX form of the pairs tier (FlashAmx.cpp) -----------------------------------
+
+/// K and V packed for the tiles, in a parallel loop over (b, kv head, key tile); freed by
+/// freeAmxOperands after the query tiles.
+AmxOperands packForAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s);
+void freeAmxOperands(KernelBuilder &kb, const AmxOperands &p);
+/// qT's rows past Dh's pairs, up to t.amx.dh / 2, set to 0.
+void zeroQueryPadAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                     const TileBuffers &t);
+/// sT[j][i] = sum_d K[b, hk, j0 + j, d] * q[i0 + i, d] for the blocks of 32 keys that
+/// hold the tile's `cols` keys, unscaled, on AMX tiles.
+void tileScoresAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                   const TileBuffers &t, mlir::Value b, mlir::Value hk, mlir::Value j0,
+                   mlir::Value cols);
+/// oT[d][i] = oT[d][i] * corr[i] + sum_j V[b, hk, j0 + j, d] * pT[j][i], on AMX tiles.
+void tileValuesAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                   const TileBuffers &t, mlir::Value b, mlir::Value hk, mlir::Value j0,
+                   mlir::Value cols);
 
 /// The tiled kernel: parallel over (b, h, query tile), online softmax over key tiles.
 void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s);

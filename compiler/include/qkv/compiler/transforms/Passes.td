@@ -102,13 +102,14 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
     Option<"decodeRows", "decode-rows", "int64_t", "0",
            "Attention with at most this many queries takes the split-KV decode kernel (0: one vector of queries); a dynamic query length gets both kernels and picks one per call">,
     Option<"isaTier", "isa", "std::string", "\"f32\"",
-           "The tier bf16 attention's products run on: f32 (widened loads, FMA), avx512bf16 or amx (bf16 pairs on vdpbf16ps, f32 accumulation)">,
+           "The tier bf16 attention's products run on: f32 (widened loads, FMA), avx512bf16 (bf16 pairs on vdpbf16ps, f32 accumulation) or amx (the tiled kernel's products on AMX tiles where its tiles are whole blocks of 32, else as avx512bf16)">,
   ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::vector::VectorDialect", "::mlir::func::FuncDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-                           "::mlir::tensor::TensorDialect", "::mlir::x86vector::X86VectorDialect"];
+                           "::mlir::tensor::TensorDialect", "::mlir::x86vector::X86VectorDialect",
+                           "::mlir::amx::AMXDialect"];
 }
 
 def LowerMatmulToMicrokernels

@@ -1,0 +1,225 @@
+// The tiled attention kernel's products on AMX tiles (FlashSchedule::amx, the amx tier):
+// the pairs tier's layouts (FlashPairs.cpp), with both products as tdpbf16ps on 16 x 16
+// f32 accumulator tiles, four at a time (a 32 x 32 block), as the GEMM's AMX form does.
+//
+//   QK^T  sT (keys x queries) = K . q^T: A tiles are 16 keys x 32 head dims of K, B tiles
+//         the query tile's pairs (qT, 16 pairs of head dims x 16 queries).
+//   P.V   oT (head dims x queries) = V^T . P^T: A tiles are 16 head dims x 32 keys of V
+//         transposed, B tiles the probabilities' pairs (pT, 16 pairs of keys x 16
+//         queries).
+//
+// K and V are packed once per call, before the query tiles run (packForAmx): K's rows with
+// Dh padded by zeros to whole tiles of 32, V transposed (Dv x keys), both with the keys
+// padded by zeros to whole key tiles, so that every tile load reads whole, finite tiles.
+// The pad rows of qT (past Dh) and of pT (past the tile's keys) are zeros too: a tile
+// product never meets uninitialized memory, whose NaN bits would reach the output.
+#include "FlashAttention.h"
+
+#include "mlir/Dialect/AMX/AMXDialect.h"
+
+using namespace mlir;
+
+namespace qkv::ir {
+
+namespace {
+
+constexpr int64_t kRows = 16; // rows of an AMX tile, and f32 columns of an accumulator
+constexpr int64_t kDepth = 32; // bf16 columns of an operand tile (pairs of 16 rows)
+
+Type bf16(KernelBuilder &kb) { return kb.builder().getBF16Type(); }
+
+Value roundUp(KernelBuilder &kb, Value v, int64_t m) { return kb.mul(kb.ceilDiv(v, m), m); }
+
+/// acc (four 16 x 16 f32 tiles: {top left, top right, bottom left, bottom right}) plus
+/// the products of `steps` pairs of A tiles (loadA(in, r, step), r = 0 top, 1 bottom) by
+/// pairs of B tiles (loadB(in, step, c), c = 0 left, 1 right).
+SmallVector<Value> tileBlock(KernelBuilder &kb, Value steps, ValueRange acc,
+                             const std::function<Value(KernelBuilder &, int64_t, Value)> &loadA,
+                             const std::function<Value(KernelBuilder &, Value, int64_t)> &loadB) {
+  auto accType = amx::TileType::get({kRows, kRows}, kb.builder().getF32Type());
+  return kb.forLoop(kb.idx(0), steps, kb.idx(1), acc,
+                    [&](KernelBuilder &in, Value k, ValueRange c) {
+                      Value at[2] = {loadA(in, 0, k), loadA(in, 1, k)};
+                      Value bt[2] = {loadB(in, k, 0), loadB(in, k, 1)};
+                      SmallVector<Value> next;
+                      for (int r = 0; r < 2; ++r)
+                        for (int col = 0; col < 2; ++col)
+                          next.push_back(amx::TileMulFOp::create(in.builder(), accType, at[r],
+                                                                 bt[col], c[2 * r + col]));
+                      return next;
+                    });
+}
+
+/// Element offset of row `row` of (b, hk) in a packed buffer of `rows` rows per head.
+Value packedAt(KernelBuilder &kb, const AttentionInfo &a, Value b, Value hk, Value rows, Value row,
+               Value width) {
+  return kb.mul(kb.add(kb.mul(kb.add(kb.mul(b, a.nHk), hk), rows), row), width);
+}
+
+/// The first `n` of `lanes` lanes, none when `inside` is false.
+Value lanesIf(KernelBuilder &kb, Value inside, Value n, int64_t lanes) {
+  return kb.firstLanes(arith::SelectOp::create(kb.builder(), inside, n, kb.idx(0)), lanes);
+}
+
+} // namespace
+
+AmxOperands packForAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  AmxOperands p;
+  Value nKT = kb.ceilDiv(a.nS, s.kvTile);
+  p.keys = kb.mul(nKT, s.kvTile);
+  p.dh = roundUp(kb, a.nDh, kDepth);
+  p.dv = roundUp(kb, a.nDv, 2 * kRows);
+  Value heads = kb.mul(a.nB, a.nHk);
+  auto alloc = [&](Value size) {
+    return memref::AllocOp::create(ib, MemRefType::get({ShapedType::kDynamic}, bf16(kb)),
+                                   ValueRange{size}, ValueRange{}, ib.getI64IntegerAttr(64))
+        .getResult();
+  };
+  p.k = alloc(kb.mul(kb.mul(heads, p.keys), p.dh));
+  p.v = alloc(kb.mul(kb.mul(heads, p.dv), p.keys));
+  KeySegment seg{KeySegment::Stored, kb.idx(0), a.nS, Value()};
+  Value lastKey = kb.sub(a.nS, kb.idx(1)), lastDv = kb.sub(a.nDv, kb.idx(1));
+  kb.parallel({a.nB, a.nHk, nKT}, [&](KernelBuilder &in, ValueRange iv) {
+    Value b = iv[0], hk = iv[1], j0 = in.mul(iv[2], s.kvTile);
+    // K's rows as they are, zeros past Dh and past the last key.
+    VectorType kt = in.vec(bf16(in), kDepth);
+    in.forLoop(in.idx(0), in.idx(s.kvTile), 1, [&](KernelBuilder &x, Value j) {
+      Value row = x.add(j0, j);
+      Value inside = x.cmp(arith::CmpIPredicate::slt, row, a.nS);
+      Value base = packedAt(x, a, b, hk, p.keys, row, p.dh);
+      x.forLoop(x.idx(0), p.dh, kDepth, [&](KernelBuilder &y, Value d) {
+        Value mask = lanesIf(y, inside, y.sub(a.nDh, d), kDepth);
+        Value v = readRowVector(y, kt, a.k, seg, b, hk, y.min(row, lastKey), d, mask);
+        y.vstore(v, p.k, {y.add(base, d)});
+      });
+    });
+    // V transposed: each head dim's row gathers the tile's keys, 16 at a time.
+    VectorType vt = in.vec(bf16(in), kRows);
+    Value offsets = rowOffsets(in, a.v.stored, kRows);
+    in.forLoop(in.idx(0), p.dv, 1, [&](KernelBuilder &x, Value d) {
+      Value inside = x.cmp(arith::CmpIPredicate::slt, d, a.nDv);
+      Value base = packedAt(x, a, b, hk, p.dv, d, p.keys);
+      x.forLoop(x.idx(0), x.idx(s.kvTile), kRows, [&](KernelBuilder &y, Value jj) {
+        Value row = y.add(j0, jj);
+        Value mask = lanesIf(y, inside, y.sub(a.nS, row), kRows);
+        Value at = y.min(row, lastKey);
+        Value v = gatherAs(y, vt, a.v.stored, a.v.stored.at(y, b, hk, at, y.min(d, lastDv)),
+                           offsets, mask);
+        y.vstore(v, p.v, {y.add(base, row)});
+      });
+    });
+  });
+  return p;
+}
+
+void freeAmxOperands(KernelBuilder &kb, const AmxOperands &p) {
+  memref::DeallocOp::create(kb.builder(), p.k);
+  memref::DeallocOp::create(kb.builder(), p.v);
+}
+
+void zeroQueryPadAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                     const TileBuffers &t) {
+  VectorType vt = kb.vec(bf16(kb), 2 * s.lanes);
+  Value zero = kb.fconst(vt, 0.0);
+  kb.forLoop(kb.ceilDiv(a.nDh, 2), kb.divu(t.amx.dh, kb.idx(2)), 1, [&](KernelBuilder &in, Value dp) {
+    for (int64_t c = 0; c < 2 * s.qTile; c += 2 * s.lanes)
+      in.vstore(zero, t.qT, {dp, in.idx(c)});
+  });
+}
+
+void tileScoresAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                   const TileBuffers &t, Value b, Value hk, Value j0, Value cols) {
+  auto operand = amx::TileType::get({kRows, kDepth}, bf16(kb));
+  auto accType = amx::TileType::get({kRows, kRows}, a.ft);
+  Value steps = kb.divu(t.amx.dh, kb.idx(kDepth));
+  Value kStride = t.amx.dh;
+  // Blocks of 32 keys up to the tile's last key; the rows past it are never read.
+  kb.forLoop(kb.idx(0), kb.ceilDiv(cols, 2 * kRows), 1, [&](KernelBuilder &in, Value mb) {
+    Value r0 = in.mul(mb, 2 * kRows);
+    Value base = packedAt(in, a, b, hk, t.amx.keys, in.add(j0, r0), kStride);
+    for (int64_t nb = 0; nb < s.qTile / (2 * kRows); ++nb) {
+      // One tilezero per accumulator: a shared one is copied through the stack, a 1 KiB
+      // tile store that each copy's load must wait for.
+      SmallVector<Value> zeros;
+      for (int q = 0; q < 4; ++q)
+        zeros.push_back(amx::TileZeroOp::create(in.builder(), accType));
+      SmallVector<Value> acc = tileBlock(
+          in, steps, zeros,
+          [&](KernelBuilder &x, int64_t r, Value k) {
+            Value at = x.add(base, x.mul(k, kDepth));
+            if (r)
+              at = x.add(at, x.mul(kStride, kRows));
+            return amx::TileLoadOp::create(x.builder(), operand, t.amx.k, ValueRange{at}, kStride)
+                .getResult();
+          },
+          [&](KernelBuilder &x, Value k, int64_t c) {
+            Value row = x.mul(k, kRows), col = x.idx(2 * (nb * 2 * kRows + c * kRows));
+            return amx::TileLoadOp::create(x.builder(), operand, t.qT, ValueRange{row, col})
+                .getResult();
+          });
+      for (int64_t q = 0; q < 4; ++q)
+        amx::TileStoreOp::create(in.builder(), t.sT,
+                                 ValueRange{in.add(r0, (q / 2) * kRows),
+                                            in.idx(nb * 2 * kRows + (q % 2) * kRows)},
+                                 acc[q]);
+    }
+  });
+}
+
+void tileValuesAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
+                   const TileBuffers &t, Value b, Value hk, Value j0, Value cols) {
+  auto operand = amx::TileType::get({kRows, kDepth}, bf16(kb));
+  auto accType = amx::TileType::get({kRows, kRows}, a.ft);
+  Value steps = kb.ceilDiv(cols, kDepth);
+  // pT's pairs past the tile's keys, up to the last whole tile of 32 keys, are zeros.
+  VectorType ht = kb.vec(bf16(kb), 2 * s.lanes);
+  Value zero = kb.fconst(ht, 0.0);
+  kb.forLoop(kb.ceilDiv(cols, 2), kb.mul(steps, kRows), 1, [&](KernelBuilder &in, Value jp) {
+    for (int64_t c = 0; c < 2 * s.qTile; c += 2 * s.lanes)
+      in.vstore(zero, t.pT, {jp, in.idx(c)});
+  });
+  // oT *= corr, every row the tiles cover.
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  SmallVector<Value> corr;
+  for (int64_t c = 0; c < s.qTile; c += s.lanes)
+    corr.push_back(kb.vload(vt, t.corr, {kb.idx(c)}));
+  kb.forLoop(kb.idx(0), t.amx.dv, 1, [&](KernelBuilder &in, Value d) {
+    for (int64_t c = 0; c < s.qTile / s.lanes; ++c) {
+      Value o = in.vload(vt, t.oT, {d, in.idx(c * s.lanes)});
+      in.vstore(arith::MulFOp::create(in.builder(), o, corr[c]), t.oT, {d, in.idx(c * s.lanes)});
+    }
+  });
+  Value vStride = t.amx.keys;
+  kb.forLoop(kb.idx(0), t.amx.dv, 2 * kRows, [&](KernelBuilder &in, Value d0) {
+    Value base = packedAt(in, a, b, hk, t.amx.dv, d0, vStride);
+    for (int64_t nb = 0; nb < s.qTile / (2 * kRows); ++nb) {
+      SmallVector<Value> init;
+      for (int64_t q = 0; q < 4; ++q)
+        init.push_back(amx::TileLoadOp::create(
+            in.builder(), accType, t.oT,
+            ValueRange{in.add(d0, (q / 2) * kRows), in.idx(nb * 2 * kRows + (q % 2) * kRows)}));
+      SmallVector<Value> acc = tileBlock(
+          in, steps, init,
+          [&](KernelBuilder &x, int64_t r, Value k) {
+            Value at = x.add(x.add(base, j0), x.mul(k, kDepth));
+            if (r)
+              at = x.add(at, x.mul(vStride, kRows));
+            return amx::TileLoadOp::create(x.builder(), operand, t.amx.v, ValueRange{at}, vStride)
+                .getResult();
+          },
+          [&](KernelBuilder &x, Value k, int64_t c) {
+            Value row = x.mul(k, kRows), col = x.idx(2 * (nb * 2 * kRows + c * kRows));
+            return amx::TileLoadOp::create(x.builder(), operand, t.pT, ValueRange{row, col})
+                .getResult();
+          });
+      for (int64_t q = 0; q < 4; ++q)
+        amx::TileStoreOp::create(in.builder(), t.oT,
+                                 ValueRange{in.add(d0, (q / 2) * kRows),
+                                            in.idx(nb * 2 * kRows + (q % 2) * kRows)},
+                                 acc[q]);
+    }
+  });
+}
+
+} // namespace qkv::ir
