@@ -11,6 +11,9 @@
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 isa=amx},canonicalize,cse)" | FileCheck %s
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 isa=amx q-tile=48},canonicalize,cse)" | FileCheck %s --check-prefix=PAIRS
 
+// The variant's name says the tiles are AMX's (Kernel::schedule_runs, qkv bench).
+// CHECK: @qkv_schedules("{{[^,]*}}:tiled(q=64,amx)\00")
+// PAIRS: @qkv_schedules("{{[^,]*}}:tiled(q=48)\00")
 // CHECK-LABEL: func.func @amx
 // The packed K and V: 1 x 2 heads x 128 keys (70 rounded up to key tiles of 64) x 64.
 // CHECK: %[[KA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<16384xbf16>

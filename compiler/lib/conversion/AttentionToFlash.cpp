@@ -10,6 +10,7 @@
 // scf.for, the arithmetic is the vector dialect.
 #include "FlashAttention.h"
 
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -525,11 +526,10 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
 
 namespace qkv::ir {
 
-void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &sched) {
-  FlashSchedule s = sched;
-  // The AMX form packs K and V once per call from an operand's own rows; a cache view's
-  // parts (stored, fresh, paged) keep the pairs form.
-  s.amx = s.amx && !a.k.cached() && !a.v.cached() && !a.k.stored.table && !a.v.stored.table;
+void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
+  // The AMX form packs K and V from an operand's own rows (variantsOf keeps cache views,
+  // whose parts the packing does not read, on pairs).
+  assert(!s.amx || (!a.k.cached() && !a.v.cached()));
   AmxOperands amx;
   if (s.amx)
     amx = packForAmx(kb, a, s);
@@ -821,7 +821,7 @@ struct FlashVariant {
   FlashSchedule s;
   int64_t maxRows;
   std::string name() const {
-    return decode ? "decode" : "tiled(q=" + std::to_string(s.qTile) + ")";
+    return decode ? "decode" : "tiled(q=" + std::to_string(s.qTile) + (s.amx ? ",amx" : "") + ")";
   }
 };
 
@@ -850,7 +850,15 @@ FlashVariant shortTiles(const FlashOptions &o, const FlashSchedule &s, Type ft, 
 
 /// The kernels of `op`, the first whose maxRows admits the query length running: several
 /// for one bound at run time, and a static length takes the first that admits it.
-SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
+SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &opts) {
+  // AMX tiles read K and V packed from an operand's own rows: a cache view's parts (stored
+  // and fresh rows, pages) keep the pairs.
+  auto view = [](Value t) {
+    t = unwidened(t);
+    return t.getDefiningOp<CacheViewOp>() || t.getDefiningOp<PagedCacheViewOp>();
+  };
+  FlashOptions o = opts;
+  o.amx = o.amx && !view(op.getK()) && !view(op.getV());
   auto qt = cast<RankedTensorType>(op.getQ().getType());
   Type ft = qt.getElementType();
   bool masked = !op.getMask().empty();
