@@ -12,7 +12,7 @@
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 isa=amx q-tile=48},canonicalize,cse)" | FileCheck %s --check-prefix=PAIRS
 
 // The variant's name says the tiles are AMX's (Kernel::schedule_runs, qkv bench).
-// CHECK: @qkv_schedules("{{[^,]*}}:tiled(q=64,amx)\00")
+// CHECK: @qkv_schedules("{{[^,]*}}:tiled_amx(q=64)\00")
 // PAIRS: @qkv_schedules("{{[^,]*}}:tiled(q=48)\00")
 // CHECK-LABEL: func.func @amx
 // The packed K and V: 1 x 2 heads x 128 keys (70 rounded up to key tiles of 64) x 64.

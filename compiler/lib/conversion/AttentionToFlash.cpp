@@ -821,7 +821,7 @@ struct FlashVariant {
   FlashSchedule s;
   int64_t maxRows;
   std::string name() const {
-    return decode ? "decode" : "tiled(q=" + std::to_string(s.qTile) + (s.amx ? ",amx" : "") + ")";
+    return decode ? "decode" : std::string(s.amx ? "tiled_amx" : "tiled") + "(q=" + std::to_string(s.qTile) + ")";
   }
 };
 
