@@ -10,7 +10,6 @@
 // scf.for, the arithmetic is the vector dialect.
 #include "FlashAttention.h"
 
-#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -529,7 +528,6 @@ namespace qkv::ir {
 void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
   // The AMX form packs K and V from an operand's own rows (variantsOf keeps cache views,
   // whose parts the packing does not read, on pairs).
-  assert(!s.amx || (!a.k.cached() && !a.v.cached()));
   AmxOperands amx;
   if (s.amx)
     amx = packForAmx(kb, a, s);
