@@ -2,6 +2,7 @@
 // wrappers, host target machine, code generation, linking against the process and the
 // runtime libraries), split so that the object can be kept between the steps.
 #include "ObjectJit.h"
+#include "PerfMap.h"
 
 #include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/buffer_cache.hpp>
@@ -174,6 +175,7 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
   auto jit = make_jit();
   if (!jit)
     return jit.takeError();
+  add_perf_map(**jit);
   llvm::orc::JITDylib &main = (*jit)->getMainJITDylib();
   for (const std::string &lib : runtime_libraries()) {
     auto gen = llvm::orc::DynamicLibrarySearchGenerator::Load(

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -12,6 +14,8 @@
 #include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/cuda.hpp>
 #include <qkv/runtime/interpreter.hpp>
+
+#include <unistd.h>
 
 namespace qkv {
 namespace {
@@ -400,6 +404,37 @@ TEST(Compile, PipelineStagesArePrintable) {
   EXPECT_NE(cpu_stage_pipeline("loops").find("one-shot-bufferize"), std::string::npos);
   EXPECT_NE(error_of([] { cpu_stage_pipeline("gpu"); }).find("unknown CPU pipeline stage"),
             std::string::npos);
+}
+
+// QKV_PERF_MAP=1 (the kernel_perf_map test runs this file with it): every kernel linked
+// writes its functions to /tmp/perf-<pid>.map, where perf finds names for JIT code;
+// without it, no file.
+TEST(KernelPerfMap, WrittenWhenAskedOnly) {
+  std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+  std::filesystem::remove(path);
+  Graph g("perf_map_probe");
+  Dim L = g.dim("L"), D = g.dim("D", 8);
+  g.output("y", gelu(g.input("x", DType::F32, {L, D})));
+  Kernel k = compile(g); // a cache hit links its object too
+  k.run(random_inputs(g, {{"L", 3}}, 1));
+  const char *env = std::getenv("QKV_PERF_MAP");
+  bool asked = env && *env && std::string(env) != "0";
+  ASSERT_EQ(std::filesystem::exists(path), asked) << path;
+  if (!asked)
+    return;
+  std::ifstream in(path);
+  std::string line;
+  bool entry = false;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string start, size, name;
+    ASSERT_TRUE(fields >> start >> size >> name) << "malformed line: " << line;
+    EXPECT_GT(std::stoull(start, nullptr, 16), 0u) << line;
+    EXPECT_GT(std::stoull(size, nullptr, 16), 0u) << line;
+    entry = entry || name == "_mlir_ciface_perf_map_probe";
+  }
+  EXPECT_TRUE(entry) << path << " does not name the kernel's entry point";
+  std::filesystem::remove(path);
 }
 
 } // namespace
