@@ -14,6 +14,7 @@
 // The pad rows of qT (past Dh) and of pT (past the tile's keys) are zeros too: a tile
 // product never meets uninitialized memory, whose NaN bits would reach the output.
 #include "FlashAttention.h"
+#include "Microkernel.h"
 
 #include "mlir/Dialect/AMX/AMXDialect.h"
 
@@ -23,32 +24,12 @@ namespace qkv::ir {
 
 namespace {
 
-constexpr int64_t kRows = 16; // rows of an AMX tile, and f32 columns of an accumulator
-constexpr int64_t kDepth = 32; // bf16 columns of an operand tile (pairs of 16 rows)
+constexpr int64_t kRows = kAmxTileRows;
+constexpr int64_t kDepth = kAmxTileDepth;
 
 Type bf16(KernelBuilder &kb) { return kb.builder().getBF16Type(); }
 
 Value roundUp(KernelBuilder &kb, Value v, int64_t m) { return kb.mul(kb.ceilDiv(v, m), m); }
-
-/// acc (four 16 x 16 f32 tiles: {top left, top right, bottom left, bottom right}) plus
-/// the products of `steps` pairs of A tiles (loadA(in, r, step), r = 0 top, 1 bottom) by
-/// pairs of B tiles (loadB(in, step, c), c = 0 left, 1 right).
-SmallVector<Value> tileBlock(KernelBuilder &kb, Value steps, ValueRange acc,
-                             const std::function<Value(KernelBuilder &, int64_t, Value)> &loadA,
-                             const std::function<Value(KernelBuilder &, Value, int64_t)> &loadB) {
-  auto accType = amx::TileType::get({kRows, kRows}, kb.builder().getF32Type());
-  return kb.forLoop(kb.idx(0), steps, kb.idx(1), acc,
-                    [&](KernelBuilder &in, Value k, ValueRange c) {
-                      Value at[2] = {loadA(in, 0, k), loadA(in, 1, k)};
-                      Value bt[2] = {loadB(in, k, 0), loadB(in, k, 1)};
-                      SmallVector<Value> next;
-                      for (int r = 0; r < 2; ++r)
-                        for (int col = 0; col < 2; ++col)
-                          next.push_back(amx::TileMulFOp::create(in.builder(), accType, at[r],
-                                                                 bt[col], c[2 * r + col]));
-                      return next;
-                    });
-}
 
 /// Element offset of row `row` of (b, hk) in a packed buffer of `rows` rows per head.
 Value packedAt(KernelBuilder &kb, const AttentionInfo &a, Value b, Value hk, Value rows, Value row,
@@ -59,6 +40,23 @@ Value packedAt(KernelBuilder &kb, const AttentionInfo &a, Value b, Value hk, Val
 /// The first `n` of `lanes` lanes, none when `inside` is false.
 Value lanesIf(KernelBuilder &kb, Value inside, Value n, int64_t lanes) {
   return kb.firstLanes(arith::SelectOp::create(kb.builder(), inside, n, kb.idx(0)), lanes);
+}
+
+/// The four 16 x 16 tiles of the 32 x 32 block at (row0, col0) of `buf` (rows, then
+/// columns 16 apart: emitAmxBlock's order), stored from `acc`.
+void storeBlock(KernelBuilder &kb, Value buf, Value row0, int64_t col0, ArrayRef<Value> acc) {
+  for (int64_t q = 0; q < 4; ++q)
+    amx::TileStoreOp::create(kb.builder(), buf,
+                             ValueRange{kb.add(row0, (q / 2) * kRows), kb.idx(col0 + (q % 2) * kRows)},
+                             acc[q]);
+}
+
+/// The B tile of a query tile's pairs (qT or pT: 16 pair rows of step `k` by the 16
+/// queries of block `nb`'s half `c`).
+Value pairsTile(KernelBuilder &kb, Value buf, Value k, int64_t nb, int64_t c) {
+  auto operand = amx::TileType::get({kRows, kDepth}, bf16(kb));
+  Value row = kb.mul(k, kRows), col = kb.idx(2 * (nb * 2 * kRows + c * kRows));
+  return amx::TileLoadOp::create(kb.builder(), operand, buf, ValueRange{row, col}).getResult();
 }
 
 } // namespace
@@ -144,7 +142,7 @@ void tileScoresAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedul
       SmallVector<Value> zeros;
       for (int q = 0; q < 4; ++q)
         zeros.push_back(amx::TileZeroOp::create(in.builder(), accType));
-      SmallVector<Value> acc = tileBlock(
+      SmallVector<Value> acc = emitAmxBlock(
           in, steps, zeros,
           [&](KernelBuilder &x, int64_t r, Value k) {
             Value at = x.add(base, x.mul(k, kDepth));
@@ -153,16 +151,8 @@ void tileScoresAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedul
             return amx::TileLoadOp::create(x.builder(), operand, t.amx.k, ValueRange{at}, kStride)
                 .getResult();
           },
-          [&](KernelBuilder &x, Value k, int64_t c) {
-            Value row = x.mul(k, kRows), col = x.idx(2 * (nb * 2 * kRows + c * kRows));
-            return amx::TileLoadOp::create(x.builder(), operand, t.qT, ValueRange{row, col})
-                .getResult();
-          });
-      for (int64_t q = 0; q < 4; ++q)
-        amx::TileStoreOp::create(in.builder(), t.sT,
-                                 ValueRange{in.add(r0, (q / 2) * kRows),
-                                            in.idx(nb * 2 * kRows + (q % 2) * kRows)},
-                                 acc[q]);
+          [&](KernelBuilder &x, Value k, int64_t c) { return pairsTile(x, t.qT, k, nb, c); });
+      storeBlock(in, t.sT, r0, nb * 2 * kRows, acc);
     }
   });
 }
@@ -199,7 +189,7 @@ void tileValuesAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedul
         init.push_back(amx::TileLoadOp::create(
             in.builder(), accType, t.oT,
             ValueRange{in.add(d0, (q / 2) * kRows), in.idx(nb * 2 * kRows + (q % 2) * kRows)}));
-      SmallVector<Value> acc = tileBlock(
+      SmallVector<Value> acc = emitAmxBlock(
           in, steps, init,
           [&](KernelBuilder &x, int64_t r, Value k) {
             Value at = x.add(x.add(base, j0), x.mul(k, kDepth));
@@ -208,16 +198,8 @@ void tileValuesAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedul
             return amx::TileLoadOp::create(x.builder(), operand, t.amx.v, ValueRange{at}, vStride)
                 .getResult();
           },
-          [&](KernelBuilder &x, Value k, int64_t c) {
-            Value row = x.mul(k, kRows), col = x.idx(2 * (nb * 2 * kRows + c * kRows));
-            return amx::TileLoadOp::create(x.builder(), operand, t.pT, ValueRange{row, col})
-                .getResult();
-          });
-      for (int64_t q = 0; q < 4; ++q)
-        amx::TileStoreOp::create(in.builder(), t.oT,
-                                 ValueRange{in.add(d0, (q / 2) * kRows),
-                                            in.idx(nb * 2 * kRows + (q % 2) * kRows)},
-                                 acc[q]);
+          [&](KernelBuilder &x, Value k, int64_t c) { return pairsTile(x, t.pT, k, nb, c); });
+      storeBlock(in, t.oT, d0, nb * 2 * kRows, acc);
     }
   });
 }

@@ -321,23 +321,19 @@ SmallVector<Value> emitAmxTile(KernelBuilder &kb, const GemmBlocking &g, const B
                                ValueRange init) {
   constexpr int64_t R = GemmBlocking::kAmxRows, K = GemmBlocking::kAmxK;
   auto operand = amx::TileType::get({R, K}, g.packed);
-  auto accType = amx::TileType::get({R, R}, g.acc);
   Value aStride = kb.idx(g.kc), bStride = kb.idx(2 * g.nr());
-  return kb.forLoop(kb.idx(0), steps, kb.idx(1), init,
-                    [&](KernelBuilder &in, Value s, ValueRange acc) {
-    ImplicitLocOpBuilder &ib = in.builder();
-    Value aOff = in.add(aBase, in.mul(s, K));
-    Value bOff = in.add(bBase, in.mul(s, R * 2 * g.nr()));
-    Value a[2] = {amx::TileLoadOp::create(ib, operand, ap, ValueRange{aOff}, aStride),
-                  amx::TileLoadOp::create(ib, operand, ap, ValueRange{in.add(aOff, R * g.kc)}, aStride)};
-    Value bt[2] = {amx::TileLoadOp::create(ib, operand, x.bp, ValueRange{bOff}, bStride),
-                   amx::TileLoadOp::create(ib, operand, x.bp, ValueRange{in.add(bOff, 2 * R)}, bStride)};
-    SmallVector<Value> next;
-    for (int r = 0; r < 2; ++r)
-      for (int c = 0; c < 2; ++c)
-        next.push_back(amx::TileMulFOp::create(ib, accType, a[r], bt[c], acc[2 * r + c]));
-    return next;
-  });
+  return emitAmxBlock(
+      kb, steps, init,
+      [&](KernelBuilder &in, int64_t r, Value s) {
+        Value at = in.add(in.add(aBase, in.mul(s, K)), in.idx(r * R * g.kc));
+        return amx::TileLoadOp::create(in.builder(), operand, ap, ValueRange{at}, aStride)
+            .getResult();
+      },
+      [&](KernelBuilder &in, Value s, int64_t c) {
+        Value at = in.add(in.add(bBase, in.mul(s, R * 2 * g.nr())), in.idx(c * 2 * R));
+        return amx::TileLoadOp::create(in.builder(), operand, x.bp, ValueRange{at}, bStride)
+            .getResult();
+      });
 }
 
 /// The accumulators of emitAmxTile into C's rows [row0, row0 + rows) and columns

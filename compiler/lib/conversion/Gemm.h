@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "KernelBuilder.h"
+#include "Microkernel.h"
 
 namespace qkv::ir {
 
@@ -45,7 +46,7 @@ struct GemmBlocking {
   /// this, zeros past K: 32 on AMX (a tile's 16 pairs), else kGroup().
   int64_t kAlign() const { return amx ? kAmxK : kGroup(); }
   /// K per AMX tile product (16 pairs of bf16), and rows / f32 columns per tile.
-  static constexpr int64_t kAmxK = 32, kAmxRows = 16;
+  static constexpr int64_t kAmxK = kAmxTileDepth, kAmxRows = kAmxTileRows;
 
   /// Register tiles for `vectorBits`-bit vectors of `acc` (16 vector registers below
   /// 512 bits, 32 at 512), kc and mc from the L1 and L2 data cache sizes in bytes:

@@ -1,5 +1,7 @@
 #include "Microkernel.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
+
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 using namespace mlir;
@@ -90,6 +92,22 @@ int64_t gemmRowsFor(int64_t nc, int64_t vectorRegisters) {
   // C tile + nc B vectors + 1 broadcast must fit; leave one register spare.
   int64_t rows = (vectorRegisters - nc - 2) / nc;
   return std::max<int64_t>(1, std::min<int64_t>(rows, 8));
+}
+
+SmallVector<Value> emitAmxBlock(KernelBuilder &kb, Value steps, ValueRange acc,
+                                const AmxLoadA &loadA, const AmxLoadB &loadB) {
+  auto accType = amx::TileType::get({kAmxTileRows, kAmxTileRows}, kb.builder().getF32Type());
+  return kb.forLoop(kb.idx(0), steps, kb.idx(1), acc,
+                    [&](KernelBuilder &in, Value k, ValueRange c) {
+                      Value at[2] = {loadA(in, 0, k), loadA(in, 1, k)};
+                      Value bt[2] = {loadB(in, k, 0), loadB(in, k, 1)};
+                      SmallVector<Value> next;
+                      for (int r = 0; r < 2; ++r)
+                        for (int col = 0; col < 2; ++col)
+                          next.push_back(amx::TileMulFOp::create(in.builder(), accType, at[r],
+                                                                 bt[col], c[2 * r + col]));
+                      return next;
+                    });
 }
 
 } // namespace qkv::ir

@@ -56,6 +56,27 @@ void emitGemmTile(KernelBuilder &kb, const GemmSpec &spec, mlir::Value i0, int64
 /// the A operand of a bf16 dot product.
 mlir::Value broadcastPair(KernelBuilder &kb, mlir::Value pair, int64_t lanes);
 
+/// AMX rows per tile (and f32 columns of an accumulator tile), and bf16 columns of an
+/// operand tile (16 rows of pairs).
+inline constexpr int64_t kAmxTileRows = 16;
+inline constexpr int64_t kAmxTileDepth = 32;
+
+/// A tile's operands as its product reads them: `loadA(kb, r, step)` the A tile of rows r
+/// (0: the top 16, 1: the bottom 16) at step `step` of the K loop, `loadB(kb, step, c)`
+/// the B tile of columns c (0: the left 16, 1: the right 16), each a 16 x 32 bf16
+/// !amx.tile.
+using AmxLoadA = std::function<mlir::Value(KernelBuilder &, int64_t r, mlir::Value step)>;
+using AmxLoadB = std::function<mlir::Value(KernelBuilder &, mlir::Value step, int64_t c)>;
+
+/// A 32 x 32 block of C on AMX: `acc` (four 16 x 16 f32 accumulator tiles: {top left,
+/// top right, bottom left, bottom right}) plus A . B over `steps` steps of 32 K columns,
+/// each step two A tiles by two B tiles (four tdpbf16ps), the accumulators carried
+/// through one loop. Returns them. The GEMM's AMX blocks and the attention kernel's AMX
+/// products (QK^T and P.V) both run on it.
+llvm::SmallVector<mlir::Value> emitAmxBlock(KernelBuilder &kb, mlir::Value steps,
+                                            mlir::ValueRange acc, const AmxLoadA &loadA,
+                                            const AmxLoadB &loadB);
+
 /// Register-tile rows for nc vectors per row: as many rows as keep the C tile, one B row
 /// and a broadcast within the 32 vector registers of AVX-512 (16 for AVX2).
 int64_t gemmRowsFor(int64_t nc, int64_t vectorRegisters);
