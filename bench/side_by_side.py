@@ -9,9 +9,12 @@ bench/peers.py and bench/embed_peer.py):
                                   [--dtype f32,bf16]
 
 On a machine shared with other work the time of one run says little: the load moves in
-seconds. Each case therefore runs qkv, then the peer, then qkv again..., `--rounds` times,
+seconds, and a virtual machine's host may take its CPUs away for whole milliseconds
+("steal" in /proc/stat: 30-50% at times on the project's 2-vCPU hosts). Each case therefore runs qkv, then the peer, then qkv again..., `--rounds` times,
 and reports the median of each side and the median of the rounds' ratios (peer time / qkv
-time, so > 1 means qkv is faster), each ratio taken between two adjacent runs. Cases:
+time, so > 1 means qkv is faster), each ratio taken between two adjacent runs, and the
+largest share of CPU time stolen during one of the case's runs (a note follows past 5%).
+Cases:
 
   gemm    y = x . w at the issue's shapes (2048x512x2048, 4096x384x1536, 8192x1536x384,
           4096x4096x4096): `qkv bench gemm --no-baselines --json` against torch.matmul
@@ -40,10 +43,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GEMM_SHAPES = [(2048, 512, 2048), (4096, 384, 1536), (8192, 1536, 384), (4096, 4096, 4096)]
 
 
+# The share of the machine's CPU time the hypervisor gave to other guests ("steal", the
+# 8th field of /proc/stat's cpu line) during each run of the case being measured.
+STEALS = []
+
+
+def cpu_times():
+    """(all CPU time, stolen time) since boot, in clock ticks; (0, 0) off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(fields), (fields[7] if len(fields) > 7 else 0)
+
+
 def run(cmd, env=None):
+    total0, steal0 = cpu_times()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    total1, steal1 = cpu_times()
     if out.returncode != 0:
         sys.exit(f"side_by_side: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    if total1 > total0:
+        STEALS.append((steal1 - steal0) / (total1 - total0))
     return out.stdout
 
 
@@ -54,9 +76,14 @@ def json_lines(text):
 def report(name, unit, qkv, peer, lower_is_better=True):
     """Medians of both sides and the median of the per-round ratios."""
     ratios = [(p / q if lower_is_better else q / p) for q, p in zip(qkv, peer)]
+    steal = f"  steal {100 * max(STEALS):.0f}% at most" if STEALS else ""
     print(f"{name:<34} qkv {statistics.median(qkv):10.2f} {unit}   peer "
           f"{statistics.median(peer):10.2f} {unit}   qkv faster by {statistics.median(ratios):5.2f}x"
-          f"  (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+          f"  (rounds: {', '.join(f'{r:.2f}' for r in ratios)}){steal}")
+    if STEALS and max(STEALS) > 0.05:
+        print(f"{'':<34} (the hypervisor took {100 * max(STEALS):.0f}% of the CPU time from this "
+              f"machine during a run: its ratio says little)")
+    STEALS.clear()
     sys.stdout.flush()
 
 
