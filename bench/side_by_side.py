@@ -73,17 +73,19 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def report(name, unit, qkv, peer, lower_is_better=True):
-    """Medians of both sides and the median of the per-round ratios."""
+def report(name, unit, qkv, peer, lower_is_better=True, steals=None):
+    """Medians of both sides, the median of the per-round ratios, and the most CPU time
+    stolen during one of the runs (`steals`, else those of STEALS since the last report)."""
     ratios = [(p / q if lower_is_better else q / p) for q, p in zip(qkv, peer)]
-    steal = f"  steal {100 * max(STEALS):.0f}% at most" if STEALS else ""
+    steals = list(STEALS) if steals is None else steals
+    STEALS.clear()
+    steal = f"  steal {100 * max(steals):.0f}% at most" if steals else ""
     print(f"{name:<34} qkv {statistics.median(qkv):10.2f} {unit}   peer "
           f"{statistics.median(peer):10.2f} {unit}   qkv faster by {statistics.median(ratios):5.2f}x"
           f"  (rounds: {', '.join(f'{r:.2f}' for r in ratios)}){steal}")
-    if STEALS and max(STEALS) > 0.05:
-        print(f"{'':<34} (the hypervisor took {100 * max(STEALS):.0f}% of the CPU time from this "
+    if steals and max(steals) > 0.05:
+        print(f"{'':<34} (the hypervisor took {100 * max(steals):.0f}% of the CPU time from this "
               f"machine during a run: its ratio says little)")
-    STEALS.clear()
     sys.stdout.flush()
 
 
@@ -165,9 +167,11 @@ def llama(a, dtype):
                                  ",".join(map(str, contexts)), "--json", "--dtype", dtype])):
             peer[r["context"]][0].append(r["prefill_ms"])
             peer[r["context"]][1].append(r["decode_step_ms"])
+    steals = list(STEALS)  # both contexts run in each of the rounds' commands
     for c in contexts:
-        report(f"Llama decoder {dtype} prefill {c}", "ms", qkv[c][0], peer[c][0])
-        report(f"Llama decoder {dtype} decode step at {c}", "ms", qkv[c][1], peer[c][1])
+        report(f"Llama decoder {dtype} prefill {c}", "ms", qkv[c][0], peer[c][0], steals=steals)
+        report(f"Llama decoder {dtype} decode step at {c}", "ms", qkv[c][1], peer[c][1],
+               steals=steals)
 
 
 def main():
