@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 
 namespace qkv::bench {
@@ -42,7 +46,45 @@ bool want_more(const TimingPolicy &p, const std::vector<double> &ms, double time
 }
 } // namespace
 
+CpuTicks cpu_ticks() {
+  std::ifstream in("/proc/stat");
+  std::string line, cpu;
+  CpuTicks t;
+  if (!std::getline(in, line))
+    return t;
+  std::istringstream fields(line);
+  fields >> cpu;
+  std::uint64_t v = 0;
+  // user nice system idle iowait irq softirq steal guest guest_nice
+  for (int i = 0; fields >> v; ++i) {
+    if (i < 8)
+      t.total += v; // guest time is counted in user already
+    if (i == 7)
+      t.stolen = v;
+  }
+  return cpu == "cpu" ? t : CpuTicks{};
+}
+
+double steal_between(const CpuTicks &before, const CpuTicks &after) {
+  if (after.total <= before.total)
+    return -1;
+  return static_cast<double>(after.stolen - before.stolen) /
+         static_cast<double>(after.total - before.total);
+}
+
+std::string steal_line(double steal) {
+  if (steal < 0)
+    return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * steal);
+  std::string line = std::string("steal     ") + buf + " of the CPU time during qkv's runs";
+  if (steal > 0.05)
+    line += " (the virtual machine's host took it for other guests: these times mean little)";
+  return line + "\n";
+}
+
 Timing time_runs(const std::function<void()> &fn, const TimingPolicy &p) {
+  CpuTicks before = cpu_ticks();
   std::vector<double> ms;
   double warm = timed(fn);
   if (warm >= 1e3 * p.slow_seconds)
@@ -58,6 +100,7 @@ Timing time_runs(const std::function<void()> &fn, const TimingPolicy &p) {
   t.runs = static_cast<int>(ms.size());
   t.median_ms = median(ms);
   t.min_ms = *std::min_element(ms.begin(), ms.end());
+  t.steal = steal_between(before, cpu_ticks());
   return t;
 }
 

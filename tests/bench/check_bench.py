@@ -25,7 +25,7 @@ OPTIONS = ["--batch", "--heads", "--kv-heads", "--seq", "--kv-len", "--head-dim"
 FIELDS = ["name", "shape", "mask", "threads", "isa", "ms", "runs", "compile_ms", "compile_runs",
           "compile_cold_ms", "compile_warm_ms", "compile_warm_runs", "compile_warm_cache",
           "flops", "gflops", "peak_gflops", "pct_peak", "bytes", "read_gbs", "bandwidth_gbs",
-          "pct_bandwidth", "baselines", "tolerance", "wall_s"]
+          "pct_bandwidth", "baselines", "tolerance", "wall_s", "steal"]
 BLOCKS = {"seed", "mha", "causal", "gqa", "cross"}
 # Variants of examples/gallery/ whose masks are recomputed here, pair by pair, from their
 # definitions (query i, key j, window W); blocks are the self-attention ones with W^O.
@@ -125,6 +125,7 @@ def check_json(qkv, openblas, args):
         fail(f"missing fields {missing}")
     if j["runs"] < 1 or j["ms"] <= 0 or j["peak_gflops"] <= 0 or j["bandwidth_gbs"] <= 0:
         fail("runs, ms, peak and bandwidth must be positive")
+    check_steal(j)
     if j["compile_ms"] != j["compile_cold_ms"] or j["compile_cold_ms"] <= 0:
         fail("compile_ms must be compile_cold_ms, and positive")
     # The warm compiles load the kernel the cold ones stored in the benchmark's own cache
@@ -197,7 +198,13 @@ def check_error(qkv, text, args):
 
 GEMM_OPTIONS = ["--m", "--k", "--n", "--threads", "--bias", "--json", "--repeat", "--no-baselines"]
 GEMM_FIELDS = ["name", "m", "k", "n", "bias", "threads", "isa", "ms", "min_ms", "runs", "gflops",
-               "pct_peak", "peak_gflops", "bandwidth_gbs", "compile_ms", "baselines"]
+               "pct_peak", "peak_gflops", "bandwidth_gbs", "compile_ms", "baselines", "steal"]
+
+
+def check_steal(j):
+    """steal is a share of CPU time, or -1 where /proc/stat said nothing."""
+    if not (j["steal"] == -1 or 0 <= j["steal"] <= 1):
+        fail(f"steal {j['steal']} is neither -1 nor a share in [0, 1]")
 
 
 def check_gemm(qkv, openblas, args):
@@ -212,6 +219,7 @@ def check_gemm(qkv, openblas, args):
     for f in GEMM_FIELDS:
         if f not in j:
             fail(f"no field {f!r} in {j}")
+    check_steal(j)
     flops = 2 * j["m"] * j["k"] * j["n"]
     if not close(j["gflops"], flops / (j["ms"] * 1e6), 1e-3):
         fail(f"gflops {j['gflops']} is not 2*M*K*N / ms ({flops / (j['ms'] * 1e6)})")

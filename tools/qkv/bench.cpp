@@ -101,7 +101,9 @@ const char *const kBenchHelp =
     "heads), peak_gflops (the tier's), peak_kind (fma, vdpbf16ps, tdpbf16ps), fma_peak_gflops,\n"
     "bf16_peak_gflops, amx_peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
-    "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s.\n"
+    "max_abs_err, ok}), baselines_not_run (why, when they did not), tolerance, wall_s,\n"
+    "steal (the share of the machine's CPU time a virtual machine's host took for other\n"
+    "guests during qkv's runs, from /proc/stat; -1 where unknown).\n"
     "Percentages are in percent.\n";
 
 namespace {
@@ -407,6 +409,7 @@ json to_json(const Report &r) {
   j["ms"] = r.qkv.t.median_ms;
   j["runs"] = r.qkv.t.runs;
   j["min_ms"] = r.qkv.t.min_ms;
+  j["steal"] = r.qkv.t.steal;
   j["compile_ms"] = qb::median(r.compile_ms);
   j["compile_runs"] = r.compile_ms.size();
   j["compile_cold_ms"] = qb::median(r.compile_ms);
@@ -540,7 +543,7 @@ void print_table(std::ostream &os, const Report &r) {
     os << "(baselines not run: " << r.no_baselines << ")\n";
   if (!qb::blas_config().empty() && ran_openblas(r))
     os << "openblas  " << qb::blas_config() << "\n";
-  os << "wall time " << fixed(r.wall_s, 1) << " s\n";
+  os << qb::steal_line(r.qkv.t.steal) << "wall time " << fixed(r.wall_s, 1) << " s\n";
 }
 
 int verdict(const Report &r) {

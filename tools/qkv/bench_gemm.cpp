@@ -54,7 +54,9 @@ const char *const kBenchGemmHelp =
     "                  gflops, pct_peak (of the tier's peak), peak_gflops (the tier's),\n"
     "                  fma_peak_gflops, bf16_peak_gflops, amx_peak_gflops,\n"
     "                  engine (FMA, vdpbf16ps, tdpbf16ps), bandwidth_gbs, compile_ms, baselines\n"
-    "                  (openblas: ms, ratio, gflops, pct_peak, max_abs_err, ok)\n"
+    "                  (openblas: ms, ratio, gflops, pct_peak, max_abs_err, ok), steal (the\n"
+    "                  share of CPU time the VM's host took during qkv's runs, /proc/stat;\n"
+    "                  -1 where unknown)\n"
     "  --repeat N      exactly N timed runs of each (default: adaptive, >= 3 runs and >= 1 s)\n"
     "  --no-baselines  time qkv alone\n";
 
@@ -265,7 +267,8 @@ void print_gemm_json(const GemmRun &r) {
             {"fma_peak_gflops", m.peak()},         {"bf16_peak_gflops", m.bf16_peak()},
             {"amx_peak_gflops", m.amx_peak()},     {"engine", engine_name(r.engine)},
             {"peak_gflops_measured", m.peaks_of(r.engine)},
-            {"bandwidth_gbs", m.bandwidth()},      {"compile_ms", r.compile_ms}};
+            {"bandwidth_gbs", m.bandwidth()},      {"compile_ms", r.compile_ms},
+            {"steal", r.qkv.steal}};
   j["baselines"] = json::object();
   if (r.have_blas)
     j["baselines"]["openblas"] = {{"ms", r.blas.median_ms},
@@ -309,6 +312,7 @@ void print_gemm_table(const GemmRun &r) {
                   r.blas.median_ms / r.qkv.median_ms, r.err, r.ok ? "" : " WRONG");
     std::cout << buf << "openblas  " << qb::blas_config() << "\n";
   }
+  std::cout << qb::steal_line(r.qkv.steal);
 }
 
 } // namespace

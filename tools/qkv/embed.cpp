@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 
@@ -49,6 +50,13 @@ const char *const kEmbedHelp =
     "bench/embed_peer.py times sentence-transformers (PyTorch) on the same sentences.\n";
 
 namespace {
+
+/// v with one decimal.
+std::string fixed1(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
 
 using json = nlohmann::ordered_json;
 
@@ -219,6 +227,7 @@ json bench_case(SentenceEncoder &m, const BenchCase &c, int repeat) {
           {"ms", t.median_ms},
           {"min_ms", t.min_ms},
           {"runs", t.runs},
+          {"steal", t.steal},
           {"sentences_per_s", static_cast<double>(c.sentences) / sec},
           {"tokens_per_s", static_cast<double>(tokens) / sec}};
 }
@@ -296,7 +305,11 @@ int run_bench(const cli::Args &a, const Options &o) {
               << c["batch"].get<int>() << ": " << std::setprecision(1) << std::setw(7)
               << c["sentences_per_s"].get<double>() << " sentences/s, " << std::setprecision(0)
               << c["tokens_per_s"].get<double>() << " tokens/s (" << std::setprecision(0)
-              << c["ms"].get<double>() << " ms, median of " << c["runs"].get<int>() << ")\n";
+              << c["ms"].get<double>() << " ms, median of " << c["runs"].get<int>()
+              << (c["steal"].get<double>() >= 0
+                      ? ", steal " + fixed1(100 * c["steal"].get<double>()) + "%"
+                      : std::string())
+              << ")\n";
   if (j.contains("openmp")) {
     const json &omp = j["openmp"];
     std::cout << "openmp: " << omp["parallel_loops_per_layer"].get<int>()

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace qkv::bench {
@@ -28,7 +29,24 @@ struct Timing {
   double min_ms = 0;
   int runs = 0;
   std::vector<double> ms; ///< every timed run, in order
+  /// The share of the machine's CPU time the hypervisor gave to other guests while the
+  /// runs (warm-up included) went on: /proc/stat's "steal", in [0, 1]; -1 where the
+  /// system does not say (not Linux, or no time passed). On a shared virtual machine a
+  /// few percent of it already moves a run's time.
+  double steal = -1;
 };
+
+/// The machine's CPU time since boot and the part of it stolen (/proc/stat's cpu line,
+/// in clock ticks), or {0, 0} where there is no /proc/stat.
+struct CpuTicks {
+  std::uint64_t total = 0, stolen = 0;
+};
+CpuTicks cpu_ticks();
+/// The stolen share of the CPU time between two readings, or -1 when none passed.
+double steal_between(const CpuTicks &before, const CpuTicks &after);
+/// A line for the benches' text output: "steal     1.2% of the CPU time during qkv's
+/// runs", with a warning past 5%; "" when `steal` is unknown (< 0).
+std::string steal_line(double steal);
 
 double median(std::vector<double> v);
 /// Milliseconds on a steady clock since t0 (from now_ms()).
