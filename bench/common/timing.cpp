@@ -72,12 +72,16 @@ double steal_between(const CpuTicks &before, const CpuTicks &after) {
          static_cast<double>(after.total - before.total);
 }
 
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
 std::string steal_line(double steal) {
   if (steal < 0)
     return "";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * steal);
-  std::string line = std::string("steal     ") + buf + " of the CPU time during qkv's runs";
+  std::string line = "steal     " + fixed(100 * steal, 1) + "% of the CPU time during qkv's runs";
   if (steal > 0.05)
     line += " (the virtual machine's host took it for other guests: these times mean little)";
   return line + "\n";

@@ -109,6 +109,7 @@ const char *const kBenchHelp =
 namespace {
 
 namespace qb = qkv::bench;
+using qb::fixed;
 using gallery::attention_problem;
 using gallery::block_problem;
 using gallery::Entry;
@@ -173,12 +174,6 @@ bool g_progress = true; // Config::progress of the benchmark running
 void progress(const std::string &s) {
   if (g_progress)
     std::cerr << "[qkv bench] " << s << std::endl;
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
 }
 
 /// 4 significant digits, e.g. 17.18, 0.001049, 2.4e-07.

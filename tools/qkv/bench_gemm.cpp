@@ -63,15 +63,10 @@ const char *const kBenchGemmHelp =
 namespace {
 
 namespace qb = qkv::bench;
+using qb::fixed;
 using json = nlohmann::ordered_json;
 
 void progress(const std::string &s) { std::cerr << "[qkv bench gemm] " << s << std::endl; }
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 struct GemmConfig {
   std::int64_t m = 2048, k = 512, n = 2048;

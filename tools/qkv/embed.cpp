@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
 
@@ -50,13 +49,6 @@ const char *const kEmbedHelp =
     "bench/embed_peer.py times sentence-transformers (PyTorch) on the same sentences.\n";
 
 namespace {
-
-/// v with one decimal.
-std::string fixed1(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
 
 using json = nlohmann::ordered_json;
 
@@ -307,7 +299,7 @@ int run_bench(const cli::Args &a, const Options &o) {
               << c["tokens_per_s"].get<double>() << " tokens/s (" << std::setprecision(0)
               << c["ms"].get<double>() << " ms, median of " << c["runs"].get<int>()
               << (c["steal"].get<double>() >= 0
-                      ? ", steal " + fixed1(100 * c["steal"].get<double>()) + "%"
+                      ? ", steal " + qkv::bench::fixed(100 * c["steal"].get<double>(), 1) + "%"
                       : std::string())
               << ")\n";
   if (j.contains("openmp")) {

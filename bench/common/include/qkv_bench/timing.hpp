@@ -44,6 +44,8 @@ struct CpuTicks {
 CpuTicks cpu_ticks();
 /// The stolen share of the CPU time between two readings, or -1 when none passed.
 double steal_between(const CpuTicks &before, const CpuTicks &after);
+/// `v` with `digits` decimals ("%.*f").
+std::string fixed(double v, int digits);
 /// A line for the benches' text output: "steal     1.2% of the CPU time during qkv's
 /// runs", with a warning past 5%; "" when `steal` is unknown (< 0).
 std::string steal_line(double steal);
