@@ -80,7 +80,8 @@ TEST_P(HeadDim, DecodeKernelMatchesInterpreter) {
           {{{"B", 1}, {"S", 1}}, {{"B", 2}, {"S", 300}}, {{"B", 1}, {"S", 1000}}});
 }
 
-INSTANTIATE_TEST_SUITE_P(Flash, HeadDim, ::testing::Values(32, 64, 80, 96, 128, 256),
+// 40: the decode kernel's query rows held in registers end in a masked vector.
+INSTANTIATE_TEST_SUITE_P(Flash, HeadDim, ::testing::Values(32, 40, 64, 80, 96, 128, 256),
                          [](const auto &info) { return "dh" + std::to_string(info.param); });
 
 TEST(Flash, DynamicHeadDim) {

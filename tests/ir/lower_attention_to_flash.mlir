@@ -201,13 +201,21 @@ func.func @dynamic_causal(%q: tensor<1x16x?x64xf32>, %k: tensor<1x16x?x64xf32>, 
 // CHECK: call @omp_get_max_threads() : () -> i32
 // CHECK: %[[PART:.*]] = memref.alloc(%{{.*}}) : memref<?x66xf32>
 // CHECK: scf.parallel (%{{.*}}, %[[SP:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
-// dot products over the head dim, 16 keys in a block (one row: 16 accumulators, each
-// key's row read front to back), their sums transposed into one vector of 16 scores by
-// halving pairs (4 rounds of shuffles), stored as a run of scores; then the keys left
-// over one at a time, reduced across lanes
-// CHECK-COUNT-16: vector.fma
+// the query row in registers: its 4 vectors loaded once per key tile, before the blocks
+// CHECK-COUNT-4: vector.load %{{.*}} : memref<1x16x1x64xf32, {{.*}}>, vector<16xf32>
+// CHECK: scf.for
+// dot products over the head dim, 16 keys in a block: each key's row read front to back
+// (4 loads, 4 FMAs with the query's vectors, no query load in the block), the sums of two
+// keys halved and added as soon as both exist, then pairs of pairs, until one vector of
+// 16 scores (4 rounds of shuffles), stored as a run of scores; then the keys left over
+// one at a time, reduced across lanes
+// CHECK-NOT: memref<1x16x1x64xf32
+// CHECK-COUNT-8: vector.fma
+// CHECK-NEXT: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
+// CHECK-NEXT: vector.shuffle %{{.*}}, %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xf32>, vector<16xf32>
+// CHECK-COUNT-8: vector.fma
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
-// CHECK: vector.shuffle %{{.*}}, %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27] : vector<16xf32>, vector<16xf32>
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<16xf32>, vector<16xf32>
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31] : vector<16xf32>, vector<16xf32>
 // CHECK: vector.store %{{.*}}, %{{.*}}[%c0, %{{.*}}] : memref<4x64xf32>, vector<16xf32>
