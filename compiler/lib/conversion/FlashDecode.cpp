@@ -25,11 +25,11 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 /// The decode kernel's sizes and per-task buffers.
 struct DecodeState {
-  Value rows;   // query rows per kv head: group * L
-  Value chunk;  // keys per split, a multiple of the key tile
-  Value splits; // number of splits
-  Value qScale; // scale folded into the dot products (times log2 e without a score mod)
-  int64_t pLen; // key tile rounded up to whole vectors
+  Value rows;        // query rows per kv head: group * L
+  Value chunk;       // keys per split, a multiple of the key tile
+  Value splits;      // number of splits
+  Value qScale;      // scale folded into the dot products (times log2 e without a score mod)
+  int64_t pLen;      // key tile rounded up to whole vectors
   int64_t group = 1; // query rows that share each key's and value's loads (rowGroup)
   // per task (stack):
   Value o, m, l, p; // o: rows x Dv, m/l: rows, p: group x pLen scores of a group of rows
@@ -139,7 +139,8 @@ QueryRegisters queryRegisters(KernelBuilder &kb, const AttentionInfo &a, const F
     SmallVector<Value> vs;
     for (int64_t c = 0; c < nv; ++c) {
       Value d = kb.idx(c * s.lanes);
-      vs.push_back(loadAs(kb, vt, a.q, a.q.at(kb, b, row.h, row.i, d), c == nv - 1 ? tail : Value()));
+      vs.push_back(
+          loadAs(kb, vt, a.q, a.q.at(kb, b, row.h, row.i, d), c == nv - 1 ? tail : Value()));
     }
     q.push_back(std::move(vs));
   }
@@ -214,8 +215,8 @@ void scoreBlock(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   VectorType vt = kb.vec(a.ft, s.lanes);
   size_t n = rows.size();
   SmallVector<Value> sums = keySums(kb, a, s, seg, b, rows, hk, kb.add(j0, j), 0, keys, q);
-  Value scores = arith::MulFOp::create(kb.builder(), transposeSums(kb, sums, keys),
-                                       kb.splat(st.qScale, vt));
+  Value scores =
+      arith::MulFOp::create(kb.builder(), transposeSums(kb, sums, keys), kb.splat(st.qScale, vt));
   for (size_t r = 0; r < n; ++r) {
     Value run = scores;
     if (n > 1) {
