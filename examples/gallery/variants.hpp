@@ -68,8 +68,8 @@ const std::vector<const Variant *> &variants();
 // ---- the variants (one file each) ----------------------------------------------------------
 
 // Masks.
-extern const Variant causal_lm, sliding_window, dilated_window, prefix_lm, packed_documents,
-    shared_prefix, longformer, neighborhood_2d, block_diagonal;
+extern const Variant causal_lm, sliding_window, dilated_window, prefix_lm, prefix_lm_lengths,
+    packed_documents, padding, shared_prefix, longformer, neighborhood_2d, block_diagonal;
 // Score mods.
 extern const Variant alibi, softcap, t5_bias, learned_bias;
 // Structure.

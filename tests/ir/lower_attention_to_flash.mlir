@@ -13,7 +13,7 @@
 // length, decode and tiled for a dynamic one): a slot each of a public i64 global, named
 // by a string global (the node, from the op's location, then the kernel), which the
 // runtime reads (Kernel::schedule_runs).
-// CHECK: memref.global "public" @qkv_schedule_runs : memref<7xi64> = dense<0>
+// CHECK: memref.global "public" @qkv_schedule_runs : memref<9xi64> = dense<0>
 // CHECK: llvm.mlir.global external constant @qkv_schedules("{{[^,]*}}:tiled(q=64),{{[^,]*}}:decode,{{[^,]*}}:tiled(q=64),
 
 // GQA (2 query heads on 1 kv head), an ALiBi-like score_mod and a causal mask, static
@@ -29,8 +29,8 @@
 // CHECK: %[[QM:.*]] = bufferization.to_buffer %[[Q]] read_only
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<2x33x3xf32>
 // the first op's only kernel ran once more
-// CHECK: %[[RUNS:.*]] = memref.get_global @qkv_schedule_runs : memref<7xi64>
-// CHECK: memref.atomic_rmw addi %c1_i64, %[[RUNS]][%c0] : (i64, memref<7xi64>) -> i64
+// CHECK: %[[RUNS:.*]] = memref.get_global @qkv_schedule_runs : memref<9xi64>
+// CHECK: memref.atomic_rmw addi %c1_i64, %[[RUNS]][%c0] : (i64, memref<9xi64>) -> i64
 // one task per (head, query tile of 64)
 // CHECK: scf.parallel (%[[H:.*]]) = (%c0) to (%c2) step (%c1)
 // query head h reads kv head h / (Hq / Hkv)
@@ -153,12 +153,12 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
 // CHECK: %[[LQ:.*]] = tensor.dim %arg0, %c2 : tensor<1x16x?x64xf32>
 // CHECK: %[[FEW:.*]] = arith.cmpi ule, %[[LQ]], %c16 : index
 // CHECK: scf.if %[[FEW]] {
-// CHECK: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c1] : (i64, memref<7xi64>) -> i64
+// CHECK: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c1] : (i64, memref<9xi64>) -> i64
 // CHECK: func.call @omp_get_max_threads()
 // CHECK: memref.dealloc
 // CHECK: } else {
 // CHECK-NEXT: memref.get_global @qkv_schedule_runs
-// CHECK-NEXT: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c2] : (i64, memref<7xi64>) -> i64
+// CHECK-NEXT: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c2] : (i64, memref<9xi64>) -> i64
 // tiled: groups of 8 key tiles (512 keys) are tested first, empty when q_hi < j0
 // CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
 // CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
@@ -322,4 +322,29 @@ func.func @decode_paged(%q: tensor<2x4x1x16xf32>, %pool: tensor<?x2x8x16xf32>, %
       qkv.yield %c : i1
     }
   return %a : tensor<2x4x1x16xf32>
+}
+
+// A mask that never reads the query position (padding: kv < lengths[b]) has no diagonal,
+// so it schedules as no mask: a dynamic length gets the same four kernels, with the
+// no-mask tiles (64 queries by 66 keys) last, where a mask that reads the query takes
+// tiles of 32 x 32.
+// DEFAULT-LABEL: func.func @padding_schedules_as_no_mask
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x32xf32>
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<66x64xf32>
+// DEFAULT-NOT: memref<32x32xf32>
+// DEFAULT: return
+func.func @padding_schedules_as_no_mask(%q: tensor<2x2x?x16xf32>, %k: tensor<2x2x?x16xf32>, %v: tensor<2x2x?x16xf32>, %len: tensor<2xi64>) -> tensor<2x2x?x16xf32> {
+  %a = qkv.attention %q, %k, %v captures(%len : tensor<2xi64>) : tensor<2x2x?x16xf32>, tensor<2x2x?x16xf32>, tensor<2x2x?x16xf32> -> tensor<2x2x?x16xf32>
+    mask {
+    ^bb0(%b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index, %l: tensor<2xi64>):
+      %e = tensor.extract %l[%b] : tensor<2xi64>
+      %ei = arith.index_cast %e : i64 to index
+      %c = arith.cmpi slt, %ki, %ei : index
+      qkv.yield %c : i1
+    }
+  return %a : tensor<2x2x?x16xf32>
 }
