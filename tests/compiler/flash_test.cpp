@@ -391,6 +391,35 @@ TEST(Flash, ScheduleChosenPerCall) {
   check("plain_short_tiles", [] { return plain(32); },
         {{{"B", 2}, {"L", lanes + 1}, {"S", 301}}, {{"B", 1}, {"L", 2 * lanes}, {"S", 7}},
          {{"B", 2}, {"L", 9}, {"S", 301}}, {{"B", 1}, {"L", lanes}, {"S", 300}}});
+  // A mask that never reads the query position (padding, lengths from a tensor) has the
+  // same kernels as no mask, each at its edges, partial key tiles included.
+  auto padded = [] {
+    Graph g("padded");
+    auto [q, k, v] = inputs(g, 2, 2, 32);
+    Value len = g.input("len", DType::I32, {g.dim("B")});
+    g.output(
+        "o",
+        attention(q, k, v).mask([&](auto b, auto, auto, auto ki) { return ki < len[b]; }).value());
+    return g;
+  };
+  Kernel pad = compile(padded());
+  ASSERT_EQ(pad.schedule_runs().size(), dflt.schedule_runs().size());
+  for (const auto &[l, schedule] : edges) {
+    std::int64_t before = runs(pad, schedule);
+    pad.run(random_inputs(pad.graph(), {{"B", 1}, {"L", l}, {"S", 50}}, 9));
+    EXPECT_EQ(runs(pad, schedule), before + 1) << "L = " << l << " did not run " << schedule;
+  }
+  check("padded", padded,
+        {{{"B", 2}, {"L", 8}, {"S", 301}}, {{"B", 2}, {"L", lanes + 1}, {"S", 301}},
+         {{"B", 2}, {"L", 2 * lanes + 1}, {"S", 150}}, {{"B", 1}, {"L", 9}, {"S", 70}}},
+        {}, [](DiffCase &c) {
+          c.inputs([](TensorMap &in) {
+            Tensor &len = in.at("len");
+            std::int64_t s = in.at("k").shape()[2];
+            for (std::int64_t b = 0; b < len.numel(); ++b)
+              len.set(b, static_cast<double>((b + 1) * s / 3 + 1)); // a third, two thirds
+          });
+        });
 }
 
 /// Document ids that run in blocks of random lengths up to `longest` (sorted: packed
