@@ -106,18 +106,21 @@ Value transposeSums(KernelBuilder &kb, SmallVector<Value> v, int64_t folded = 1)
   return v.front();
 }
 
-/// The mask of the head dim's last vector when a static Dh is not whole vectors, else null.
-Value headTailMask(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
-  if (!a.staticDh || *a.staticDh % s.lanes == 0)
+/// The mask of the last vector of a static extent `n` that is not whole vectors, else null.
+Value staticTailMask(KernelBuilder &kb, std::optional<int64_t> n, int64_t lanes) {
+  if (!n || *n % lanes == 0)
     return {};
-  auto mt = VectorType::get({s.lanes}, kb.builder().getI1Type());
-  return vector::CreateMaskOp::create(kb.builder(), mt, ValueRange{kb.idx(*a.staticDh % s.lanes)});
+  return kb.firstLanes(kb.idx(*n % lanes), lanes);
 }
 
-/// The query rows of a group held in registers for its scores: qRegs[r][c] is row r's
-/// vector c of the head dim (a static Dh; the last vector masked past it). Empty when
-/// they would not fit beside the score kernel's accumulators (queryRegisters).
-using QueryRegisters = SmallVector<SmallVector<Value>>;
+/// The query rows of a group held in registers for its scores: rows[r][c] is row r's
+/// vector c of the head dim (a static Dh; the last vector masked past it by `tail`). Empty
+/// when they would not fit beside the score kernel's accumulators (queryRegisters).
+struct QueryRegisters {
+  SmallVector<SmallVector<Value>> rows;
+  Value tail; // the head dim's last vector, when Dh is not whole vectors
+  bool empty() const { return rows.empty(); }
+};
 
 /// The group's query vectors, loaded once per key tile, when Dh is static and the group's
 /// rows take at most half the vector registers: the key loop then loads each key vector
@@ -133,16 +136,16 @@ QueryRegisters queryRegisters(KernelBuilder &kb, const AttentionInfo &a, const F
   if (int64_t(rows.size()) * nv > s.registers / 2)
     return {};
   VectorType vt = kb.vec(a.ft, s.lanes);
-  Value tail = headTailMask(kb, a, s);
   QueryRegisters q;
+  q.tail = staticTailMask(kb, a.staticDh, s.lanes);
   for (const DecodeRow &row : rows) {
     SmallVector<Value> vs;
     for (int64_t c = 0; c < nv; ++c) {
       Value d = kb.idx(c * s.lanes);
       vs.push_back(
-          loadAs(kb, vt, a.q, a.q.at(kb, b, row.h, row.i, d), c == nv - 1 ? tail : Value()));
+          loadAs(kb, vt, a.q, a.q.at(kb, b, row.h, row.i, d), c == nv - 1 ? q.tail : Value()));
     }
-    q.push_back(std::move(vs));
+    q.rows.push_back(std::move(vs));
   }
   return q;
 }
@@ -157,14 +160,13 @@ SmallVector<Value> keyDots(KernelBuilder &kb, const AttentionInfo &a, const Flas
   VectorType vt = kb.vec(a.ft, s.lanes);
   SmallVector<Value> zeros(rows.size(), kb.fconst(vt, 0.0));
   if (!q.empty()) {
-    size_t nv = q.front().size();
-    Value tail = headTailMask(kb, a, s);
+    size_t nv = q.rows.front().size();
     SmallVector<Value> acc = zeros;
     for (size_t c = 0; c < nv; ++c) {
       Value kv = readRowVector(kb, vt, a.k, seg, b, hk, kr, kb.idx(int64_t(c) * s.lanes),
-                               c + 1 == nv ? tail : Value());
+                               c + 1 == nv ? q.tail : Value());
       for (size_t r = 0; r < rows.size(); ++r)
-        acc[r] = vector::FMAOp::create(kb.builder(), q[r][c], kv, acc[r]);
+        acc[r] = vector::FMAOp::create(kb.builder(), q.rows[r][c], kv, acc[r]);
     }
     return acc;
   }
@@ -353,12 +355,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   };
   if (a.staticDv && *a.staticDv <= 16 * s.lanes) {
     int64_t nv = (*a.staticDv + s.lanes - 1) / s.lanes;
-    Value tailMask;
-    if (*a.staticDv % s.lanes != 0) {
-      auto mt = VectorType::get({s.lanes}, kb.builder().getI1Type());
-      tailMask =
-          vector::CreateMaskOp::create(kb.builder(), mt, ValueRange{kb.idx(*a.staticDv % s.lanes)});
-    }
+    Value tailMask = staticTailMask(kb, a.staticDv, s.lanes);
     SmallVector<Value> ds, masks;
     for (int64_t c = 0; c < nv; ++c) {
       ds.push_back(kb.idx(c * s.lanes));
