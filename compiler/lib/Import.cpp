@@ -17,6 +17,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include "qkv/compiler/ir/QkvDialect.h"
+#include <qkv/dsl/op_table.hpp>
 #include <qkv/dsl/repeats.hpp>
 #include <qkv/runtime/checks.hpp>
 #include <qkv/runtime/kernel_abi.hpp>
@@ -28,20 +29,6 @@ using mlir::OpBuilder;
 std::string function_name(const Graph &g) { return abi::function_name(g.name()); }
 
 namespace {
-
-/// Ops whose results are elements of their operands, moved: views and copies.
-bool moves_elements(OpKind op) {
-  switch (op) {
-  case OpKind::Transpose:
-  case OpKind::SplitHeads:
-  case OpKind::MergeHeads:
-  case OpKind::Concat:
-  case OpKind::CacheView:
-  case OpKind::PagedCacheView:
-  case OpKind::Embedding: return true;
-  default: return false;
-  }
-}
 
 mlir::Type element_type(mlir::MLIRContext &ctx, DType t) {
   switch (t) {
@@ -182,6 +169,52 @@ private:
     return mlir::arith::SIToFPOp::create(b_, loc_, ft_, i);
   }
 
+  /// <, <=, >, >=, ==, != of two ints (signed) or two floats (ordered, except !=, which
+  /// is true for NaN as in C++).
+  mlir::Value emit_compare(const ExprNode &e) {
+    using namespace mlir::arith;
+    mlir::Value a = emit(e.args[0]), b = emit(e.args[1]);
+    if (e.args[0]->type == ExprType::Int) {
+      CmpIPredicate p = e.op == ExprOp::Lt   ? CmpIPredicate::slt
+                        : e.op == ExprOp::Le ? CmpIPredicate::sle
+                        : e.op == ExprOp::Gt ? CmpIPredicate::sgt
+                        : e.op == ExprOp::Ge ? CmpIPredicate::sge
+                        : e.op == ExprOp::Eq ? CmpIPredicate::eq
+                                             : CmpIPredicate::ne;
+      return CmpIOp::create(b_, loc_, p, a, b);
+    }
+    CmpFPredicate p = e.op == ExprOp::Lt   ? CmpFPredicate::OLT
+                      : e.op == ExprOp::Le ? CmpFPredicate::OLE
+                      : e.op == ExprOp::Gt ? CmpFPredicate::OGT
+                      : e.op == ExprOp::Ge ? CmpFPredicate::OGE
+                      : e.op == ExprOp::Eq ? CmpFPredicate::OEQ
+                                           : CmpFPredicate::UNE;
+    return CmpFOp::create(b_, loc_, p, a, b);
+  }
+
+  /// A captured tensor's element, its indices checked where the op is checked, as an
+  /// index (int tensors) or in the mod's float type.
+  mlir::Value emit_load(const ExprNode &e) {
+    using namespace mlir::arith;
+    auto it = caps_.find(e.tensor);
+    if (it == caps_.end())
+      internal_error("mod loads a tensor that is not captured");
+    llvm::SmallVector<mlir::Value> idx;
+    for (const ExprPtr &i : e.args)
+      idx.push_back(emit(i));
+    check_indices(e, it->second, idx);
+    mlir::Value v = mlir::tensor::ExtractOp::create(b_, loc_, it->second, idx);
+    mlir::Type t = v.getType();
+    if (e.type == ExprType::Int)
+      return IndexCastOp::create(b_, loc_, b_.getIndexType(), v);
+    if (t != ft_) {
+      if (t.getIntOrFloatBitWidth() > ft_.getIntOrFloatBitWidth())
+        return TruncFOp::create(b_, loc_, ft_, v);
+      return ExtFOp::create(b_, loc_, ft_, v);
+    }
+    return v;
+  }
+
   mlir::Value emit_new(const ExprNode &e) {
     using namespace mlir::arith;
     bool is_int = e.type == ExprType::Int;
@@ -243,48 +276,11 @@ private:
     case ExprOp::Gt:
     case ExprOp::Ge:
     case ExprOp::Eq:
-    case ExprOp::Ne: {
-      bool ints = e.args[0]->type == ExprType::Int;
-      if (ints) {
-        CmpIPredicate p = e.op == ExprOp::Lt   ? CmpIPredicate::slt
-                          : e.op == ExprOp::Le ? CmpIPredicate::sle
-                          : e.op == ExprOp::Gt ? CmpIPredicate::sgt
-                          : e.op == ExprOp::Ge ? CmpIPredicate::sge
-                          : e.op == ExprOp::Eq ? CmpIPredicate::eq
-                                               : CmpIPredicate::ne;
-        return CmpIOp::create(b_, loc_, p, arg(0), arg(1));
-      }
-      // Ordered comparisons except !=, which is true for NaN (as in C++).
-      CmpFPredicate p = e.op == ExprOp::Lt   ? CmpFPredicate::OLT
-                        : e.op == ExprOp::Le ? CmpFPredicate::OLE
-                        : e.op == ExprOp::Gt ? CmpFPredicate::OGT
-                        : e.op == ExprOp::Ge ? CmpFPredicate::OGE
-                        : e.op == ExprOp::Eq ? CmpFPredicate::OEQ
-                                             : CmpFPredicate::UNE;
-      return CmpFOp::create(b_, loc_, p, arg(0), arg(1));
-    }
+    case ExprOp::Ne: return emit_compare(e);
     case ExprOp::And: return AndIOp::create(b_, loc_, arg(0), arg(1));
     case ExprOp::Or: return OrIOp::create(b_, loc_, arg(0), arg(1));
     case ExprOp::Select: return SelectOp::create(b_, loc_, arg(0), arg(1), arg(2));
-    case ExprOp::Load: {
-      auto it = caps_.find(e.tensor);
-      if (it == caps_.end())
-        internal_error("mod loads a tensor that is not captured");
-      llvm::SmallVector<mlir::Value> idx;
-      for (std::size_t i = 0; i < e.args.size(); ++i)
-        idx.push_back(arg(static_cast<int>(i)));
-      check_indices(e, it->second, idx);
-      mlir::Value v = mlir::tensor::ExtractOp::create(b_, loc_, it->second, idx);
-      mlir::Type t = v.getType();
-      if (is_int)
-        return IndexCastOp::create(b_, loc_, b_.getIndexType(), v);
-      if (t != ft_) {
-        if (t.getIntOrFloatBitWidth() > ft_.getIntOrFloatBitWidth())
-          return TruncFOp::create(b_, loc_, ft_, v);
-        return ExtFOp::create(b_, loc_, ft_, v);
-      }
-      return v;
-    }
+    case ExprOp::Load: return emit_load(e);
     }
     internal_error("ModEmitter: unhandled expression op");
   }
@@ -341,6 +337,50 @@ mlir::Location node_loc(OpBuilder &b, const std::string &name) {
   return mlir::FileLineColLoc::get(b.getStringAttr(name), 0, 0);
 }
 
+/// The MLIR attribute the op table's `ia` makes from node `n`'s attributes; null when
+/// the field holds nothing (an optional scale unset, a false unit attribute).
+mlir::Attribute ir_attribute(OpBuilder &b, const IrAttr &ia, const Node &n) {
+  mlir::Attribute out;
+  int field = 0;
+  visit_fields(n.attrs, [&](const char *name, const auto &v) {
+    if (field++ != static_cast<int>(ia.field))
+      return;
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, double>)
+      out = b.getF64FloatAttr(v);
+    else if constexpr (std::is_same_v<T, std::optional<double>>)
+      out = v ? b.getF64FloatAttr(*v) : mlir::Attribute();
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+      out = b.getI64IntegerAttr(v);
+    else if constexpr (std::is_same_v<T, bool>)
+      out = v ? b.getUnitAttr() : mlir::Attribute();
+    else if constexpr (std::is_same_v<T, FeatureMap>)
+      out = b.getStringAttr(feature_map_name(v));
+    else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+      out = b.getI64IntegerAttr(norm_axis(v.at(ia.index), n.rank()));
+    else if constexpr (std::is_same_v<T, std::vector<Dim>>)
+      out = b.getI64IntegerAttr(v.at(ia.index).extent);
+    else
+      internal_error(std::string("import: attribute field ") + name + " has no MLIR form");
+  });
+  return out;
+}
+
+/// qkv.<name> from the op table: the operands, the result type and the attributes it
+/// names. For every op without regions whose operands all take the compute width.
+mlir::Value create_from_table(OpBuilder &b, mlir::Location loc, const Node &n, mlir::Type ty,
+                              mlir::ValueRange operands) {
+  const OpInfo &info = op_info(n.op);
+  mlir::OperationState state(loc, "qkv." + std::string(info.name));
+  state.addOperands(operands);
+  state.addTypes(ty);
+  for (const IrAttr &ia : info.ir_attrs)
+    if (!ia.name.empty())
+      if (mlir::Attribute a = ir_attribute(b, ia, n))
+        state.addAttribute(ia.name, a);
+  return b.create(state)->getResult(0);
+}
+
 /// Emits nodes as qkv ops at `b`'s insertion point, into the function whose values `vals`
 /// holds (by node id; the caller sets its arguments'). f16 and bf16 values are computed in
 /// f32 and rounded at the node (the interpreter's semantics): an op reads its
@@ -370,12 +410,11 @@ public:
 
   void emit(const Node &n) {
     mlir::Location nloc = node_loc(b, n.name);
-    bool in_place = is_half(n.dtype) && moves_elements(n.op);
+    bool in_place = is_half(n.dtype) && op_info(n.op).moves_elements;
     mlir::RankedTensorType ty = in_place ? tensor_type(ctx, n) : compute_type(tensor_type(ctx, n));
     mlir::Type ft = ty.getElementType();
     auto in = [&](int i) { return in_place ? vals[n.inputs[i]] : widened(n.inputs[i]); };
     const Attrs &a = n.attrs;
-    int r = n.rank();
     mlir::Value out;
     switch (n.op) {
     case OpKind::Input:
@@ -398,29 +437,6 @@ public:
       out = LinearOp::create(b, nloc, ty, vals[n.inputs[0]], vals[n.inputs[1]],
                              n.inputs.size() > 2 ? in(2) : mlir::Value());
       break;
-    case OpKind::Transpose:
-      out =
-          TransposeOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r), norm_axis(a.axes[1], r));
-      break;
-    case OpKind::Scale: out = ScaleOp::create(b, nloc, ty, in(0), llvm::APFloat(*a.scale)); break;
-    case OpKind::Add: out = AddOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Sub: out = SubOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Mul: out = MulOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Div: out = DivOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Softmax:
-      out = SoftmaxOp::create(b, nloc, ty, in(0), norm_axis(a.axes[0], r));
-      break;
-    case OpKind::SplitHeads:
-      out = SplitHeadsOp::create(b, nloc, ty, in(0), a.dims[0].extent);
-      break;
-    case OpKind::MergeHeads: out = MergeHeadsOp::create(b, nloc, ty, in(0)); break;
-    case OpKind::Concat: {
-      llvm::SmallVector<mlir::Value> xs;
-      for (std::size_t i = 0; i < n.inputs.size(); ++i)
-        xs.push_back(in(static_cast<int>(i)));
-      out = ConcatOp::create(b, nloc, ty, xs, norm_axis(a.axes[0], r));
-      break;
-    }
     case OpKind::Mask:
     case OpKind::ScoreMod: {
       std::vector<NodeId> cap_ids(n.inputs.begin() + 1, n.inputs.end());
@@ -438,36 +454,9 @@ public:
       out = op->getResult(0);
       break;
     }
-    case OpKind::SinusoidalPE:
-      out = SinusoidalPEOp::create(b, nloc, ty, in(0), llvm::APFloat(a.base), a.offset);
-      break;
-    case OpKind::Rope:
-      out = RopeOp::create(b, nloc, ty, in(0), n.inputs.size() > 1 ? in(1) : mlir::Value(),
-                           llvm::APFloat(a.base), a.offset, a.interleaved);
-      break;
-    case OpKind::CacheView: out = CacheViewOp::create(b, nloc, ty, in(0), in(1), in(2)); break;
-    case OpKind::PagedCacheView:
-      out = PagedCacheViewOp::create(b, nloc, ty, in(0), in(1), in(2), in(3));
-      break;
     case OpKind::LayerNorm:
       out = LayerNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
                                 a.has_beta ? in(2) : mlir::Value(), llvm::APFloat(a.eps));
-      break;
-    case OpKind::RmsNorm:
-      out = RmsNormOp::create(b, nloc, ty, in(0), a.has_gamma ? in(1) : mlir::Value(),
-                              llvm::APFloat(a.eps));
-      break;
-    case OpKind::Gelu: out = GeluOp::create(b, nloc, ty, in(0), a.approximate); break;
-    case OpKind::Silu: out = SiluOp::create(b, nloc, ty, in(0)); break;
-    case OpKind::Elu: out = EluOp::create(b, nloc, ty, in(0), llvm::APFloat(a.alpha)); break;
-    case OpKind::Swiglu: out = SwigluOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::Embedding: out = EmbeddingOp::create(b, nloc, ty, in(0), in(1)); break;
-    case OpKind::LinformerProject:
-      out = LinformerProjectOp::create(b, nloc, ty, in(0), in(1));
-      break;
-    case OpKind::LinearAttention:
-      out = LinearAttentionOp::create(b, nloc, ty, in(0), in(1), in(2),
-                                      std::string(feature_map_name(a.feature_map)));
       break;
     case OpKind::Attention: {
       std::vector<NodeId> cap_ids(n.inputs.begin() + 3, n.inputs.end());
@@ -484,6 +473,12 @@ public:
         build_mod_region(b, nloc, op.getMask(), a.mask, false, ft, cap_ids, caps, sites);
       out = op.getResult();
       break;
+    }
+    default: {
+      llvm::SmallVector<mlir::Value> operands;
+      for (std::size_t i = 0; i < n.inputs.size(); ++i)
+        operands.push_back(in(static_cast<int>(i)));
+      out = create_from_table(b, nloc, n, ty, operands);
     }
     }
     if (is_half(n.dtype) && !in_place)

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include <qkv/dsl/infer.hpp>
+#include <qkv/dsl/op_table.hpp>
 
 namespace qkv {
 
@@ -56,49 +56,6 @@ Dim sum(const std::vector<Dim> &parts) {
     e = (e == kDynamic || parts[i].is_dynamic()) ? kDynamic : e + parts[i].extent;
   }
   return Dim(name, e);
-}
-
-static const char *const kOpNames[] = {"input",
-                                       "param",
-                                       "constant",
-                                       "matmul",
-                                       "linear",
-                                       "transpose",
-                                       "scale",
-                                       "add",
-                                       "sub",
-                                       "mul",
-                                       "div",
-                                       "softmax",
-                                       "split_heads",
-                                       "merge_heads",
-                                       "concat",
-                                       "mask",
-                                       "score_mod",
-                                       "sinusoidal_pe",
-                                       "rope",
-                                       "layer_norm",
-                                       "rms_norm",
-                                       "gelu",
-                                       "silu",
-                                       "elu",
-                                       "swiglu",
-                                       "embedding",
-                                       "attention",
-                                       "linformer_project",
-                                       "linear_attention",
-                                       "cache_view",
-                                       "paged_cache_view"};
-static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) ==
-              static_cast<std::size_t>(OpKind::PagedCacheView) + 1);
-
-std::string_view op_name(OpKind op) { return kOpNames[static_cast<int>(op)]; }
-
-std::optional<OpKind> parse_op_name(std::string_view name) {
-  for (std::size_t i = 0; i < sizeof(kOpNames) / sizeof(kOpNames[0]); ++i)
-    if (name == kOpNames[i])
-      return static_cast<OpKind>(i);
-  return std::nullopt;
 }
 
 std::string_view feature_map_name(FeatureMap f) {
@@ -380,78 +337,68 @@ static std::vector<std::string> load_names(const Graph &g, bool with_names) {
   return names;
 }
 
-static std::string attr_str(const Node &n, const std::vector<std::string> &names) {
-  const Attrs &a = n.attrs;
-  std::vector<std::string> kv;
-  auto dim_list = [](const std::vector<Dim> &ds) {
+namespace {
+
+/// An attribute's value as Graph::str prints it; empty when the field holds nothing.
+struct PrintedValue {
+  const std::vector<std::string> *names;
+  AttrStyle style;
+  std::string operator()(const std::vector<std::int64_t> &v) const {
+    if (v.empty() || style == AttrStyle::First)
+      return v.empty() ? "" : std::to_string(v[0]);
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  }
+  std::string operator()(const std::vector<Dim> &ds) const {
     std::string s;
     for (std::size_t i = 0; i < ds.size(); ++i)
       s += (i ? ", " : "") + ds[i].name + "=" +
            (ds[i].is_static() ? std::to_string(ds[i].extent) : "?");
     return s;
-  };
-  switch (n.op) {
-  case OpKind::Transpose:
-    kv.push_back("axes = [" + std::to_string(a.axes.at(0)) + ", " + std::to_string(a.axes.at(1)) +
-                 "]");
-    break;
-  case OpKind::Scale: kv.push_back("scale = " + fmt(a.scale.value_or(1))); break;
-  case OpKind::Softmax: kv.push_back("axis = " + std::to_string(a.axes.at(0))); break;
-  case OpKind::Concat:
-    kv.push_back("axis = " + std::to_string(a.axes.at(0)));
-    if (!a.dims.empty())
-      kv.push_back("out = " + dim_list(a.dims));
-    break;
-  case OpKind::SplitHeads: kv.push_back("heads = " + dim_list(a.dims)); break;
-  case OpKind::MergeHeads:
-    if (!a.dims.empty())
-      kv.push_back("out = " + dim_list(a.dims));
-    break;
-  case OpKind::SinusoidalPE:
-    kv.push_back("base = " + fmt(a.base));
-    kv.push_back("offset = " + std::to_string(a.offset));
-    break;
-  case OpKind::Rope:
-    kv.push_back("base = " + fmt(a.base));
-    kv.push_back("offset = " + std::to_string(a.offset));
-    kv.push_back(std::string("interleaved = ") + (a.interleaved ? "true" : "false"));
-    break;
-  case OpKind::LayerNorm:
-  case OpKind::RmsNorm: kv.push_back("eps = " + fmt(a.eps)); break;
-  case OpKind::Gelu:
-    kv.push_back(std::string("approximate = ") + (a.approximate ? "tanh" : "none"));
-    break;
-  case OpKind::Elu: kv.push_back("alpha = " + fmt(a.alpha)); break;
-  case OpKind::LinearAttention:
-    kv.push_back("feature_map = " + std::string(feature_map_name(a.feature_map)));
-    break;
-  case OpKind::Attention:
-    if (a.scale)
-      kv.push_back("scale = " + fmt(*a.scale));
-    if (a.mask)
-      kv.push_back("mask = {" + to_string(a.mask, &names) + "}");
-    if (a.score)
-      kv.push_back("score = {" + to_string(a.score, &names) + "}");
-    break;
-  case OpKind::Mask: kv.push_back("mask = {" + to_string(a.mask, &names) + "}"); break;
-  case OpKind::ScoreMod: kv.push_back("score = {" + to_string(a.score, &names) + "}"); break;
-  case OpKind::Constant: {
-    const auto &d = *a.data;
+  }
+  std::string operator()(const std::optional<double> &v) const { return v ? fmt(*v) : ""; }
+  std::string operator()(double v) const { return fmt(v); }
+  std::string operator()(std::int64_t v) const { return std::to_string(v); }
+  std::string operator()(bool v) const {
+    if (style == AttrStyle::TanhOrNone)
+      return v ? "tanh" : "none";
+    return v ? "true" : "false";
+  }
+  std::string operator()(FeatureMap v) const { return std::string(feature_map_name(v)); }
+  std::string operator()(const ExprPtr &e) const {
+    return e ? "{" + to_string(e, names) + "}" : "";
+  }
+  std::string operator()(const std::shared_ptr<const std::vector<double>> &d) const {
+    if (!d)
+      return "";
     std::string s = "[";
-    for (std::size_t i = 0; i < d.size(); ++i)
-      s += (i ? ", " : "") + fmt(d[i]);
-    kv.push_back("values = " + s + "]");
-    break;
+    for (std::size_t i = 0; i < d->size(); ++i)
+      s += (i ? ", " : "") + fmt((*d)[i]);
+    return s + "]";
   }
-  default: break;
+};
+
+/// ` {label = value, ...}`: the attributes the op table says the op prints.
+std::string attr_str(const Node &n, const std::vector<std::string> &names) {
+  std::string s;
+  for (const AttrUse &use : op_info(n.op).attrs) {
+    if (use.label.empty())
+      break;
+    std::string value;
+    int field = 0;
+    visit_fields(n.attrs, [&](const char *, const auto &v) {
+      if (field++ == static_cast<int>(use.field))
+        value = PrintedValue{&names, use.style}(v);
+    });
+    if (!value.empty())
+      s += (s.empty() ? " {" : ", ") + std::string(use.label) + " = " + value;
   }
-  if (kv.empty())
-    return "";
-  std::string s = " {";
-  for (std::size_t i = 0; i < kv.size(); ++i)
-    s += (i ? ", " : "") + kv[i];
-  return s + "}";
+  return s.empty() ? s : s + "}";
 }
+
+} // namespace
 
 static std::string print_graph(const Graph &g, bool with_names) {
   // Built once, not per node: printing is linear in the graph (it keys the kernel cache).
@@ -460,7 +407,7 @@ static std::string print_graph(const Graph &g, bool with_names) {
   os << "graph \"" << (with_names ? g.name() : std::string("_")) << "\" {\n";
   for (const Node &n : g.nodes()) {
     os << "  %" << n.id;
-    bool arg = n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Constant;
+    bool arg = is_leaf(n.op);
     if (!arg && with_names && !default_name(n))
       os << " \"" << n.name << "\"";
     os << " = " << op_name(n.op);
@@ -485,6 +432,7 @@ namespace {
 
 // Attrs has exactly the fields visit_fields lists: this binding fails to compile when a
 // field is added (add it to visit_fields, then count it here).
+static_assert(kNumAttrFields == 16, "AttrField lists Attrs' fields in visit_fields' order");
 [[maybe_unused]] void attrs_has_sixteen_fields(const Attrs &a) {
   [[maybe_unused]] const auto &[f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15,
                                 f16] = a;

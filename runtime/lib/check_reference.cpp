@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include <qkv/dsl/op_table.hpp>
 #include <qkv/runtime/interpreter.hpp>
 
 #include "bounds_messages.hpp"
@@ -99,25 +100,9 @@ Bound bound_of(const Graph &g, const Node &n, const std::vector<Tensor> &vals,
       m = std::max(m, mag(i));
     return {0, m};
   }
+  case OpKind::Softplus: return {0, mag(0) + 1}; // log(1 + e^x) <= |x| + log 2
   case OpKind::ScoreMod: return {0, max_abs(vals[n.id])};
   default: return {}; // exact, or moves elements
-  }
-}
-
-/// Ops that compute nothing: their results are their operands' elements.
-bool moves_elements(OpKind op) {
-  switch (op) {
-  case OpKind::Input:
-  case OpKind::Param:
-  case OpKind::Constant:
-  case OpKind::Transpose:
-  case OpKind::SplitHeads:
-  case OpKind::MergeHeads:
-  case OpKind::Concat:
-  case OpKind::Embedding:
-  case OpKind::CacheView:
-  case OpKind::PagedCacheView: return true;
-  default: return false;
   }
 }
 
@@ -143,7 +128,7 @@ void sum_bounds(const Graph &graph, NodeId id, const std::vector<Bound> &bounds,
       live[x] = true;
     c.n += bounds[i].reduce;
     c.magnitude = std::max(c.magnitude, bounds[i].magnitude);
-    computing += !moves_elements(n.op);
+    computing += !is_leaf(n.op) && !op_info(n.op).moves_elements;
   }
 }
 

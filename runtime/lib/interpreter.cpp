@@ -435,6 +435,12 @@ Tensor eval_gelu(const Ctx &c) {
 /// x * sigmoid(x), computed as x / (1 + e^-x) (-0 for very negative x, never NaN).
 Tensor eval_silu(const Ctx &c) { return eval_unary(c, silu); }
 
+/// log(1 + e^x) as max(x, 0) + log1p(e^-|x|): no overflow for large x, e^x's digits for
+/// very negative x.
+Tensor eval_softplus(const Ctx &c) {
+  return eval_unary(c, [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
+}
+
 /// x > 0 ? x : alpha (e^x - 1).
 Tensor eval_elu(const Ctx &c) {
   double alpha = c.n.attrs.alpha;
@@ -963,6 +969,7 @@ Tensor eval_node(const Ctx &c) {
   case OpKind::Gelu: return eval_gelu(c);
   case OpKind::Silu: return eval_silu(c);
   case OpKind::Elu: return eval_elu(c);
+  case OpKind::Softplus: return eval_softplus(c);
   case OpKind::Swiglu: return eval_swiglu(c);
   case OpKind::Embedding: return eval_embedding(c);
   case OpKind::Attention: return eval_attention(c);

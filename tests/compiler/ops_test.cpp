@@ -206,6 +206,15 @@ std::vector<DiffCase> cases() {
                   },
                   kRows)
                   .sums({}, 3));
+  // Inputs up to +-40: e^x overflows nowhere and very negative x keeps e^x's digits.
+  c.push_back(one_output(
+                  "softplus",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 7);
+                    return softplus(scale(g.input("x", DType::F32, {L, D}), 40.0));
+                  },
+                  kRows)
+                  .sums({}, 41));
   // ---- softmax ----
   c.push_back(one_output("softmax_last",
                          [](Graph &g) {
@@ -558,6 +567,20 @@ TEST(HalfPrecision, CompiledKernelsRoundAtEveryNode) {
       EXPECT_EQ(got.get(i), ref.get(i)) << dtype_name(t) << " element " << i;
     }
   }
+}
+
+// softplus of very negative x is e^x, tiny: the compiled kernel keeps its digits (relative
+// error of a few f32 ulps), where log(1 + e^x) would round it to 0 below x = -17 and the
+// tolerance rule (absolute, at the inputs' magnitude) would not notice. Large x is x.
+TEST(Softplus, CompiledKeepsTheDigitsOfTinyResults) {
+  Graph g("softplus_tails");
+  g.output("y", softplus(g.input("x", DType::F32, {g.dim("N")})));
+  std::vector<double> xs = {-87, -60, -40, -20, -17, -10, -1e-3, 0, 1e-3, 10, 20, 40, 88.5};
+  TensorMap in{{"x", Tensor::from_values(DType::F32, {static_cast<std::int64_t>(xs.size())}, xs)}};
+  Tensor got = compile(g).run(in).at("y");
+  Tensor ref = reference::run(g, in).at("y");
+  for (std::int64_t i = 0; i < got.numel(); ++i)
+    EXPECT_NEAR(got.get(i) / ref.get(i), 1.0, 8 * 0x1p-24) << "softplus(" << xs[i] << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Compiled, Ops, ::testing::ValuesIn(cases()),

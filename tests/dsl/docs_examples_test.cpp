@@ -409,9 +409,11 @@ TEST_F(Ops, Activations) {
   auto b = gelu(x, /*approximate=*/true);                // the tanh form
   auto c = silu(x);
   auto d = elu(x, 1.0);
+  auto e = softplus(x); // log(1 + e^x)
   // [/doc]
   g.output("ffn", ffn.value());
   EXPECT_TRUE(b.value().node().attrs.approximate);
+  EXPECT_EQ(e.value().node().op, OpKind::Softplus);
   (void)a, (void)c, (void)d;
 }
 

@@ -1,6 +1,7 @@
 // The Graph itself: its printer (golden text), structural hash, verify(), dims, leaves and
 // outputs, and run-time dim binding.
 #include <qkv/dsl/graph.hpp>
+#include <qkv/dsl/op_table.hpp>
 
 #include <gtest/gtest.h>
 
@@ -97,12 +98,53 @@ TEST(GraphPrinter, AttrsOfOtherOps) {
 }
 
 TEST(GraphPrinter, OpNamesRoundTrip) {
-  for (int i = 0; i <= static_cast<int>(OpKind::LinearAttention); ++i) {
+  for (int i = 0; i < kNumOpKinds; ++i) {
     auto op = static_cast<OpKind>(i);
     EXPECT_EQ(parse_op_name(op_name(op)), op) << op_name(op);
   }
   EXPECT_EQ(parse_op_name("flash"), std::nullopt);
   EXPECT_EQ(op_name(OpKind::SplitHeads), "split_heads");
+}
+
+// The op table: a row per op, its facts consistent with one another (the rows' order is
+// checked when op_table.cpp compiles, the names and attributes against the dialect by
+// compiler_op_table_test).
+TEST(OpTable, RowsAreConsistent) {
+  ASSERT_EQ(op_table().size(), static_cast<std::size_t>(kNumOpKinds));
+  std::set<std::string_view> names;
+  for (const OpInfo &row : op_table()) {
+    SCOPED_TRACE(std::string(row.name));
+    EXPECT_EQ(&op_info(row.kind), &row);
+    EXPECT_TRUE(names.insert(row.name).second) << "two ops share a name";
+    EXPECT_EQ(row.shape == nullptr, is_leaf(row.kind)) << "leaves, and only they, have no rule";
+    EXPECT_TRUE(row.max_inputs == kAnyNumber || row.min_inputs <= row.max_inputs);
+    EXPECT_TRUE(row.operands == kAnyNumber || row.operands <= row.min_inputs);
+    std::set<std::string_view> labels;
+    bool ended = false;
+    for (const AttrUse &use : row.attrs) {
+      ended = ended || use.label.empty();
+      EXPECT_TRUE(ended == use.label.empty()) << "a printed attribute after an empty label";
+      EXPECT_TRUE(use.label.empty() || labels.insert(use.label).second) << use.label;
+    }
+  }
+}
+
+TEST(OpTable, InputCountsAreChecked) {
+  Graph g("t");
+  Value x = g.input("x", DType::F32, {Dim("L"), Dim("D", 8)});
+  auto internal = [](auto f) -> std::string {
+    try {
+      f();
+    } catch (const InternalError &e) {
+      return e.what();
+    }
+    return "no InternalError";
+  };
+  EXPECT_NE(internal([&] { infer_type(g, OpKind::Gelu, {x.id(), x.id()}, {}); })
+                .find("gelu: 2 inputs"),
+            std::string::npos);
+  EXPECT_NE(internal([&] { infer_type(g, OpKind::Input, {}, {}); }).find("leaf"),
+            std::string::npos);
 }
 
 // ---- hash --------------------------------------------------------------------------------

@@ -405,7 +405,7 @@ private:
     switch (op) {
     case 0: { // elementwise activations and scale
       V x = pick_float();
-      int k = r_.uniform(0, 3);
+      int k = r_.uniform(0, 4);
       Value y;
       Fn mag = x.mag;
       if (k == 0) {
@@ -420,6 +420,10 @@ private:
         y = elu(x.v, a);
         mag = maxf(mag, konst(a));
         note("elu");
+      } else if (k == 3) {
+        y = softplus(x.v); // |softplus(x)| <= |x| + log 2
+        mag = plus(mag, konst(1));
+        note("softplus");
       } else {
         double f = r_.pick(std::vector<double>{-2, -0.5, 0.25, 0.7, 1.5, 3});
         y = scale(x.v, f);

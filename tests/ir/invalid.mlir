@@ -106,7 +106,7 @@ func.func @isolated_from_above(%s: tensor<?x?xf32>, %t: index) -> tensor<?x?xf32
 // Same shape, axes.
 
 func.func @result_rank(%x: tensor<?x5xf32>) -> tensor<?x5x1xf32> {
-  // expected-error @+1 {{'qkv.scale' op result: rank 2 vs 3}}
+  // expected-error @+1 {{'qkv.scale' op requires the same shape for all operands and results}}
   %0 = qkv.scale %x by 2.0 : tensor<?x5xf32> -> tensor<?x5x1xf32>
   return %0 : tensor<?x5x1xf32>
 }
@@ -114,7 +114,7 @@ func.func @result_rank(%x: tensor<?x5xf32>) -> tensor<?x5x1xf32> {
 // -----
 
 func.func @result_dim(%x: tensor<?x5xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.gelu' op result: dim 1 is 5 vs 4}}
+  // expected-error @+1 {{'qkv.gelu' op requires the same shape for all operands and results}}
   %0 = qkv.gelu %x : tensor<?x5xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -122,7 +122,7 @@ func.func @result_dim(%x: tensor<?x5xf32>) -> tensor<?x4xf32> {
 // -----
 
 func.func @result_element_type(%x: tensor<?x5xf32>) -> tensor<?x5xf64> {
-  // expected-error @+1 {{'qkv.elu' op result: element types differ}}
+  // expected-error @+1 {{'qkv.elu' op requires the same element type for all operands and results}}
   %0 = qkv.elu %x alpha 1.0 : tensor<?x5xf32> -> tensor<?x5xf64>
   return %0 : tensor<?x5xf64>
 }
@@ -130,9 +130,17 @@ func.func @result_element_type(%x: tensor<?x5xf32>) -> tensor<?x5xf64> {
 // -----
 
 func.func @silu_result(%x: tensor<3xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'qkv.silu' op result: dim 0 is 3 vs 4}}
+  // expected-error @+1 {{'qkv.silu' op requires the same shape for all operands and results}}
   %0 = qkv.silu %x : tensor<3xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @softplus_result(%x: tensor<?x3xf32>) -> tensor<?x3xf16> {
+  // expected-error @+1 {{'qkv.softplus' op requires the same element type for all operands and results}}
+  %0 = qkv.softplus %x : tensor<?x3xf32> -> tensor<?x3xf16>
+  return %0 : tensor<?x3xf16>
 }
 
 // -----

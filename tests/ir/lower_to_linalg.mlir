@@ -192,6 +192,29 @@ func.func @rms_norm(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
   return %0 : tensor<?x5xf32>
 }
 
+// softplus: max(x, 0) + log1p(e), e = exp(-|x|), with log1p(e) as log(u) * (e / (u - 1)),
+// u = 1 + e, or e itself where u rounds to 1 (log(1 + e) would give 0 there).
+// CHECK-LABEL: func.func @softplus
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]}
+// CHECK-NEXT: ^bb0(%[[SX:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[ABS:.*]] = math.absf %[[SX]] : f32
+// CHECK-NEXT: %[[NEG:.*]] = arith.negf %[[ABS]] : f32
+// CHECK-NEXT: %[[E:.*]] = math.exp %[[NEG]] : f32
+// CHECK-NEXT: %[[U:.*]] = arith.addf %{{.*}}, %[[E]] : f32
+// CHECK-NEXT: %[[D:.*]] = arith.subf %[[U]], %{{.*}} : f32
+// CHECK-NEXT: %[[RATIO:.*]] = arith.divf %[[E]], %[[D]] : f32
+// CHECK-NEXT: %[[LOG:.*]] = math.log %[[U]] : f32
+// CHECK-NEXT: %[[LG:.*]] = arith.mulf %[[LOG]], %[[RATIO]] : f32
+// CHECK-NEXT: %[[EXACT:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f32
+// CHECK-NEXT: %[[LOG1P:.*]] = arith.select %[[EXACT]], %[[E]], %[[LG]] : f32
+// CHECK-NEXT: %[[POS:.*]] = arith.maximumf %[[SX]], %{{.*}} : f32
+// CHECK-NEXT: %[[Y:.*]] = arith.addf %[[POS]], %[[LOG1P]] : f32
+// CHECK-NEXT: linalg.yield %[[Y]] : f32
+func.func @softplus(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
+  %0 = qkv.softplus %x : tensor<?x5xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
 // cache_view materialised: stored rows below lengths[b], then the new rows, then zeros;
 // each read is guarded so no index is out of bounds.
 // CHECK-LABEL: func.func @cache_view

@@ -84,14 +84,6 @@ LogicalResult verifyModRegion(Operation *op, Region &region, bool withScore, Typ
 
 // ---- unary -------------------------------------------------------------------------------
 
-#define SAME_SHAPE_VERIFIER(OP)                                                                    \
-  LogicalResult OP::verify() { return sameShape(*this, rt(getX()), rt(getResult()), "result"); }
-SAME_SHAPE_VERIFIER(ScaleOp)
-SAME_SHAPE_VERIFIER(GeluOp)
-SAME_SHAPE_VERIFIER(SiluOp)
-SAME_SHAPE_VERIFIER(EluOp)
-#undef SAME_SHAPE_VERIFIER
-
 LogicalResult SoftmaxOp::verify() {
   if (failed(checkAxis(*this, getAxis(), rt(getX()).getRank())))
     return failure();

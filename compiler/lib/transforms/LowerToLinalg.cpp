@@ -387,6 +387,21 @@ Value siluBody(SiluOp, OpBuilder &b, Location l, Type, Value x) {
   return sigmoidTimes(b, l, x, Value());
 }
 
+/// log(1 + e^x) = max(x, 0) + log1p(e) with e = e^-|x| in (0, 1]: no overflow. log1p(e)
+/// as log(u) * e / (u - 1), u = 1 + e (e itself when u rounds to 1), which keeps e's
+/// digits where log(1 + e) would round them away (math.log1p becomes log(1 + e) in LLVM).
+Value softplusBody(SoftplusOp, OpBuilder &b, Location l, Type t, Value x) {
+  Value zero = floatConst(b, l, t, 0.0), one = floatConst(b, l, t, 1.0);
+  Value e = math::ExpOp::create(b, l, arith::NegFOp::create(b, l, math::AbsFOp::create(b, l, x)));
+  Value u = arith::AddFOp::create(b, l, one, e);
+  Value d = arith::SubFOp::create(b, l, u, one);
+  Value ratio = arith::DivFOp::create(b, l, e, d);
+  Value lg = arith::MulFOp::create(b, l, math::LogOp::create(b, l, u), ratio);
+  Value exact = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, d, zero);
+  Value log1p = arith::SelectOp::create(b, l, exact, e, lg);
+  return arith::AddFOp::create(b, l, arith::MaximumFOp::create(b, l, x, zero), log1p);
+}
+
 Value eluBody(EluOp op, OpBuilder &b, Location l, Type, Value x) {
   return eluValue(b, l, x, op.getAlpha().convertToDouble());
 }
@@ -944,124 +959,139 @@ struct LinformerProjectLowering : OpRewritePattern<LinformerProjectOp> {
   }
 };
 
+/// phi(t), elementwise: relu, or elu(x) + 1 computed as x > 0 ? x + 1 : exp(x) ((exp(x) -
+/// 1) + 1 would cancel to 0 for very negative x, where exp(x) is the tiny, nonzero answer).
+Value featureMap(OpBuilder &rw, Location loc, Value t, Type elem, bool relu) {
+  return elementwise(rw, loc, t, elem, {t}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+    Value zero = floatConst(b, l, elem, 0.0);
+    if (relu)
+      return arith::MaximumFOp::create(b, l, a[0], zero);
+    Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[0], zero);
+    return arith::SelectOp::create(b, l, pos,
+                                   arith::AddFOp::create(b, l, a[0], floatConst(b, l, elem, 1.0)),
+                                   math::ExpOp::create(b, l, a[0]));
+  });
+}
+
+/// acc + a * b: the body of linear attention's contractions.
+Value mulAdd(OpBuilder &b, Location l, ValueRange a) {
+  return arith::AddFOp::create(b, l, a[2], arith::MulFOp::create(b, l, a[0], a[1]));
+}
+
+/// Linear attention's operands after phi, and their leading dims (B?, H?): `lead` of them;
+/// with heads, query head h reads kv head h floordiv `group`.
+struct LinearAttentionParts {
+  Value pq, pk, q, v;
+  Type elem;
+  unsigned r, lead;
+  int64_t group;
+
+  /// The kv side's leading dims in terms of the query side's loops.
+  SmallVector<AffineExpr> kvLead(MLIRContext *ctx) const {
+    SmallVector<AffineExpr> ex;
+    for (unsigned i = 0; i < lead; ++i) {
+      AffineExpr e = getAffineDimExpr(i, ctx);
+      ex.push_back(i == lead - 1 && r >= 3 && group > 1 ? e.floorDiv(group) : e);
+    }
+    return ex;
+  }
+};
+
+/// kv[lead..., dh, dv] = sum_s phi(k)[lead..., s, dh] * v[lead..., s, dv] and
+/// ksum[lead..., dh] = sum_s phi(k)[lead..., s, dh].
+std::pair<Value, Value> linearAttentionState(OpBuilder &rw, Location loc,
+                                             const LinearAttentionParts &p) {
+  MLIRContext *ctx = rw.getContext();
+  unsigned lead = p.lead, dh = lead, dv = lead + 1, s = lead + 2, loops = lead + 3;
+  SmallVector<OpFoldResult> kvSizes;
+  for (unsigned i = 0; i < lead; ++i)
+    kvSizes.push_back(sizeOf(rw, loc, p.pk, i));
+  kvSizes.push_back(sizeOf(rw, loc, p.pk, p.r - 1));
+  kvSizes.push_back(sizeOf(rw, loc, p.v, p.r - 1));
+  auto km = range(0, lead), vm = range(0, lead), kvm = range(0, lead);
+  km.append({s, dh});
+  vm.append({s, dv});
+  kvm.append({dh, dv});
+  Value kv = generic(rw, loc, filled(rw, loc, kvSizes, p.elem, 0.0), {p.pk, p.v},
+                     {dimsMap(ctx, loops, km), dimsMap(ctx, loops, vm)}, dimsMap(ctx, loops, kvm),
+                     iterators(lead + 2, 1), mulAdd);
+  SmallVector<OpFoldResult> ksSizes(kvSizes.begin(), kvSizes.end() - 1);
+  unsigned loops2 = lead + 2, dh2 = lead, s2 = lead + 1;
+  auto km2 = range(0, lead), ksm = range(0, lead);
+  km2.append({s2, dh2});
+  ksm.push_back(dh2);
+  Value ksum =
+      generic(rw, loc, filled(rw, loc, ksSizes, p.elem, 0.0), {p.pk}, {dimsMap(ctx, loops2, km2)},
+              dimsMap(ctx, loops2, ksm), iterators(lead + 1, 1),
+              [](OpBuilder &b, Location l, ValueRange a) -> Value {
+                return arith::AddFOp::create(b, l, a[0], a[1]);
+              });
+  return {kv, ksum};
+}
+
+/// num[lead..., l, dv] = sum_dh phi(q)[lead..., l, dh] * kv[lead'..., dh, dv],
+/// den[lead..., l] = sum_dh phi(q)[lead..., l, dh] * ksum[lead'..., dh], and
+/// out = den != 0 ? num / den : 0.
+Value linearAttentionOutput(OpBuilder &rw, Location loc, const LinearAttentionParts &p, Value kv,
+                            Value ksum) {
+  MLIRContext *ctx = rw.getContext();
+  unsigned lead = p.lead, r = p.r, L = lead, DV = lead + 1, DH = lead + 2, loops3 = lead + 3;
+  Type elem = p.elem;
+  SmallVector<OpFoldResult> outSizes;
+  for (unsigned i = 0; i < lead + 1; ++i)
+    outSizes.push_back(sizeOf(rw, loc, p.q, i));
+  outSizes.push_back(sizeOf(rw, loc, p.v, r - 1));
+  auto qm = range(0, lead), om = range(0, lead);
+  qm.append({L, DH});
+  om.append({L, DV});
+  SmallVector<AffineExpr> kvEx = p.kvLead(ctx);
+  kvEx.append({getAffineDimExpr(DH, ctx), getAffineDimExpr(DV, ctx)});
+  Value num = generic(rw, loc, filled(rw, loc, outSizes, elem, 0.0), {p.pq, kv},
+                      {dimsMap(ctx, loops3, qm), AffineMap::get(loops3, 0, kvEx, ctx)},
+                      dimsMap(ctx, loops3, om), iterators(lead + 2, 1), mulAdd);
+  unsigned L4 = lead, DH4 = lead + 1, loops4 = lead + 2;
+  SmallVector<OpFoldResult> denSizes(outSizes.begin(), outSizes.end() - 1);
+  auto qm4 = range(0, lead), dm = range(0, lead);
+  qm4.append({L4, DH4});
+  dm.push_back(L4);
+  SmallVector<AffineExpr> ksEx = p.kvLead(ctx);
+  ksEx.push_back(getAffineDimExpr(DH4, ctx));
+  Value den = generic(rw, loc, filled(rw, loc, denSizes, elem, 0.0), {p.pq, ksum},
+                      {dimsMap(ctx, loops4, qm4), AffineMap::get(loops4, 0, ksEx, ctx)},
+                      dimsMap(ctx, loops4, dm), iterators(lead + 1, 1), mulAdd);
+  return generic(
+      rw, loc, emptyOf(rw, loc, outSizes, elem), {num, den},
+      {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, range(0, r - 1))},
+      dimsMap(ctx, r, range(0, r)), iterators(r),
+      [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+        Value zero = floatConst(b, l, elem, 0.0);
+        Value nz = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, a[1], zero);
+        return arith::SelectOp::create(b, l, nz, arith::DivFOp::create(b, l, a[0], a[1]), zero);
+      });
+}
+
 struct LinearAttentionLowering : OpRewritePattern<LinearAttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LinearAttentionOp op, PatternRewriter &rw) const override {
     Location loc = op.getLoc();
-    MLIRContext *ctx = rw.getContext();
-    Value q = op.getQ(), k = op.getK(), v = op.getV();
+    Value q = op.getQ(), k = op.getK();
     auto qt = tensorType(q), kt = tensorType(k);
-    unsigned r = qt.getRank();
-    Type elem = qt.getElementType();
-    bool relu = op.getFeatureMap() == "relu";
-    auto phi = [&](Value t) {
-      return elementwise(
-          rw, loc, t, elem, {t}, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-            Value zero = floatConst(b, l, elem, 0.0);
-            if (relu)
-              return arith::MaximumFOp::create(b, l, a[0], zero);
-            // elu(x) + 1 as x > 0 ? x + 1 : exp(x): (exp(x) - 1) + 1 would cancel to 0
-            // for very negative x, where exp(x) is the (tiny, nonzero) answer.
-            Value pos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, a[0], zero);
-            return arith::SelectOp::create(
-                b, l, pos, arith::AddFOp::create(b, l, a[0], floatConst(b, l, elem, 1.0)),
-                math::ExpOp::create(b, l, a[0]));
-          });
-    };
-    Value pq = phi(q), pk = phi(k);
-    // Leading dims: (B?, H?) = r - 2 of them; with heads, query head h reads kv head
-    // h floordiv (Hq / Hkv).
-    unsigned lead = r - 2;
-    int64_t group = 1;
-    if (r >= 3) {
-      int64_t hq = qt.getDimSize(r - 3), hk = kt.getDimSize(r - 3);
-      group = hq == hk || ShapedType::isDynamic(hq) ? 1 : hq / hk;
+    LinearAttentionParts p;
+    p.q = q;
+    p.v = op.getV();
+    p.elem = qt.getElementType();
+    p.r = qt.getRank();
+    p.lead = p.r - 2;
+    p.group = 1;
+    if (p.r >= 3) {
+      int64_t hq = qt.getDimSize(p.r - 3), hk = kt.getDimSize(p.r - 3);
+      p.group = hq == hk || ShapedType::isDynamic(hq) ? 1 : hq / hk;
     }
-    auto add = [](OpBuilder &b, Location l, ValueRange a) -> Value {
-      return arith::AddFOp::create(b, l, a[2], arith::MulFOp::create(b, l, a[0], a[1]));
-    };
-    // kv[lead..., dh, dv] = sum_s phi(k)[lead..., s, dh] * v[lead..., s, dv]
-    unsigned dh = lead, dv = lead + 1, s = lead + 2, loops = lead + 3;
-    SmallVector<OpFoldResult> kvSizes;
-    for (unsigned i = 0; i < lead; ++i)
-      kvSizes.push_back(sizeOf(rw, loc, k, i));
-    kvSizes.push_back(sizeOf(rw, loc, k, r - 1));
-    kvSizes.push_back(sizeOf(rw, loc, v, r - 1));
-    auto km = range(0, lead);
-    km.append({s, dh});
-    auto vm = range(0, lead);
-    vm.append({s, dv});
-    auto kvm = range(0, lead);
-    kvm.append({dh, dv});
-    Value kv = generic(rw, loc, filled(rw, loc, kvSizes, elem, 0.0), {pk, v},
-                       {dimsMap(ctx, loops, km), dimsMap(ctx, loops, vm)}, dimsMap(ctx, loops, kvm),
-                       iterators(lead + 2, 1), add);
-    // ksum[lead..., dh] = sum_s phi(k)[lead..., s, dh]
-    SmallVector<OpFoldResult> ksSizes(kvSizes.begin(), kvSizes.end() - 1);
-    unsigned loops2 = lead + 2, dh2 = lead, s2 = lead + 1;
-    auto km2 = range(0, lead);
-    km2.append({s2, dh2});
-    auto ksm = range(0, lead);
-    ksm.push_back(dh2);
-    Value ksum =
-        generic(rw, loc, filled(rw, loc, ksSizes, elem, 0.0), {pk}, {dimsMap(ctx, loops2, km2)},
-                dimsMap(ctx, loops2, ksm), iterators(lead + 1, 1),
-                [](OpBuilder &b, Location l, ValueRange a) -> Value {
-                  return arith::AddFOp::create(b, l, a[0], a[1]);
-                });
-    // Maps from query loops (lead..., l, ...) to kv-side leading dims, with the head
-    // divided by the group size.
-    auto kvLead = [&](unsigned nloops) {
-      SmallVector<AffineExpr> ex;
-      for (unsigned i = 0; i < lead; ++i) {
-        AffineExpr e = getAffineDimExpr(i, ctx);
-        if (i == lead - 1 && r >= 3 && group > 1)
-          e = e.floorDiv(group);
-        ex.push_back(e);
-      }
-      (void)nloops;
-      return ex;
-    };
-    // num[lead..., l, dv] = sum_dh phi(q)[lead..., l, dh] * kv[lead'..., dh, dv]
-    unsigned L = lead, DV = lead + 1, DH = lead + 2, loops3 = lead + 3;
-    SmallVector<OpFoldResult> outSizes;
-    for (unsigned i = 0; i < lead + 1; ++i)
-      outSizes.push_back(sizeOf(rw, loc, q, i));
-    outSizes.push_back(sizeOf(rw, loc, v, r - 1));
-    auto qm = range(0, lead);
-    qm.append({L, DH});
-    SmallVector<AffineExpr> kvEx = kvLead(loops3);
-    kvEx.push_back(getAffineDimExpr(DH, ctx));
-    kvEx.push_back(getAffineDimExpr(DV, ctx));
-    auto om = range(0, lead);
-    om.append({L, DV});
-    Value num = generic(rw, loc, filled(rw, loc, outSizes, elem, 0.0), {pq, kv},
-                        {dimsMap(ctx, loops3, qm), AffineMap::get(loops3, 0, kvEx, ctx)},
-                        dimsMap(ctx, loops3, om), iterators(lead + 2, 1), add);
-    // den[lead..., l] = sum_dh phi(q)[lead..., l, dh] * ksum[lead'..., dh]
-    unsigned L4 = lead, DH4 = lead + 1, loops4 = lead + 2;
-    SmallVector<OpFoldResult> denSizes(outSizes.begin(), outSizes.end() - 1);
-    auto qm4 = range(0, lead);
-    qm4.append({L4, DH4});
-    SmallVector<AffineExpr> ksEx = kvLead(loops4);
-    ksEx.push_back(getAffineDimExpr(DH4, ctx));
-    auto dm = range(0, lead);
-    dm.push_back(L4);
-    Value den = generic(rw, loc, filled(rw, loc, denSizes, elem, 0.0), {pq, ksum},
-                        {dimsMap(ctx, loops4, qm4), AffineMap::get(loops4, 0, ksEx, ctx)},
-                        dimsMap(ctx, loops4, dm), iterators(lead + 1, 1), add);
-    // out = den != 0 ? num / den : 0
-    Value init = emptyOf(rw, loc, outSizes, elem);
-    Value res = generic(
-        rw, loc, init, {num, den}, {dimsMap(ctx, r, range(0, r)), dimsMap(ctx, r, range(0, r - 1))},
-        dimsMap(ctx, r, range(0, r)), iterators(r),
-        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-          Value nz = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, a[1],
-                                           floatConst(b, l, elem, 0.0));
-          return arith::SelectOp::create(b, l, nz, arith::DivFOp::create(b, l, a[0], a[1]),
-                                         floatConst(b, l, elem, 0.0));
-        });
-    rw.replaceOp(op, res);
+    bool relu = op.getFeatureMap() == "relu";
+    p.pq = featureMap(rw, loc, q, p.elem, relu);
+    p.pk = featureMap(rw, loc, k, p.elem, relu);
+    auto [kv, ksum] = linearAttentionState(rw, loc, p);
+    rw.replaceOp(op, linearAttentionOutput(rw, loc, p, kv, ksum));
     return success();
   }
 };
@@ -1153,7 +1183,8 @@ struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
              BinaryLowering<SubOp>, BinaryLowering<MulOp>, BinaryLowering<DivOp>,
              BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
              UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
-             UnaryLowering<EluOp, eluBody>, SoftmaxLowering, SplitHeadsLowering, MergeHeadsLowering,
+             UnaryLowering<EluOp, eluBody>,
+             UnaryLowering<SoftplusOp, softplusBody>, SoftmaxLowering, SplitHeadsLowering, MergeHeadsLowering,
              ConcatLowering, MaskLowering, ScoreModLowering, SinusoidalPELowering, RopeLowering,
              LayerNormLowering, RmsNormLowering, EmbeddingLowering, LinformerProjectLowering,
              LinearAttentionLowering, CacheViewLowering, PagedCacheViewLowering>(&getContext());

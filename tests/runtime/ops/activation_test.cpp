@@ -1,4 +1,4 @@
-// gelu, silu, elu and swiglu.
+// gelu, silu, elu, softplus and swiglu.
 #include "test_util.hpp"
 
 namespace qkv {
@@ -41,6 +41,15 @@ TEST(Elu, AlphaScalesTheNegativeSide) {
                 1e-15);
   expect_values(unary([](Value x) { return elu(x, 2.0); }, {-1}), {1}, {-1.2642411176571153},
                 1e-15);
+}
+
+TEST(Softplus, LogOfOnePlusExp) {
+  // log 2; log(1 + e) = 1.3132616875182228; log(1 + 1/e) = that - 1. Large x gives x (e^1000
+  // would overflow), very negative x gives e^x's digits, not 0.
+  Tensor y = unary(softplus, {0, 1, -1, 1000, -40});
+  expect_values(y, {5}, {0.6931471805599453, 1.3132616875182228, 0.31326168751822286, 1000, 0},
+                1e-15);
+  EXPECT_NEAR(y.get(4) / std::exp(-40.0), 1.0, 1e-15);
 }
 
 TEST(Swiglu, SiluOfGateTimesUp) {

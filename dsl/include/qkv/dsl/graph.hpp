@@ -49,7 +49,7 @@ enum class OpKind : std::uint8_t {
   Rope,            // rotary position embedding over x's last two axes (L, Dh)
   LayerNorm,       // over the last axis, optional gamma/beta
   RmsNorm,         // over the last axis, optional gamma
-  Gelu, Silu, Elu, // elementwise activations
+  Gelu, Silu, Elu, Softplus, // elementwise activations
   Swiglu,          // silu(gate) * up
   Embedding,       // table[ids]: ids (...) integer, table (V, D) -> (..., D)
   Attention,       // softmax(score_mod(scale q.k) masked) . v, with GQA/MQA and cross
@@ -58,6 +58,9 @@ enum class OpKind : std::uint8_t {
   CacheView,       // a KV cache's rows read in place, then this step's new rows
   PagedCacheView,  // the same over a paged cache: a page pool and a block table
 };
+/// How many ops there are: the last OpKind's number + 1. Each op has a row in the op
+/// table (<qkv/dsl/op_table.hpp>); a row missing or out of order fails to compile.
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::PagedCacheView) + 1;
 
 std::string_view op_name(OpKind op);
 /// The OpKind with this printed name, if any.
@@ -316,6 +319,8 @@ Value rms_norm(Value x, Value gamma, double eps = 1e-6);
 Value gelu(Value x, bool approximate = false);
 Value silu(Value x);
 Value elu(Value x, double alpha = 1.0);
+/// log(1 + e^x), computed without overflow (Mamba's step sizes, smooth ReLU).
+Value softplus(Value x);
 Value swiglu(Value gate, Value up);
 Value embedding(Value ids, Value table);
 /// x (..., S, D) projected along S by e (K', S): e . x -> (..., K', D) (Linformer).

@@ -272,6 +272,7 @@ struct rms_norm;
 struct gelu;
 struct silu;
 struct elu;
+struct softplus;
 struct swiglu;
 struct embedding;
 struct attention;
@@ -1175,6 +1176,11 @@ template <class DT, class... D> auto silu(const TypedValue<DT, D...> &x) {
 template <class DT, class... D> auto elu(const TypedValue<DT, D...> &x, double alpha = 1.0) {
   detail::check_float<ops::elu, DT>();
   return detail::wrap<TypedValue<DT, D...>>(elu(x.value(), alpha), "elu");
+}
+/// log(1 + e^x).
+template <class DT, class... D> auto softplus(const TypedValue<DT, D...> &x) {
+  detail::check_float<ops::softplus, DT>();
+  return detail::wrap<TypedValue<DT, D...>>(softplus(x.value()), "softplus");
 }
 
 /// silu(gate) * up, both with the same dims.

@@ -46,7 +46,13 @@ class Qkv_UnaryOp<string mnemonic, list<Trait> traits = []> :
   let hasVerifier = 1;
 }
 
-def Qkv_ScaleOp : Qkv_UnaryOp<"scale"> {
+// Elementwise: the result has x's shape and element type, which the traits check.
+class Qkv_ElementwiseOp<string mnemonic> :
+    Qkv_Op<mnemonic, [Pure, SameOperandsAndResultShape, SameOperandsAndResultElementType]> {
+  let results = (outs Qkv_FloatTensor:$result);
+}
+
+def Qkv_ScaleOp : Qkv_ElementwiseOp<"scale"> {
   let summary = "x * factor";
   let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$factor);
   let assemblyFormat = "$x `by` $factor attr-dict `:` type($x) `->` type($result)";
@@ -85,23 +91,29 @@ def Qkv_RopeOp : Qkv_UnaryOp<"rope"> {
                        "attr-dict `:` type($x) `->` type($result)";
 }
 
-def Qkv_GeluOp : Qkv_UnaryOp<"gelu"> {
+def Qkv_GeluOp : Qkv_ElementwiseOp<"gelu"> {
   let summary = "GELU, exact (erf) or tanh approximation";
   let arguments = (ins Qkv_FloatTensor:$x, UnitAttr:$approximate);
   let assemblyFormat =
       "$x (`approximate` $approximate^)? attr-dict `:` type($x) `->` type($result)";
 }
 
-def Qkv_SiluOp : Qkv_UnaryOp<"silu"> {
+def Qkv_SiluOp : Qkv_ElementwiseOp<"silu"> {
   let summary = "x * sigmoid(x)";
   let arguments = (ins Qkv_FloatTensor:$x);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Qkv_EluOp : Qkv_UnaryOp<"elu"> {
+def Qkv_EluOp : Qkv_ElementwiseOp<"elu"> {
   let summary = "x > 0 ? x : alpha (exp(x) - 1)";
   let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$alpha);
   let assemblyFormat = "$x `alpha` $alpha attr-dict `:` type($x) `->` type($result)";
+}
+
+def Qkv_SoftplusOp : Qkv_ElementwiseOp<"softplus"> {
+  let summary = "log(1 + exp(x))";
+  let arguments = (ins Qkv_FloatTensor:$x);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
 def Qkv_SplitHeadsOp : Qkv_UnaryOp<"split_heads"> {

@@ -1,0 +1,81 @@
+// The op table: each op's facts written once, and every consumer reads them here.
+//
+// One row per OpKind (dsl/lib/op_table.cpp, in the enum's order, checked at compile time)
+// gives the op's name, how many inputs it takes and which of them are operands rather
+// than tensors captured by mods, the attributes Graph::str prints, the attributes of the
+// qkv.<name> op in MLIR and the fields they come from, whether it only moves its
+// operands' elements, and its shape rule. op_name, parse_op_name, infer_type,
+// Node::num_operands, the graph printer and the import to MLIR (for every op without
+// regions or mixed-width operands) derive from the table; a test compares it with the
+// MLIR dialect's ops and their attributes, so the two cannot drift apart.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <qkv/dsl/infer.hpp>
+
+namespace qkv {
+
+/// The fields of Attrs, in visit_fields' order.
+enum class AttrField : std::uint8_t {
+  Axes, Dims, Scale, Eps, Base, Offset, Interleaved, Approximate, Alpha, FeatureMap,
+  Mask, Score, Data, HasGamma, HasBeta, HasBias,
+};
+inline constexpr int kNumAttrFields = static_cast<int>(AttrField::HasBias) + 1;
+
+/// How the printer writes a field: by its type (Value), only the first element of a list
+/// (an axis kept in `axes`), or a bool as `tanh`/`none` (gelu's approximation).
+enum class AttrStyle : std::uint8_t { Value, First, TanhOrNone };
+
+/// An attribute as Graph::str prints it: `label = value`, skipped when the field holds
+/// nothing (an empty list, no scale, no mask). An empty label ends an op's list.
+struct AttrUse {
+  AttrField field = AttrField::Axes;
+  std::string_view label;
+  AttrStyle style = AttrStyle::Value;
+};
+
+/// An attribute of qkv.<name> in MLIR, made from a field of Attrs by the field's type:
+/// a double an f64 (an absent optional none), an integer an i64, a bool a unit attribute
+/// (absent when false), a feature map its name, a list of axes its `index`th axis
+/// (made non-negative), a list of dims the static extent of its `index`th.
+struct IrAttr {
+  std::string_view name;
+  AttrField field = AttrField::Axes;
+  std::uint8_t index = 0;
+};
+
+/// The output type of an op from its inputs and attributes; throws qkv::Error naming the
+/// tensors and dims. Null for leaves (input, param, constant), which have no inputs.
+using ShapeRule = InferredType (*)(const Graph &g, OpKind op, const std::vector<NodeId> &inputs,
+                                   const Attrs &attrs);
+
+inline constexpr int kAnyNumber = -1;
+
+struct OpInfo {
+  OpKind kind;
+  std::string_view name;        // the DSL's builder, Graph::str, qkv.<name> in MLIR
+  int min_inputs = 0;           // inputs the node takes
+  int max_inputs = 0;           // kAnyNumber: no upper bound
+  int operands = kAnyNumber;    // leading inputs that are operands, the rest captured by
+                                // mods; kAnyNumber: every input is an operand
+  std::array<AttrUse, 3> attrs{};             // printed, in order
+  std::array<IrAttr, 3> ir_attrs{}; // qkv.<name>'s attributes in MLIR; empty name ends
+  bool moves_elements = false;  // its result is its operands' elements, moved
+  ShapeRule shape = nullptr;
+};
+
+/// Every op, indexed by OpKind.
+std::span<const OpInfo> op_table();
+const OpInfo &op_info(OpKind op);
+
+/// Whether the op is a graph's leaf (input, param, constant): no inputs, no shape rule.
+inline bool is_leaf(OpKind op) {
+  return op == OpKind::Input || op == OpKind::Param || op == OpKind::Constant;
+}
+
+} // namespace qkv
