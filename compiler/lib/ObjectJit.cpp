@@ -168,15 +168,15 @@ llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm
   return (*obj)->getBuffer().str();
 }
 
-llvm::Expected<LoadedObject>
-load_object(const std::vector<std::string> &objects, const std::string &symbol,
-            const std::vector<std::pair<std::string, void *>> &extra,
-            const std::vector<std::string> &inits, const std::vector<std::string> &finis) {
-  auto jit = make_jit();
-  if (!jit)
-    return jit.takeError();
-  add_perf_map(**jit);
-  llvm::orc::JITDylib &main = (*jit)->getMainJITDylib();
+namespace {
+
+/// Makes the runtime's libraries and own symbols visible to the objects: what checked
+/// kernels call (qkv/runtime/checks.hpp), and where memref.alloc takes its memory
+/// (finalize-memref-to-llvm's generic functions: the buffer cache,
+/// qkv/runtime/buffer_cache.hpp). `extra` may bind them elsewhere.
+llvm::Error bind_runtime(llvm::orc::LLJIT &jit,
+                         const std::vector<std::pair<std::string, void *>> &extra) {
+  llvm::orc::JITDylib &main = jit.getMainJITDylib();
   for (const std::string &lib : runtime_libraries()) {
     auto gen = llvm::orc::DynamicLibrarySearchGenerator::Load(
         lib.c_str(), host_data_layout().getGlobalPrefix());
@@ -184,13 +184,10 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
       return gen.takeError();
     main.addGenerator(std::move(*gen));
   }
-  // What checked kernels call (qkv/runtime/checks.hpp), from this library's runtime.
-  // And where memref.alloc takes its memory (finalize-memref-to-llvm's generic functions):
-  // the buffer cache (qkv/runtime/buffer_cache.hpp). `extra` may bind them elsewhere.
   llvm::orc::SymbolMap own;
   auto bind = [&](const char *name, void *address) {
-    own[(*jit)->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
-                                          llvm::JITSymbolFlags::Exported};
+    own[jit.mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                      llvm::JITSymbolFlags::Exported};
   };
   bind("qkv_check_failed", reinterpret_cast<void *>(&qkv_check_failed));
   bind("_mlir_memref_to_llvm_alloc", reinterpret_cast<void *>(&qkv_buffer_alloc));
@@ -198,43 +195,34 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
   bind("_mlir_memref_to_llvm_free", reinterpret_cast<void *>(&qkv_buffer_free));
   for (const auto &[name, address] : extra)
     bind(name.c_str(), address);
-  if (auto e = main.define(llvm::orc::absoluteSymbols(std::move(own))))
-    return e;
-  for (const std::string &object : objects)
-    if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
-      return e;
-  auto addr = (*jit)->lookup(std::string(abi::kPackedPrefix) + symbol);
-  if (!addr)
-    return addr.takeError();
-  auto functions = [&](const std::vector<std::string> &names)
-      -> llvm::Expected<std::vector<void (*)()>> {
-    std::vector<void (*)()> out;
-    for (const std::string &name : names) {
-      auto f = (*jit)->lookup(name);
-      if (!f)
-        return f.takeError();
-      out.push_back(f->toPtr<void (*)()>());
-    }
-    return out;
-  };
-  auto init_fns = functions(inits);
-  if (!init_fns)
-    return init_fns.takeError();
-  auto fini_fns = functions(finis);
-  if (!fini_fns)
-    return fini_fns.takeError();
-  LoadedObject out;
-  out.packed = addr->toPtr<void (*)(void **)>();
-  // The params the kernel takes packed (qkv-lower-matmul-to-microkernels), if any.
-  if (auto list = (*jit)->lookup(abi::kPackedParams))
+  return main.define(llvm::orc::absoluteSymbols(std::move(own)));
+}
+
+/// The functions named, looked up in the linked objects.
+llvm::Expected<std::vector<void (*)()>> functions(llvm::orc::LLJIT &jit,
+                                                  const std::vector<std::string> &names) {
+  std::vector<void (*)()> out;
+  for (const std::string &name : names) {
+    auto f = jit.lookup(name);
+    if (!f)
+      return f.takeError();
+    out.push_back(f->toPtr<void (*)()>());
+  }
+  return out;
+}
+
+/// The globals a kernel may define for the loader (qkv/runtime/kernel_abi.hpp): the params
+/// it takes packed (qkv-lower-matmul-to-microkernels) and what its attention kernels count
+/// (qkv-lower-attention-to-flash).
+void read_kernel_globals(llvm::orc::LLJIT &jit, LoadedObject &out) {
+  if (auto list = jit.lookup(abi::kPackedParams))
     out.packed_params = list->toPtr<const char *>();
   else
     llvm::consumeError(list.takeError());
-  // What its attention kernels count (qkv-lower-attention-to-flash), if any.
   auto counted = [&](const char *names, const char *counts, std::string &names_out,
                      std::int64_t *&counts_out) {
-    auto n = (*jit)->lookup(names);
-    auto c = (*jit)->lookup(counts);
+    auto n = jit.lookup(names);
+    auto c = jit.lookup(counts);
     if (n && c) {
       names_out = n->toPtr<const char *>();
       counts_out = c->toPtr<std::int64_t *>();
@@ -246,6 +234,35 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
   };
   counted(abi::kSchedules, abi::kScheduleRuns, out.schedules, out.schedule_runs);
   counted(abi::kAttentions, abi::kTileCounts, out.attentions, out.tile_counts);
+}
+
+} // namespace
+
+llvm::Expected<LoadedObject>
+load_object(const std::vector<std::string> &objects, const std::string &symbol,
+            const std::vector<std::pair<std::string, void *>> &extra,
+            const std::vector<std::string> &inits, const std::vector<std::string> &finis) {
+  auto jit = make_jit();
+  if (!jit)
+    return jit.takeError();
+  add_perf_map(**jit);
+  if (auto e = bind_runtime(**jit, extra))
+    return e;
+  for (const std::string &object : objects)
+    if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
+      return e;
+  auto addr = (*jit)->lookup(std::string(abi::kPackedPrefix) + symbol);
+  if (!addr)
+    return addr.takeError();
+  auto init_fns = functions(**jit, inits);
+  if (!init_fns)
+    return init_fns.takeError();
+  auto fini_fns = functions(**jit, finis);
+  if (!fini_fns)
+    return fini_fns.takeError();
+  LoadedObject out;
+  out.packed = addr->toPtr<void (*)(void **)>();
+  read_kernel_globals(**jit, out);
   out.owner = std::shared_ptr<llvm::orc::LLJIT>(
       jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {
         for (void (*f)() : finish)

@@ -183,7 +183,6 @@ Value VectorizedGeneric::emitBody(KernelBuilder &kb, IRMapping &map) const {
 
 void VectorizedGeneric::emitRow(KernelBuilder &kb, ValueRange outer, Value j0, Value j1,
                                 ValueRange operands) const {
-  ImplicitLocOpBuilder &b = kb.builder();
   Block &body = op_.getRegion().front();
   unsigned inner = loops_ - 1;
   SmallVector<OpOperand *> opnds;
@@ -225,17 +224,23 @@ void VectorizedGeneric::emitRow(KernelBuilder &kb, ValueRange outer, Value j0, V
   Value n = kb.sub(j1, j0);
   Value main = kb.add(j0, kb.mul(kb.divu(n, kb.idx(lanes_)), lanes_));
   Value rest = kb.sub(j1, main);
+  if (reduction())
+    return emitReduction(kb, step, j0, main, rest, operands[outIdx], indices(outIdx, j0));
   Value hasTail = kb.cmp(arith::CmpIPredicate::sgt, rest, kb.idx(0));
-  if (!reduction()) {
-    kb.forLoop(j0, main, lanes_, [&](KernelBuilder &in, Value j) {
-      in.vstore(step(in, j, nullptr, nullptr), operands[outIdx], indices(outIdx, j));
-    });
-    kb.ifThen(hasTail, [&](KernelBuilder &in) {
-      Value mask = in.firstLanes(rest, lanes_);
-      in.vstore(step(in, main, mask, nullptr), operands[outIdx], indices(outIdx, main), mask);
-    });
-    return;
-  }
+  kb.forLoop(j0, main, lanes_, [&](KernelBuilder &in, Value j) {
+    in.vstore(step(in, j, nullptr, nullptr), operands[outIdx], indices(outIdx, j));
+  });
+  kb.ifThen(hasTail, [&](KernelBuilder &in) {
+    Value mask = in.firstLanes(rest, lanes_);
+    in.vstore(step(in, main, mask, nullptr), operands[outIdx], indices(outIdx, main), mask);
+  });
+}
+
+void VectorizedGeneric::emitReduction(KernelBuilder &kb, Step step, Value j0, Value main,
+                                      Value rest, Value out, ValueRange outAt) const {
+  ImplicitLocOpBuilder &b = kb.builder();
+  Block &body = op_.getRegion().front();
+  Value partial = kb.cmp(arith::CmpIPredicate::sgt, rest, kb.idx(0));
   Type elem = body.getArguments().back().getType();
   VectorType vt = VectorType::get({lanes_}, elem);
   Value acc0 = kb.fconst(vt, neutral(kind_));
@@ -244,7 +249,7 @@ void VectorizedGeneric::emitRow(KernelBuilder &kb, ValueRange outer, Value j0, V
                            return {step(in, j, nullptr, a[0])};
                          })[0];
   auto tail = scf::IfOp::create(
-      b, hasTail,
+      b, partial,
       [&](OpBuilder &nb, Location l) {
         ImplicitLocOpBuilder ib(l, nb);
         KernelBuilder in(ib);
@@ -254,14 +259,13 @@ void VectorizedGeneric::emitRow(KernelBuilder &kb, ValueRange outer, Value j0, V
       },
       [&](OpBuilder &nb, Location l) { scf::YieldOp::create(nb, l, ValueRange{acc}); });
   Value total = vector::ReductionOp::create(b, kind_, tail.getResult(0));
-  SmallVector<Value> outAt = indices(outIdx, j0);
-  Value prior = kb.load(operands[outIdx], outAt);
+  Value prior = kb.load(out, outAt);
   IRMapping last;
   last.map(body.getArguments().back(), prior);
   for (Value v : combiner_->getOperands())
     if (v != body.getArguments().back())
       last.map(v, total);
-  kb.store(b.clone(*combiner_, last)->getResult(0), operands[outIdx], outAt);
+  kb.store(b.clone(*combiner_, last)->getResult(0), out, outAt);
 }
 
 } // namespace qkv::ir

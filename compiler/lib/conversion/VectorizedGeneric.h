@@ -45,6 +45,14 @@ private:
   /// reduction, the output's argument standing for the accumulator).
   mlir::Value emitBody(KernelBuilder &kb, mlir::IRMapping &map) const;
 
+  /// One step at innermost index j: the body's value (or, with `acc`, the combined value).
+  using Step = llvm::function_ref<mlir::Value(KernelBuilder &, mlir::Value j, mlir::Value mask,
+                                              mlir::Value acc)>;
+  /// A reduction's row: vector steps over [j0, main), a masked step over [main, main +
+  /// rest), the lanes reduced and combined with the output at `out[outAt]`.
+  void emitReduction(KernelBuilder &kb, Step step, mlir::Value j0, mlir::Value main,
+                     mlir::Value rest, mlir::Value out, mlir::ValueRange outAt) const;
+
   mutable mlir::linalg::GenericOp op_;
   unsigned loops_ = 0;
   int64_t lanes_ = 0;
