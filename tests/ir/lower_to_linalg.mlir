@@ -145,7 +145,7 @@ func.func @matmul_broadcast(%a: tensor<?x?x4xf32>, %b: tensor<4x3xf32>) -> tenso
 // CHECK-LABEL: func.func @layer_norm
 // CHECK-SAME: (%[[X:arg0]]: tensor<?x5xf32>, %[[G:arg1]]: tensor<5xf32>, %[[B:arg2]]: tensor<5xf32>)
 // CHECK-DAG: %[[EPS:.*]] = arith.constant 9.99999974E-6 : f32
-// CHECK-DAG: %[[N:.*]] = arith.sitofp %{{.*}} : i64 to f32
+// CHECK-DAG: %[[N:.*]] = arith.constant 5.000000e+00 : f32
 // CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<?x5xf32>)
 // CHECK: arith.addf
 // CHECK: %[[MEAN:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<?xf32>)
@@ -175,7 +175,7 @@ func.func @layer_norm(%x: tensor<?x5xf32>, %g: tensor<5xf32>, %b: tensor<5xf32>)
 // CHECK-LABEL: func.func @rms_norm
 // CHECK-SAME: (%[[X:arg0]]: tensor<?x5xf32>)
 // CHECK-DAG: %[[EPS:.*]] = arith.constant 0.00999999977 : f32
-// CHECK-DAG: %[[N:.*]] = arith.sitofp %{{.*}} : i64 to f32
+// CHECK-DAG: %[[N:.*]] = arith.constant 5.000000e+00 : f32
 // CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<?x5xf32>)
 // CHECK-NEXT: ^bb0(%[[A:[a-z0-9_]+]]: f32, %[[ACC:[a-z0-9_]+]]: f32):
 // CHECK-NEXT: %[[A2:.*]] = arith.mulf %[[A]], %[[A]] : f32
@@ -200,7 +200,7 @@ func.func @rms_norm(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
 // CHECK-NEXT: %[[ABS:.*]] = math.absf %[[SX]] : f32
 // CHECK-NEXT: %[[NEG:.*]] = arith.negf %[[ABS]] : f32
 // CHECK-NEXT: %[[E:.*]] = math.exp %[[NEG]] : f32
-// CHECK-NEXT: %[[U:.*]] = arith.addf %{{.*}}, %[[E]] : f32
+// CHECK-NEXT: %[[U:.*]] = arith.addf %[[E]], %{{.*}} : f32
 // CHECK-NEXT: %[[D:.*]] = arith.subf %[[U]], %{{.*}} : f32
 // CHECK-NEXT: %[[RATIO:.*]] = arith.divf %[[E]], %[[D]] : f32
 // CHECK-NEXT: %[[LOG:.*]] = math.log %[[U]] : f32
