@@ -38,6 +38,7 @@
 #include "CompileCuda.h"
 #include "KernelCache.h"
 #include "ObjectJit.h"
+#include "mlir/Transforms/Passes.h"
 #include "qkv/compiler/transforms/Passes.h"
 
 namespace qkv {
@@ -301,11 +302,12 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
     t = Clock::now();
     std::string name(stage_name(stage));
     mlir::PassManager pm(&ctx);
-    std::string pipeline = ir::cpuStagePipeline(stage, popts);
-    if (stage == Stage::Qkv && !options.recognize_attention)
-      pipeline = "canonicalize,cse";
-    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
-      throw CompileError(name, "bad pass pipeline: " + pipeline + "\n" + diags);
+    if (stage == Stage::Qkv && !options.recognize_attention) {
+      pm.addPass(mlir::createCanonicalizerPass());
+      pm.addPass(mlir::createCSEPass());
+    } else if (!ir::addCpuStage(pm, stage, popts)) {
+      internal_error("the CPU pipeline has no stage '" + name + "'");
+    }
     if (mlir::failed(pm.run(*module)))
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
     log.keep(

@@ -26,6 +26,7 @@
 #include "CodegenParts.h"
 #include "Import.h"
 #include "ObjectJit.h"
+#include "mlir/Transforms/Passes.h"
 #include "qkv/compiler/transforms/Passes.h"
 
 namespace qkv {
@@ -133,12 +134,11 @@ struct CudaLowering {
     module = ir::import_graph(*ctx, g, false);
   }
 
-  /// Runs a pass list as stage `name`; any error diagnostic fails it (some conversions
-  /// report one without failing their pass).
-  void run(const std::string &name, const std::string &pipeline) {
+  /// Runs stage `stage`'s passes; any error diagnostic fails it (some conversions report
+  /// one without failing their pass).
+  void run(const std::string &name, llvm::function_ref<void(mlir::OpPassManager &)> add) {
     mlir::PassManager pm(ctx.get());
-    if (mlir::failed(mlir::parsePassPipeline(pipeline, pm)))
-      throw CompileError(name, "bad pass pipeline: " + pipeline + "\n" + diags);
+    add(pm);
     if (mlir::failed(pm.run(*module)) || !diags.empty())
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
   }
@@ -147,10 +147,15 @@ struct CudaLowering {
   void stages(const Target &target, const CompileOptions &options, Stage last) {
     ir::CudaPipelineOptions popts{target.chip, toolkit()};
     for (Stage stage : kCudaPassStages) {
-      std::string pipeline = ir::cudaStagePipeline(stage, popts);
-      if (stage == Stage::Qkv && !options.recognize_attention)
-        pipeline = "canonicalize,cse";
-      run(std::string(stage_name(stage)), pipeline);
+      run(std::string(stage_name(stage)), [&](mlir::OpPassManager &pm) {
+        if (stage == Stage::Qkv && !options.recognize_attention) {
+          pm.addPass(mlir::createCanonicalizerPass());
+          pm.addPass(mlir::createCSEPass());
+        } else if (!ir::addCudaStage(pm, stage, popts)) {
+          internal_error("the CUDA pipeline has no stage '" + std::string(stage_name(stage)) +
+                         "'");
+        }
+      });
       if (stage == Stage::Gpu)
         check_host_code(*module, diags);
       if (stage == Stage::Ptx && ptx_of(*module).find(".extern .func") != std::string::npos)
@@ -220,10 +225,7 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
     d.erase();
   });
   // (Before gpu-to-llvm, whose own memref patterns would call malloc.)
-  l.run("host", "expand-strided-metadata,lower-affine,"
-                "finalize-memref-to-llvm{use-generic-functions=true},gpu-to-llvm,"
-                "convert-scf-to-cf,convert-arith-to-llvm,convert-index-to-llvm,"
-                "convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts");
+  l.run("host", [](mlir::OpPassManager &pm) { ir::addCudaHostToLlvm(pm); });
   llvm::LLVMContext llvm_ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(*l.module, llvm_ctx);
   if (!m)

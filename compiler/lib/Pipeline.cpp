@@ -1,5 +1,6 @@
-// The CPU pipeline as named stages, each a textual pass list (what --dump-pass-pipeline
-// shows), and the registration of passes, pipelines and dialects.
+// The CPU and CUDA pipelines as named stages, each built in C++ into a pass manager (its
+// text, for --dump-pass-pipeline and the docs, printed from it), and the registration of
+// passes, pipelines and dialects.
 #include "qkv/compiler/transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -56,6 +57,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -67,115 +69,260 @@ namespace qkv::ir {
 
 namespace {
 
-const char *const kBufferize =
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map},"
-    "drop-equivalent-buffer-results,"
-    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs "
-    "hoist-dynamic-allocs}";
-
 /// 90 for "sm_90" (0 when it is not of that form).
 int chipNumber(llvm::StringRef chip) {
   int n = 0;
   return chip.consume_front("sm_") && !chip.getAsInteger(10, n) ? n : 0;
 }
 
-} // namespace
-
-std::string cudaStagePipeline(Stage stage, const CudaPipelineOptions &o) {
-  if (stage == Stage::Qkv)
-    return cpuStagePipeline(Stage::Qkv);
-  if (stage == Stage::Linalg)
-    // Tensor cores (mma.sync m16n8k16) from sm_80 on.
-    return std::string("qkv-lower-attention-to-gpu-tiles{mma=") +
-           (chipNumber(o.chip) >= 80 ? "true" : "false") +
-           "},func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse";
-  if (stage == Stage::Loops)
-    return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
-           ",func.func(convert-linalg-to-parallel-loops),qkv-deallocate-buffers,"
-           "canonicalize,cse";
-  if (stage == Stage::Gpu)
-    // Tiling before mapping: the outer loop's dims go to blocks, the tile's to threads
-    // (canonicalize would merge the two loops again, so it runs only after the mapping).
-    return "func.func(qkv-map-tiles-to-gpu,qkv-host-to-device,"
-           "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 no-min-max-bounds=true},"
-           "gpu-map-parallel-loops,convert-parallel-loops-to-gpu),canonicalize,"
-           "func.func(gpu-launch-sink-index-computations),gpu-kernel-outlining,canonicalize,cse";
-  if (stage == Stage::Nvvm)
-    // The attention kernel's warp-level vector.contract ops become mma.sync (bf16 ones
-    // through the f16 path, WarpMmaToNvgpu.cpp) before the rest goes to NVVM.
-    return "nvvm-attach-target{chip=" + o.chip + " O=3},"
-           "gpu.module(gpu.func(qkv-warp-mma-to-nvgpu),convert-nvgpu-to-nvvm,"
-           "gpu.func(qkv-restore-bf16-mma),fold-memref-alias-ops,"
-           "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm,"
-           "canonicalize,cse,reconcile-unrealized-casts)";
-  if (stage == Stage::Ptx)
-    return "gpu-module-to-binary{format=isa" +
-           (o.toolkit.empty() ? std::string() : " toolkit=" + o.toolkit) + "}";
-  return "";
+/// One-shot bufferization across function boundaries with identity layouts, results
+/// as out-params (the caller allocates; allocations hoisted to it).
+void addBufferize(mlir::OpPassManager &pm) {
+  mlir::bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      mlir::bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(mlir::bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(mlir::bufferization::createDropEquivalentBufferResultsPass());
+  mlir::bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.modifyPublicFunctions = true;
+  outParams.hoistStaticAllocs = true;
+  outParams.hoistDynamicAllocs = true;
+  pm.addPass(mlir::bufferization::createBufferResultsToOutParamsPass(outParams));
 }
 
-std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o) {
+void addCanonicalizeCse(mlir::OpPassManager &pm) {
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+}
+
+void addCudaLinalgAndLoops(mlir::OpPassManager &pm, Stage stage, const CudaPipelineOptions &o) {
+  if (stage == Stage::Linalg) {
+    LowerAttentionToGpuTilesOptions tiles;
+    tiles.mma = chipNumber(o.chip) >= 80; // tensor cores (mma.sync m16n8k16) from sm_80 on
+    pm.addPass(createLowerAttentionToGpuTiles(tiles));
+    mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+    fpm.addPass(createLowerToLinalg());
+    fpm.addPass(mlir::createConvertElementwiseToLinalgPass());
+    addCanonicalizeCse(pm);
+    return;
+  }
+  mlir::OpPassManager &before = pm.nest<mlir::func::FuncOp>();
+  before.addPass(createCopyRepeatedResults());
+  before.addPass(createUnshareFills());
+  addBufferize(pm);
+  pm.addNestedPass<mlir::func::FuncOp>(mlir::createConvertLinalgToParallelLoopsPass());
+  pm.addPass(createDeallocateBuffers());
+  addCanonicalizeCse(pm);
+}
+
+void addCudaGpuStage(mlir::OpPassManager &pm) {
+  // Tiling before mapping: the outer loop's dims go to blocks, the tile's to threads
+  // (canonicalize would merge the two loops again, so it runs only after the mapping).
+  mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+  fpm.addPass(createMapTilesToGpu());
+  fpm.addPass(createHostToDevice());
+  fpm.addPass(mlir::createParallelLoopTilingPass({16, 16}, /*noMinMaxBounds=*/true));
+  fpm.addPass(mlir::createGpuMapParallelLoopsPass());
+  fpm.addPass(mlir::createConvertParallelLoopToGpuPass());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addNestedPass<mlir::func::FuncOp>(mlir::createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(mlir::createGpuKernelOutliningPass());
+  addCanonicalizeCse(pm);
+}
+
+void addCudaNvvmStage(mlir::OpPassManager &pm, const CudaPipelineOptions &o) {
+  mlir::GpuNVVMAttachTargetOptions target;
+  target.chip = o.chip;
+  target.optLevel = 3;
+  pm.addPass(mlir::createGpuNVVMAttachTarget(target));
+  // The attention kernel's warp-level vector.contract ops become mma.sync (bf16 ones
+  // through the f16 path, WarpMmaToNvgpu.cpp) before the rest goes to NVVM.
+  mlir::OpPassManager &gm = pm.nest<mlir::gpu::GPUModuleOp>();
+  gm.addNestedPass<mlir::gpu::GPUFuncOp>(createWarpMmaToNvgpu());
+  gm.addPass(mlir::createConvertNVGPUToNVVMPass());
+  gm.addNestedPass<mlir::gpu::GPUFuncOp>(createRestoreBf16Mma());
+  gm.addPass(mlir::memref::createFoldMemRefAliasOpsPass());
+  gm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  gm.addPass(mlir::createLowerAffinePass());
+  gm.addPass(mlir::createSCFToControlFlowPass());
+  gm.addPass(mlir::createConvertGpuOpsToNVVMOps());
+  addCanonicalizeCse(gm);
+  gm.addPass(mlir::createReconcileUnrealizedCastsPass());
+}
+
+void addCpuLinalgAndLoops(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions &o) {
+  if (stage == Stage::Linalg) {
+    LowerAttentionToFlashOptions flash;
+    flash.vectorBits = o.vectorBits;
+    flash.qTile = o.qTile;
+    flash.kvTile = o.kvTile;
+    flash.decodeRows = o.decodeRows;
+    flash.isaTier = o.isa;
+    pm.addPass(createLowerAttentionToFlash(flash));
+    // convert-elementwise-to-linalg: the f32 <-> f16/bf16 conversions of half-precision
+    // graphs (arith.extf/truncf on tensors, from the import).
+    mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+    fpm.addPass(createLowerToLinalg());
+    fpm.addPass(mlir::createConvertElementwiseToLinalgPass());
+    addCanonicalizeCse(pm);
+    pm.addNestedPass<mlir::func::FuncOp>(createFuseCasts());
+    return;
+  }
+  mlir::OpPassManager &before = pm.nest<mlir::func::FuncOp>();
+  before.addPass(createCopyRepeatedResults());
+  before.addPass(createUnshareFills());
+  addBufferize(pm);
+  LowerMatmulToMicrokernelsOptions gemm;
+  gemm.vectorBits = o.vectorBits;
+  gemm.l1Bytes = o.l1Bytes;
+  gemm.l2Bytes = o.l2Bytes;
+  gemm.kc = o.gemmKc;
+  gemm.mc = o.gemmMc;
+  gemm.isaTier = o.isa;
+  gemm.matmulPrecision = o.matmulPrecision;
+  pm.addPass(createLowerMatmulToMicrokernels(gemm));
+  VectorizeElementwiseOptions elementwise;
+  elementwise.vectorBits = o.vectorBits;
+  pm.addPass(createVectorizeElementwise(elementwise));
+  pm.addNestedPass<mlir::func::FuncOp>(mlir::createConvertLinalgToParallelLoopsPass());
+  pm.addPass(createDeallocateBuffers());
+  // The first cse makes the in-place slice copies of bufferization self-copies, which
+  // canonicalize then removes.
+  pm.addPass(mlir::createCSEPass());
+  addCanonicalizeCse(pm);
+}
+
+void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
+  bool amx = o.isa == "amx";
+  // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
+  // alloca scopes OpenMP wraps around each task must still be single blocks then.
+  pm.addPass(createLowerChecks());
+  mlir::ConvertSCFToOpenMPPassOptions omp;
+  omp.numThreads = static_cast<unsigned>(o.threads);
+  pm.addPass(mlir::createConvertSCFToOpenMPPass(omp));
+  mlir::ConvertVectorToLLVMPassOptions vec;
+  vec.reassociateFPReductions = true;
+  vec.x86Vector = o.isa == "avx512bf16" || amx;
+  vec.amx = amx;
+  if (o.warpTiles)
+    vec.vectorContractLowering = mlir::vector::VectorContractLowering::OuterProduct;
+  pm.addPass(mlir::createConvertVectorToLLVMPass(vec));
+  pm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  pm.addPass(mlir::createLowerAffinePass());
+  // memref.alloc calls MLIR's generic allocation functions, which the JIT binds to the
+  // runtime's buffer cache (qkv/runtime/buffer_cache.hpp): no fresh pages per call.
+  mlir::FinalizeMemRefToLLVMConversionPassOptions memref;
+  memref.useGenericFunctions = true;
+  pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass(memref));
+  pm.addNestedPass<mlir::func::FuncOp>(mlir::createSCFToControlFlowPass());
+  // The AMX tiles a GEMM's or attention's register tile carries through its K loop are
+  // block arguments of cf branches by now, attention's inside the OpenMP loop's region:
+  // convert-cf-to-llvm's and convert-openmp-to-llvm's type converters do not know
+  // !amx.tile. On amx, convert-to-llvm (with the amx, cf and omp dialects' interfaces)
+  // converts them all with one type converter.
+  if (!amx)
+    pm.addPass(mlir::createConvertOpenMPToLLVMPass());
+  pm.addPass(mlir::createConvertMathToLLVMPass());
+  pm.addPass(mlir::createConvertMathToLibmPass());
+  pm.addPass(mlir::createArithToLLVMConversionPass());
+  pm.addPass(mlir::createConvertIndexToLLVMPass());
+  pm.addPass(mlir::createConvertFuncToLLVMPass());
+  pm.addPass(amx ? mlir::createConvertToLLVMPass() : mlir::createConvertControlFlowToLLVMPass());
+  if (o.warpTiles)
+    pm.addPass(mlir::createUBToLLVMConversionPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+}
+
+/// The pass list `add` makes, as text (what --dump-pass-pipeline shows).
+std::string pipelineText(llvm::function_ref<bool(mlir::OpPassManager &)> add) {
+  mlir::OpPassManager pm(mlir::ModuleOp::getOperationName());
+  if (!add(pm))
+    return "";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  pm.printAsTextualPipeline(os);
+  // "builtin.module(...)" around the list: the stage's passes alone.
+  llvm::StringRef list(text);
+  if (list.consume_front("builtin.module(") && list.consume_back(")"))
+    return list.str();
+  return text;
+}
+
+} // namespace
+
+bool addCudaStage(mlir::OpPassManager &pm, Stage stage, const CudaPipelineOptions &o) {
+  switch (stage) {
+  case Stage::Qkv: return addCpuStage(pm, Stage::Qkv, {});
+  case Stage::Linalg:
+  case Stage::Loops: addCudaLinalgAndLoops(pm, stage, o); return true;
+  case Stage::Gpu: addCudaGpuStage(pm); return true;
+  case Stage::Nvvm: addCudaNvvmStage(pm, o); return true;
+  case Stage::Ptx: {
+    mlir::GpuModuleToBinaryPassOptions binary;
+    binary.compilationTarget = "isa";
+    binary.toolkitPath = o.toolkit;
+    pm.addPass(mlir::createGpuModuleToBinaryPass(binary));
+    return true;
+  }
+  default: return false;
+  }
+}
+
+bool addCpuStage(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions &o) {
   if (o.gpuTiles && (stage == Stage::Linalg || stage == Stage::Loops))
-    return cudaStagePipeline(stage);
+    return addCudaStage(pm, stage, {});
   if (o.gpuTiles && stage == Stage::Llvm) {
     CpuPipelineOptions cpu = o;
     cpu.gpuTiles = false;
     // The warps' tile contractions (mma.sync on the GPU) as vector code: 2-D transfers
     // unrolled, contractions to outer products.
     cpu.warpTiles = true;
-    return "func.func(qkv-tiles-to-cpu-loops,convert-vector-to-scf{full-unroll=true})," +
-           cpuStagePipeline(stage, cpu);
+    mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+    fpm.addPass(createTilesToCpuLoops());
+    fpm.addPass(mlir::createConvertVectorToSCFPass(
+        mlir::VectorTransferToSCFOptions().enableFullUnroll()));
+    return addCpuStage(pm, stage, cpu);
   }
-  std::string flash = "qkv-lower-attention-to-flash{vector-bits=" + std::to_string(o.vectorBits) +
-                      " q-tile=" + std::to_string(o.qTile) +
-                      " kv-tile=" + std::to_string(o.kvTile) +
-                      " decode-rows=" + std::to_string(o.decodeRows) + " isa=" + o.isa + "}";
-  if (stage == Stage::Qkv)
-    return "canonicalize,func.func(qkv-recognize-attention),cse";
-  if (stage == Stage::Linalg)
-    // convert-elementwise-to-linalg: the f32 <-> f16/bf16 conversions of half-precision
-    // graphs (arith.extf/truncf on tensors, from the import).
-    return flash + ",func.func(qkv-lower-to-linalg,convert-elementwise-to-linalg),canonicalize,cse,"
-                   "func.func(qkv-fuse-casts)";
-  if (stage == Stage::Loops)
-    return std::string("func.func(qkv-copy-repeated-results,qkv-unshare-fills),") + kBufferize +
-           ",qkv-lower-matmul-to-microkernels{vector-bits=" + std::to_string(o.vectorBits) +
-           " l1-bytes=" + std::to_string(o.l1Bytes) + " l2-bytes=" + std::to_string(o.l2Bytes) +
-           " kc=" + std::to_string(o.gemmKc) + " mc=" + std::to_string(o.gemmMc) +
-           " isa=" + o.isa + " precision=" + o.matmulPrecision +
-           "},qkv-vectorize-elementwise{vector-bits=" + std::to_string(o.vectorBits) +
-           "},func.func(convert-linalg-to-parallel-loops),"
-           "qkv-deallocate-buffers,cse,canonicalize,cse";
-  if (stage == Stage::Llvm)
-    // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
-    // alloca scopes OpenMP wraps around each task must still be single blocks then.
-    // memref.alloc calls MLIR's generic allocation functions, which the JIT binds to the
-    // runtime's buffer cache (qkv/runtime/buffer_cache.hpp): no fresh pages per call.
-    return "qkv-lower-checks,convert-scf-to-openmp{num-threads=" + std::to_string(o.threads) +
-           "},convert-vector-to-llvm{reassociate-fp-reductions" +
-           (o.isa == "avx512bf16" || o.isa == "amx" ? " enable-x86vector" : "") +
-           (o.isa == "amx" ? " enable-amx" : "") +
-           (o.warpTiles ? " vector-contract-lowering=outerproduct" : "") +
-           "},expand-strided-metadata,"
-           "lower-affine,finalize-memref-to-llvm{use-generic-functions=true},func.func(convert-scf-to-cf)," +
-           // The AMX tiles a GEMM's or attention's register tile carries through its K
-           // loop are block arguments of cf branches by now, attention's inside the
-           // OpenMP loop's region: convert-cf-to-llvm's and convert-openmp-to-llvm's type
-           // converters do not know !amx.tile. On amx, convert-to-llvm (with the amx, cf
-           // and omp dialects' interfaces) converts them all with one type converter.
-           std::string(o.isa == "amx" ? "" : "convert-openmp-to-llvm,") +
-           "convert-math-to-llvm,convert-math-to-libm,"
-           "convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm," +
-           std::string(o.isa == "amx" ? "convert-to-llvm," : "convert-cf-to-llvm,") +
-           (o.warpTiles ? "convert-ub-to-llvm," : "") +
-           "reconcile-unrealized-casts";
-  return "";
+  switch (stage) {
+  case Stage::Qkv:
+    pm.addPass(mlir::createCanonicalizerPass());
+    pm.addNestedPass<mlir::func::FuncOp>(createRecognizeAttention());
+    pm.addPass(mlir::createCSEPass());
+    return true;
+  case Stage::Linalg:
+  case Stage::Loops: addCpuLinalgAndLoops(pm, stage, o); return true;
+  case Stage::Llvm: addCpuLlvmStage(pm, o); return true;
+  default: return false;
+  }
+}
+
+void addCudaHostToLlvm(mlir::OpPassManager &pm) {
+  pm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  pm.addPass(mlir::createLowerAffinePass());
+  // Before gpu-to-llvm, whose own memref patterns would call malloc.
+  mlir::FinalizeMemRefToLLVMConversionPassOptions hostMemref;
+  hostMemref.useGenericFunctions = true;
+  pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass(hostMemref));
+  pm.addPass(mlir::createGpuToLLVMConversionPass());
+  pm.addPass(mlir::createSCFToControlFlowPass());
+  pm.addPass(mlir::createArithToLLVMConversionPass());
+  pm.addPass(mlir::createConvertIndexToLLVMPass());
+  pm.addPass(mlir::createConvertFuncToLLVMPass());
+  pm.addPass(mlir::createConvertControlFlowToLLVMPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+}
+
+std::string cudaStagePipeline(Stage stage, const CudaPipelineOptions &o) {
+  return pipelineText([&](mlir::OpPassManager &pm) { return addCudaStage(pm, stage, o); });
+}
+
+std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o) {
+  return pipelineText([&](mlir::OpPassManager &pm) { return addCpuStage(pm, stage, o); });
 }
 
 mlir::LogicalResult buildCpuStage(mlir::OpPassManager &pm, Stage stage) {
-  std::string p = cpuStagePipeline(stage);
-  return mlir::success(!p.empty() && mlir::succeeded(mlir::parsePassPipeline(p, pm)));
+  return mlir::success(addCpuStage(pm, stage, {}));
 }
 
 mlir::LogicalResult buildCpuPipeline(mlir::OpPassManager &pm) {
@@ -203,10 +350,10 @@ void registerQkvPassesAndPipelines() {
   static std::once_flag once;
   std::call_once(once, [] {
     registerQkvPasses();
-    // A pipeline that does not parse is reported through qkv-opt's error handler.
+    // A stage the pipeline does not have is reported through qkv-opt's error handler.
     auto reported = [](mlir::LogicalResult built, llvm::StringRef id,
                        llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> error) {
-      return mlir::succeeded(built) ? built : error("qkv: pipeline " + id + " does not parse");
+      return mlir::succeeded(built) ? built : error("qkv: pipeline " + id + " has no such stage");
     };
     mlir::registerPassPipeline(
         "qkv-cpu", "The whole qkv CPU pipeline: qkv -> LLVM dialect",

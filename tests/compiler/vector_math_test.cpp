@@ -59,7 +59,7 @@ template <class T> std::vector<T> runExp2(const std::vector<T> &xs) {
   mlir::PassManager pm(&ctx);
   registerUpstreamPassesUsedByQkv();
   registerQkvPassesAndPipelines();
-  EXPECT_TRUE(mlir::succeeded(mlir::parsePassPipeline(cpuStagePipeline(Stage::Llvm), pm)));
+  EXPECT_TRUE(addCpuStage(pm, Stage::Llvm, {}));
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   auto engine = mlir::ExecutionEngine::create(*module);
   EXPECT_TRUE(bool(engine));

@@ -30,7 +30,7 @@ namespace qkv::ir {
 ///   linalg qkv ops -> linalg/tensor/arith/math, attention -> the fused flash kernel
 ///   loops  bufferize (one-shot), results -> out-params, deallocation, linalg -> loops
 ///   llvm   everything -> the LLVM dialect
-/// Fails (never aborts) when the stage has no pass list or its list does not parse.
+/// With the default options; fails when `stage` is not one of kCpuPassStages.
 mlir::LogicalResult buildCpuStage(mlir::OpPassManager &pm, Stage stage);
 
 /// The schedule knobs the CPU pipeline's passes take (CompileOptions::schedule, resolved
@@ -68,12 +68,21 @@ struct CudaPipelineOptions {
 ///          kernels outlined into gpu.modules
 ///   nvvm   the kernels in the NVVM dialect, for the chip
 ///   ptx    gpu.binary ops holding each module's PTX
-/// The textual pass list of one of kCudaPassStages ("" for any other stage).
+/// Adds the passes of one of kCudaPassStages to `pm` (a builtin.module pass manager);
+/// false for any other stage.
+bool addCudaStage(mlir::OpPassManager &pm, Stage stage, const CudaPipelineOptions &o = {});
+/// The host side of a CUDA kernel, after its ptx stage, to the LLVM dialect (launches
+/// through the GPU runtime calls, allocations through the buffer cache).
+void addCudaHostToLlvm(mlir::OpPassManager &pm);
+/// The same passes as text, as --dump-pass-pipeline prints them ("" for any other stage).
 std::string cudaStagePipeline(Stage stage, const CudaPipelineOptions &o = {});
 /// Registers what the CUDA pipeline adds to registerQkvDialects: the GPU, NVVM and NVGPU
 /// dialects, their LLVM conversions and translations and the NVVM target.
 void registerCudaDialects(mlir::DialectRegistry &registry);
-/// The textual pass list of one of kCpuPassStages ("" for any other stage).
+/// Adds the passes of one of kCpuPassStages to `pm` (a builtin.module pass manager),
+/// built in C++ with each pass's options struct; false for any other stage.
+bool addCpuStage(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions &o = {});
+/// The same passes as text, as --dump-pass-pipeline prints them ("" for any other stage).
 std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o = {});
 /// All stages: the `qkv-cpu` pipeline.
 mlir::LogicalResult buildCpuPipeline(mlir::OpPassManager &pm);
