@@ -367,7 +367,8 @@ mlir::Attribute ir_attribute(OpBuilder &b, const IrAttr &ia, const Node &n) {
 }
 
 /// qkv.<name> from the op table: the operands, the result type and the attributes it
-/// names. For every op without regions whose operands all take the compute width.
+/// names. For every op without regions or segmented optional operands whose operands all
+/// take the compute width.
 mlir::Value create_from_table(OpBuilder &b, mlir::Location loc, const Node &n, mlir::Type ty,
                               mlir::ValueRange operands) {
   const OpInfo &info = op_info(n.op);

@@ -5,8 +5,8 @@
 // than tensors captured by mods, the attributes Graph::str prints, the attributes of the
 // qkv.<name> op in MLIR and the fields they come from, whether it only moves its
 // operands' elements, and its shape rule. op_name, parse_op_name, infer_type,
-// Node::num_operands, the graph printer and the import to MLIR (for every op without
-// regions or mixed-width operands) derive from the table; a test compares it with the
+// Node::num_operands, the graph printer and the import to MLIR (for all but the six ops
+// with regions, unwidened or optional operands) derive from the table; a test compares it with the
 // MLIR dialect's ops and their attributes, so the two cannot drift apart.
 #pragma once
 
