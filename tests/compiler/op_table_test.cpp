@@ -13,6 +13,7 @@
 
 #include "qkv/compiler/ir/QkvDialect.h"
 #include "qkv/compiler/transforms/Passes.h"
+#include <qkv/compiler/compile.hpp>
 #include <qkv/dsl/op_table.hpp>
 
 namespace qkv {
@@ -64,6 +65,17 @@ TEST(OpTable, EveryQkvOpIsInTheTable) {
   auto graph_ops = std::count_if(op_table().begin(), op_table().end(),
                                  [](const OpInfo &r) { return !is_leaf(r.kind); });
   EXPECT_EQ(seen, graph_ops);
+}
+
+// The import builds these ops from the table: an axis the user gave from the end arrives
+// counted from the front, as the lowerings and the tile analyses expect it.
+TEST(OpTable, ImportedAxesCountFromTheFront) {
+  Graph g("axes");
+  Value x = g.input("x", DType::F32, {g.dim("L"), Dim("D", 4)});
+  g.output("y", transpose(softmax(x, -1), -1, -2));
+  std::string ir = lower_to(g, Target::host(), Stage::Qkv);
+  EXPECT_NE(ir.find("qkv.softmax %arg0 axis 1 :"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("axes(1, 0)"), std::string::npos) << ir;
 }
 
 } // namespace
