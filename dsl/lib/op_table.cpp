@@ -4,6 +4,8 @@
 // tensors and the dims, in the form `'Dh'(64)`.
 #include <qkv/dsl/op_table.hpp>
 
+#include "op_checks.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,10 +15,7 @@ namespace qkv {
 
 namespace {
 
-std::string q(const std::string &s) { return "'" + s + "'"; }
-
-/// 'x' (B, L, D)
-std::string who(const Node &n) { return q(n.name) + " " + describe(n.dims); }
+using namespace detail;
 
 const Node &in(const Graph &g, const std::vector<NodeId> &inputs, std::size_t i, const char *op) {
   if (i >= inputs.size())
@@ -43,18 +42,12 @@ void expect_rank_at_least(const Node &n, int r, const char *op, const char *why)
                why);
 }
 
-bool same_dim(const Dim &a, const Dim &b) { return a.name == b.name; }
-
 /// A derived dim (H*Dh, a+b) matches a dim by static extent when both are static, else by
 /// name: a dim named H*Dh whose extent is not the product does not split into these parts.
 bool derived_dim_matches(const Dim &derived, const Dim &d) {
   if (derived.is_static() && d.is_static())
     return derived.extent == d.extent;
   return derived.name == d.name;
-}
-
-bool same_dims(const std::vector<Dim> &a, const std::vector<Dim> &b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_dim);
 }
 
 std::vector<Dim> slice(const std::vector<Dim> &d, std::size_t from, std::size_t to) {

@@ -3,6 +3,8 @@
 // user's tensors and the dims, in the form `'Dh'(64)`.
 #include <qkv/dsl/infer.hpp>
 
+#include "op_checks.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,13 +14,8 @@ namespace qkv {
 
 namespace {
 
-std::string q(const std::string &s) { return "'" + s + "'"; }
-
-bool same_dims(const std::vector<Dim> &a, const std::vector<Dim> &b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(),
-                    [](const Dim &x, const Dim &y) { return x.name == y.name; });
-}
+using detail::q;
+using detail::same_dims;
 
 Graph &graph_of(const char *op, std::initializer_list<Value> vs) {
   Graph *g = nullptr;
