@@ -38,7 +38,6 @@
 #include "CompileCuda.h"
 #include "KernelCache.h"
 #include "ObjectJit.h"
-#include "mlir/Transforms/Passes.h"
 #include "qkv/compiler/transforms/Passes.h"
 
 namespace qkv {
@@ -302,12 +301,8 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
     t = Clock::now();
     std::string name(stage_name(stage));
     mlir::PassManager pm(&ctx);
-    if (stage == Stage::Qkv && !options.recognize_attention) {
-      pm.addPass(mlir::createCanonicalizerPass());
-      pm.addPass(mlir::createCSEPass());
-    } else if (!ir::addCpuStage(pm, stage, popts)) {
+    if (!ir::addCpuStage(pm, stage, popts))
       internal_error("the CPU pipeline has no stage '" + name + "'");
-    }
     if (mlir::failed(pm.run(*module)))
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
     log.keep(
@@ -584,6 +579,7 @@ Kernel compile_impl(const Graph &g, const Target &target, const CompileOptions &
   ir::CpuPipelineOptions popts =
       pipeline_options(options.schedule, options.isa, options.matmul_precision);
   popts.gpuTiles = target.kind == Target::Kind::GpuTilesOnHost;
+  popts.recognizeAttention = options.recognize_attention;
   CacheUse cu;
   cu.isa = popts.isa;
   cu.precision = popts.matmulPrecision;

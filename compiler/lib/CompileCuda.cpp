@@ -26,7 +26,6 @@
 #include "CodegenParts.h"
 #include "Import.h"
 #include "ObjectJit.h"
-#include "mlir/Transforms/Passes.h"
 #include "qkv/compiler/transforms/Passes.h"
 
 namespace qkv {
@@ -145,16 +144,12 @@ struct CudaLowering {
 
   /// The CUDA stages up to and including `last`.
   void stages(const Target &target, const CompileOptions &options, Stage last) {
-    ir::CudaPipelineOptions popts{target.chip, toolkit()};
+    ir::CudaPipelineOptions popts{target.chip, toolkit(), options.recognize_attention};
     for (Stage stage : kCudaPassStages) {
       run(std::string(stage_name(stage)), [&](mlir::OpPassManager &pm) {
-        if (stage == Stage::Qkv && !options.recognize_attention) {
-          pm.addPass(mlir::createCanonicalizerPass());
-          pm.addPass(mlir::createCSEPass());
-        } else if (!ir::addCudaStage(pm, stage, popts)) {
+        if (!ir::addCudaStage(pm, stage, popts))
           internal_error("the CUDA pipeline has no stage '" + std::string(stage_name(stage)) +
                          "'");
-        }
       });
       if (stage == Stage::Gpu)
         check_host_code(*module, diags);

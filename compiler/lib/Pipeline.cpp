@@ -253,7 +253,11 @@ std::string pipelineText(llvm::function_ref<bool(mlir::OpPassManager &)> add) {
 
 bool addCudaStage(mlir::OpPassManager &pm, Stage stage, const CudaPipelineOptions &o) {
   switch (stage) {
-  case Stage::Qkv: return addCpuStage(pm, Stage::Qkv, {});
+  case Stage::Qkv: {
+    CpuPipelineOptions cpu;
+    cpu.recognizeAttention = o.recognizeAttention;
+    return addCpuStage(pm, Stage::Qkv, cpu);
+  }
   case Stage::Linalg:
   case Stage::Loops: addCudaLinalgAndLoops(pm, stage, o); return true;
   case Stage::Gpu: addCudaGpuStage(pm); return true;
@@ -287,7 +291,8 @@ bool addCpuStage(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions 
   switch (stage) {
   case Stage::Qkv:
     pm.addPass(mlir::createCanonicalizerPass());
-    pm.addNestedPass<mlir::func::FuncOp>(createRecognizeAttention());
+    if (o.recognizeAttention)
+      pm.addNestedPass<mlir::func::FuncOp>(createRecognizeAttention());
     pm.addPass(mlir::createCSEPass());
     return true;
   case Stage::Linalg:

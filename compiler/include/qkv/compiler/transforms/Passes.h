@@ -51,6 +51,8 @@ struct CpuPipelineOptions {
   /// may read f16/bf16 and accumulate f32) as outer products, and the ub.poison the
   /// unrolled transfers start from.
   bool warpTiles = false;
+  /// CompileOptions::recognize_attention: the qkv stage's qkv-recognize-attention.
+  bool recognizeAttention = true;
 };
 
 /// The CUDA pipeline's knobs: the chip and the CUDA toolkit whose libdevice is linked
@@ -58,6 +60,8 @@ struct CpuPipelineOptions {
 struct CudaPipelineOptions {
   std::string chip = "sm_90";
   std::string toolkit;
+  /// CompileOptions::recognize_attention, as on the CPU.
+  bool recognizeAttention = true;
 };
 /// The CUDA pipeline's stages, in order (docs/gpu.md):
 ///   qkv    as on the CPU
