@@ -92,10 +92,24 @@ PartOf assign_parts(llvm::Module &m, unsigned parts, unsigned &used) {
   return out;
 }
 
-/// Internal symbols another part may refer to become hidden external ones (one kernel's
-/// objects are linked into one JIT library, which resolves hidden symbols within it).
-/// Internal constants stay internal: every part gets its own copy.
-void externalize(llvm::Module &m) {
+/// Whether every use of `gv` is inside a function of part `p` (a use through a constant
+/// expression or a global's initialiser counts as outside).
+bool used_only_in_part(const llvm::GlobalValue &gv, const PartOf &part_of, unsigned p) {
+  for (const llvm::User *u : gv.users()) {
+    const auto *i = llvm::dyn_cast<llvm::Instruction>(u);
+    if (!i || part_of.lookup(i->getFunction()) != p)
+      return false;
+  }
+  return true;
+}
+
+/// Internal symbols another part refers to become hidden external ones (one kernel's
+/// objects are linked into one JIT library, which resolves hidden symbols within it). An
+/// internal function used only in its own part stays internal, so that once inlined there
+/// it is deleted, not compiled a second time (the entry's body, always inlined into its
+/// C-interface wrapper: a third of a 24-layer encoder's code generation). Internal
+/// constants stay internal: every part gets its own copy.
+void externalize(llvm::Module &m, const PartOf &part_of) {
   auto open = [](llvm::GlobalValue &gv) {
     if (!gv.hasLocalLinkage())
       return;
@@ -105,7 +119,7 @@ void externalize(llvm::Module &m) {
     gv.setVisibility(llvm::GlobalValue::HiddenVisibility);
   };
   for (llvm::Function &f : m)
-    if (!f.isDeclaration())
+    if (!f.isDeclaration() && !used_only_in_part(f, part_of, part_of.lookup(&f)))
       open(f);
   for (llvm::GlobalVariable &v : m.globals())
     if (!v.isConstant())
@@ -163,7 +177,7 @@ std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int 
   PartOf part_of = assign_parts(m, std::max(parts, 1u), used);
   if (used == 1)
     return {compile_module(m, opt_level, keep_ir)};
-  externalize(m);
+  externalize(m, part_of);
   std::vector<std::string> bitcode;
   for (unsigned p = 0; p < used; ++p)
     bitcode.push_back(part_bitcode(m, part_of, p));

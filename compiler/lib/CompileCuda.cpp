@@ -228,7 +228,9 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
   std::vector<std::string> inits = take_structors(*m, "llvm.global_ctors"),
                            finis = take_structors(*m, "llvm.global_dtors");
   auto tm = jit::host_target_machine();
-  jit::prepare_module(*m, *tm);
+  std::vector<std::string> called_by_name = inits;
+  called_by_name.insert(called_by_name.end(), finis.begin(), finis.end());
+  jit::prepare_module(*m, *tm, called_by_name);
   std::vector<std::string> objects;
   for (jit::CompiledPart &p : jit::compile_in_parts(*m, 1, options.opt_level))
     objects.push_back(std::move(p.object));

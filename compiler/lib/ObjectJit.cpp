@@ -108,7 +108,29 @@ const std::string &host_identity() {
   return id;
 }
 
-void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
+namespace {
+
+/// Makes internal every function with a body that the loader does not call: not a
+/// C-interface entry point, not its packed wrapper (both start with `_mlir_`), not named in
+/// `called_by_name`. A repeated layer's function (private in MLIR, which the translation
+/// leaves external) is then internal, so that LLVM drops the arguments it never reads from
+/// each of its calls (a 24-layer encoder's layer took 145 scalars per call, most of them
+/// unused, and the code generator's time on a call grows with its arguments).
+void internalize_callees(llvm::Module &m, const std::vector<std::string> &called_by_name) {
+  for (llvm::Function &f : m) {
+    if (f.isDeclaration() || f.hasLocalLinkage() || f.getName().starts_with(abi::kPackedPrefix))
+      continue;
+    if (std::find(called_by_name.begin(), called_by_name.end(), f.getName().str()) !=
+        called_by_name.end())
+      continue;
+    f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  }
+}
+
+} // namespace
+
+void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
+                    const std::vector<std::string> &called_by_name) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple());
   // Only the C-interface entry points are called from outside (Kernel::run): a wrapper
@@ -133,6 +155,7 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm) {
       inner->addFnAttr(llvm::Attribute::AlwaysInline);
     }
   }
+  internalize_callees(m, called_by_name);
 }
 
 void optimize(llvm::Module &m, int opt_level, llvm::TargetMachine &tm) {
@@ -144,7 +167,13 @@ void optimize(llvm::Module &m, int opt_level, llvm::TargetMachine &tm) {
   tuning.LoopUnrolling = false;
   tuning.SLPVectorization = false;
   tuning.LoopVectorization = true;
-  llvm::PassBuilder pb(&tm, tuning);
+  // CalledValuePropagation annotates indirect calls with their possible callees; a kernel
+  // makes none (its OpenMP task bodies reach __kmpc_fork_call as arguments), and the pass
+  // was 45% of the optimiser's time on a 24-layer encoder, growing with its entry's size.
+  llvm::PassInstrumentationCallbacks callbacks;
+  callbacks.registerShouldRunOptionalPassCallback(
+      [](llvm::StringRef pass, llvm::Any) { return pass != "CalledValuePropagationPass"; });
+  llvm::PassBuilder pb(&tm, tuning, std::nullopt, &callbacks);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);

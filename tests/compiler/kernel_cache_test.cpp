@@ -26,6 +26,7 @@
 #include <qkv/compiler/compile.hpp>
 #include <qkv/compiler/kernel_cache.hpp>
 #include <qkv/runtime/interpreter.hpp>
+#include <qkv/runtime/kernel_abi.hpp>
 
 #include "kernel_cache_graph.hpp"
 #include "qkv_test/errors.hpp"
@@ -274,6 +275,11 @@ TEST_F(KernelCache, PartsCompiledOnThreadsComputeTheSameBitForBit) {
       EXPECT_NE(part.find("\ndefine "), std::string::npos) << part.substr(0, part.find('\n'));
       at = next;
     }
+    // The entry's body is compiled once, inlined into its C interface: the function it
+    // was, internal and used in its own part only, is not kept in any part.
+    std::string inner = "@" + k.symbol().substr(abi::kCInterfacePrefix.size()) + "(";
+    EXPECT_EQ(ir.find("define hidden void " + inner), std::string::npos) << threads;
+    EXPECT_EQ(ir.find("define internal void " + inner), std::string::npos) << threads;
     EXPECT_NE(k.ir("asm").find(k.symbol()), std::string::npos) << threads;
     std::string y = bytes_of(k.run(in).at("y"));
     if (threads == 1)

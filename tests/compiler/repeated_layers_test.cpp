@@ -70,6 +70,11 @@ TEST(RepeatedLayers, OneFunctionCalledPerLayer) {
       EXPECT_TRUE(line.ends_with("-> ()")) << line;
   // The entry takes each of the 4 layers' 2 weights packed, the function its 2.
   EXPECT_EQ(count(loops, "qkv.packed_param"), 4u * 2 + 2) << loops;
+  // In LLVM the function is internal (nothing outside the kernel calls it), so the
+  // arguments it never reads are dropped from its calls; defined once, whatever the parts.
+  std::string ir = lower_to(g, Target::host(), "llvm-ir", options(true));
+  EXPECT_EQ(count(ir, "@stack_layer0("), 4u + 1) << "4 calls and one definition";
+  EXPECT_EQ(count(ir, "define internal fastcc void @stack_layer0("), 1u) << ir;
   std::string unshared = lower_to(g, Target::host(), "qkv", options(false));
   EXPECT_EQ(count(unshared, "call @"), 0u);
   EXPECT_EQ(count(unshared, "qkv.layer_norm"), 4u);
