@@ -1,7 +1,7 @@
 // The variant gallery: well-known attention variants, each written in a few lines of the
 // typed DSL in examples/gallery/NAME.cpp. This header holds what they share: the dims, the
 // inputs of each form of graph, and the Variant record that the `qkv` tool's gallery
-// (tools/qkv/gallery.cpp), its tests and docs/gallery.md take each variant from, so every
+// (gallery/gallery.cpp), its tests and docs/gallery.md take each variant from, so every
 // variant is written once.
 //
 // The static sizes are in the types, as the typed DSL has them: 8 heads of 64 (model dim

@@ -14,7 +14,7 @@
 #include <qkv/qkv.hpp>
 #include <qkv/tool.hpp>
 
-#include "entry.hpp"
+#include "registry.hpp"
 #include "qkv_test/errors.hpp"
 
 namespace qkv::test {

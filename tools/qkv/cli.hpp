@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "entry.hpp"
+#include "registry.hpp"
 
 namespace qkv::cli {
 

@@ -1,13 +1,13 @@
-// The graphs the qkv tool works on: what `list`, `dump`, `run`, `bench` and `show` take by
-// name. An Entry builds its graph from a GraphShape: the static sizes of a built-in graph
+// The graphs the qkv tool, the benchmarks and the tests work on: what `list`, `dump`, `run`,
+// `bench` and `show` take by name. An Entry builds its graph from a GraphShape: the static sizes of a built-in graph
 // (heads, head dim, model dim, window, the query length of a decode graph) become static
 // dims of the graph; the dynamic ones (batch B, query length L, key/value length S, a KV
 // cache's capacity C, and any other dim of a user's graph) are bound at run time from the
 // shape by Entry::dims.
 //
 // The `qkv` binary's entries are the built-in gallery (gallery.hpp); a user's tool has the
-// graphs it registered (<qkv/tool.hpp>, made into entries by user_entry). Both go through
-// the registry at the end of this file, which the commands look names up in.
+// graphs it registered (<qkv/tool.hpp>, made into entries by user_entry in
+// tools/qkv/registry.hpp). The benchmarks and the tests take the gallery's entries alone.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,6 @@
 
 #include <qkv/dsl/graph.hpp>
 #include <qkv/runtime/tensor.hpp>
-#include <qkv/tool.hpp>
 
 namespace qkv::gallery {
 
@@ -135,26 +134,6 @@ struct Entry {
 TensorMap random_weighted_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,
                                  bool scale_weights);
 
-/// The entry of a user's graph: it builds the graph once to learn its dims (each dynamic
-/// one needs an extent in spec.dims), its static sizes and whether the baselines compute
-/// it. A qkv::Error naming the graph when the spec or the graph is wrong.
-Entry user_entry(const tool::GraphSpec &spec);
-
-/// The entry of a program's own graph and inputs (qkv::tool::bench): user_entry at the extents
-/// the inputs bind, with those inputs.
-Entry program_entry(const Graph &g, const TensorMap &inputs);
-
-// ---- the registry: the graphs this tool knows ----------------------------------------------
-
-/// Adds an entry; a qkv::Error when its name is empty, not a plain word, "gemm" (qkv bench
-/// gemm's) or taken.
-void add_entry(Entry e);
-/// Every entry, in the order they were added: add_entry's, then the specs of
-/// tool::add_graph (made into entries on first use, so that a bad spec is an error of the
-/// command, not of static initialisation).
-const std::vector<Entry> &registered();
-/// The registered entry with this name; a qkv::Error listing the names otherwise.
-const Entry &registered(const std::string &name);
 /// The entry of `list` with this name; else a qkv::Error "no <kind> named ...; try one
 /// of: ..." listing them.
 const Entry &find_entry(const std::vector<Entry> &list, const std::string &name,
