@@ -240,7 +240,11 @@ Kernel compile(const Graph &g, const Target &target, const CompileOptions &optio
     throw CompileError("host", "cannot link " + symbol + ": " + llvm::toString(loaded.takeError()));
   if (std::optional<std::string> e = cuda::take_host_error())
     throw CompileError("cuda", "loading the kernels on " + device.name() + ": " + *e);
-  KernelEntry entry{std::move(loaded->owner), loaded->packed, symbol, false, true};
+  KernelEntry entry;
+  entry.owner = std::move(loaded->owner);
+  entry.packed = loaded->packed;
+  entry.symbol = symbol;
+  entry.on_cuda = true;
   CompileStats stats;
   stats.codegen_parts = 1;
   stats.cache_note = "off (CUDA kernels are not cached yet)";

@@ -542,9 +542,11 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::RmsNorm, "rms_norm", 1, 2, kAny, {{{F::Eps, "eps"}}}, {{{"eps", F::Eps}}}, false, norm_rule},
     {OpKind::Gelu, "gelu", 1, 1, kAny, {{{F::Approximate, "approximate", AttrStyle::TanhOrNone}}},
      {{{"approximate", F::Approximate}}}, false, unary_rule},
-    {OpKind::Silu, "silu", 1, 1, kAny, {}, {}, false, unary_rule},
     {OpKind::Elu, "elu", 1, 1, kAny, {{{F::Alpha, "alpha"}}}, {{{"alpha", F::Alpha}}}, false, unary_rule},
-    {OpKind::Softplus, "softplus", 1, 1, kAny, {}, {}, false, unary_rule},
+#define QKV_ACTIVATION_ROW(kind, builder, bound)                                               \
+  {OpKind::kind, #builder, 1, 1, kAny, {}, {}, false, unary_rule},
+    QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_ROW)
+#undef QKV_ACTIVATION_ROW
     {OpKind::Swiglu, "swiglu", 2, 2, kAny, {}, {}, false, swiglu_rule},
     {OpKind::Embedding, "embedding", 2, 2, kAny, {}, {}, true, embedding_rule},
     {OpKind::Attention, "attention", 3, kAny, 3,

@@ -302,9 +302,10 @@ Value gelu(Value x, bool approximate) {
   return unary(OpKind::Gelu, x, a);
 }
 
-Value silu(Value x) { return unary(OpKind::Silu, x); }
-
-Value softplus(Value x) { return unary(OpKind::Softplus, x); }
+#define QKV_DEFINE_ACTIVATION(kind, builder, bound)                                           \
+  Value builder(Value x) { return unary(OpKind::kind, x); }
+QKV_PLAIN_ACTIVATIONS(QKV_DEFINE_ACTIVATION)
+#undef QKV_DEFINE_ACTIVATION
 
 Value elu(Value x, double alpha) {
   Attrs a;

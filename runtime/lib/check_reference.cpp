@@ -90,7 +90,6 @@ Bound bound_of(const Graph &g, const Node &n, const std::vector<Tensor> &vals,
     return {0, std::max(pos, mag(0))};
   }
   case OpKind::Gelu:
-  case OpKind::Silu:
   case OpKind::Elu:
   case OpKind::Swiglu:
   case OpKind::Add:
@@ -100,7 +99,10 @@ Bound bound_of(const Graph &g, const Node &n, const std::vector<Tensor> &vals,
       m = std::max(m, mag(i));
     return {0, m};
   }
-  case OpKind::Softplus: return {0, mag(0) + 1}; // log(1 + e^x) <= |x| + log 2
+#define QKV_ACTIVATION_BOUND(kind, builder, bound)                                             \
+  case OpKind::kind: return {0, mag(0) + (bound)};
+    QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_BOUND)
+#undef QKV_ACTIVATION_BOUND
   case OpKind::ScoreMod: return {0, max_abs(vals[n.id])};
   default: return {}; // exact, or moves elements
   }

@@ -441,6 +441,11 @@ Tensor eval_softplus(const Ctx &c) {
   return eval_unary(c, [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); });
 }
 
+/// 1 / (1 + e^-x): 0 for very negative x (e^-x overflows to inf), never NaN.
+Tensor eval_sigmoid(const Ctx &c) {
+  return eval_unary(c, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+}
+
 /// x > 0 ? x : alpha (e^x - 1).
 Tensor eval_elu(const Ctx &c) {
   double alpha = c.n.attrs.alpha;
@@ -970,6 +975,7 @@ Tensor eval_node(const Ctx &c) {
   case OpKind::Silu: return eval_silu(c);
   case OpKind::Elu: return eval_elu(c);
   case OpKind::Softplus: return eval_softplus(c);
+  case OpKind::Sigmoid: return eval_sigmoid(c);
   case OpKind::Swiglu: return eval_swiglu(c);
   case OpKind::Embedding: return eval_embedding(c);
   case OpKind::Attention: return eval_attention(c);

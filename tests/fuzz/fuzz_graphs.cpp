@@ -405,7 +405,7 @@ private:
     switch (op) {
     case 0: { // elementwise activations and scale
       V x = pick_float();
-      int k = r_.uniform(0, 4);
+      int k = r_.uniform(0, 5);
       Value y;
       Fn mag = x.mag;
       if (k == 0) {
@@ -424,6 +424,10 @@ private:
         y = softplus(x.v); // |softplus(x)| <= |x| + log 2
         mag = plus(mag, konst(1));
         note("softplus");
+      } else if (k == 4) {
+        y = sigmoid(x.v); // in (0, 1)
+        mag = konst(1);
+        note("sigmoid");
       } else {
         double f = r_.pick(std::vector<double>{-2, -0.5, 0.25, 0.7, 1.5, 3});
         y = scale(x.v, f);
@@ -481,7 +485,7 @@ private:
     }
     case 4: { // add/sub/mul/residual/swiglu with equal dims, or broadcast a suffix
       V x = pick_float();
-      int k = r_.uniform(0, 4);
+      int k = r_.uniform(0, 5);
       std::vector<Dim> dims = x.v.dims();
       if (k <= 2 && r_.chance(0.4)) {
         // the shorter operand ends the longer one

@@ -215,6 +215,20 @@ func.func @softplus(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
   return %0 : tensor<?x5xf32>
 }
 
+// sigmoid: 1 / (1 + exp(-x)).
+// CHECK-LABEL: func.func @sigmoid
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]}
+// CHECK-NEXT: ^bb0(%[[GX:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[GN:.*]] = arith.negf %[[GX]] : f32
+// CHECK-NEXT: %[[GE:.*]] = math.exp %[[GN]] : f32
+// CHECK-NEXT: %[[GU:.*]] = arith.addf %[[GE]], %[[ONE:.*]] : f32
+// CHECK-NEXT: %[[GY:.*]] = arith.divf %[[ONE]], %[[GU]] : f32
+// CHECK-NEXT: linalg.yield %[[GY]] : f32
+func.func @sigmoid(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
+  %0 = qkv.sigmoid %x : tensor<?x5xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
 // cache_view materialised: stored rows below lengths[b], then the new rows, then zeros;
 // each read is guarded so no index is out of bounds.
 // CHECK-LABEL: func.func @cache_view

@@ -1,4 +1,4 @@
-// gelu, silu, elu, softplus and swiglu.
+// gelu, silu, elu, softplus, sigmoid and swiglu.
 #include "test_util.hpp"
 
 namespace qkv {
@@ -50,6 +50,15 @@ TEST(Softplus, LogOfOnePlusExp) {
   expect_values(y, {5}, {0.6931471805599453, 1.3132616875182228, 0.31326168751822286, 1000, 0},
                 1e-15);
   EXPECT_NEAR(y.get(4) / std::exp(-40.0), 1.0, 1e-15);
+}
+
+TEST(Sigmoid, OneOverOnePlusExp) {
+  // 1/2; 1 / (1 + 1/e) = 0.7310585786300049 and 1 minus that; very negative x gives e^x's
+  // digits, and below -709 (e^-x overflows) 0, never NaN.
+  Tensor y = unary(sigmoid, {0, 1, -1, 40, -40, -1000});
+  expect_values(y, {6}, {0.5, 0.7310585786300049, 0.2689414213699951, 1, 0, 0}, 1e-15);
+  EXPECT_NEAR(y.get(4) / std::exp(-40.0), 1.0, 1e-15);
+  EXPECT_EQ(y.get(5), 0.0);
 }
 
 TEST(Swiglu, SiluOfGateTimesUp) {

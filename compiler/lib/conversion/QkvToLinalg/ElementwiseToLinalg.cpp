@@ -118,6 +118,13 @@ Value softplusBody(SoftplusOp, OpBuilder &b, Location l, Type t, Value x) {
   return arith::AddFOp::create(b, l, arith::MaximumFOp::create(b, l, x, zero), log1p);
 }
 
+/// 1 / (1 + e^-x): 0 where e^-x overflows, never NaN.
+Value sigmoidBody(SigmoidOp, OpBuilder &b, Location l, Type t, Value x) {
+  Value one = floatConst(b, l, t, 1.0);
+  Value e = math::ExpOp::create(b, l, arith::NegFOp::create(b, l, x));
+  return arith::DivFOp::create(b, l, one, arith::AddFOp::create(b, l, one, e));
+}
+
 Value eluBody(EluOp op, OpBuilder &b, Location l, Type, Value x) {
   return eluValue(b, l, x, op.getAlpha().convertToDouble());
 }
@@ -298,5 +305,6 @@ void qkv::ir::populateQkvElementwiseToLinalgPatterns(RewritePatternSet &patterns
                BinaryLowering<DivOp>, BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
                UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
                UnaryLowering<EluOp, eluBody>, UnaryLowering<SoftplusOp, softplusBody>,
+               UnaryLowering<SigmoidOp, sigmoidBody>,
                SoftmaxLowering, LayerNormLowering, RmsNormLowering>(patterns.getContext());
 }

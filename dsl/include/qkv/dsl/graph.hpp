@@ -28,6 +28,17 @@ namespace qkv {
 
 using NodeId = std::int32_t;
 
+/// The elementwise activations of one float tensor that take no attribute, one line each:
+/// X(OpKind, builder, bound), where |f(x)| <= |x| + bound (the reference checker's error
+/// bound uses it). Each line makes the op's OpKind, its row in the op table, its builder
+/// `Value builder(Value x)` and its typed form (typed.hpp). Its meaning in the interpreter,
+/// its `qkv` op (ODS) and its lowering are written where every op's are
+/// (docs/architecture.md, "The op table").
+#define QKV_PLAIN_ACTIVATIONS(X)                                                               \
+  X(Silu, silu, 0)         /* x * sigmoid(x) */                                                \
+  X(Softplus, softplus, 1) /* log(1 + e^x), computed without overflow; log 2 at 0 */        \
+  X(Sigmoid, sigmoid, 1)   /* 1 / (1 + e^-x): gates (gated attention, GLU variants) */
+
 // One name per op everywhere: OpKind::SplitHeads, split_heads(), "split_heads" in the
 // printer, qkv.split_heads in MLIR, eval_split_heads in the interpreter.
 enum class OpKind : std::uint8_t {
@@ -49,7 +60,10 @@ enum class OpKind : std::uint8_t {
   Rope,            // rotary position embedding over x's last two axes (L, Dh)
   LayerNorm,       // over the last axis, optional gamma/beta
   RmsNorm,         // over the last axis, optional gamma
-  Gelu, Silu, Elu, Softplus, // elementwise activations
+  Gelu, Elu,       // elementwise activations with an attribute
+#define QKV_OP_KIND(kind, builder, bound) kind,
+  QKV_PLAIN_ACTIVATIONS(QKV_OP_KIND) // and those without (above)
+#undef QKV_OP_KIND
   Swiglu,          // silu(gate) * up
   Embedding,       // table[ids]: ids (...) integer, table (V, D) -> (..., D)
   Attention,       // softmax(score_mod(scale q.k) masked) . v, with GQA/MQA and cross
@@ -317,10 +331,13 @@ Value rms_norm(Value x, double eps = 1e-6);
 Value rms_norm(Value x, Value gamma, double eps = 1e-6);
 /// Exact (erf) GELU, or the tanh approximation.
 Value gelu(Value x, bool approximate = false);
-Value silu(Value x);
 Value elu(Value x, double alpha = 1.0);
-/// log(1 + e^x), computed without overflow (Mamba's step sizes, smooth ReLU).
-Value softplus(Value x);
+/// silu(x) = x * sigmoid(x); softplus(x) = log(1 + e^x), computed without overflow (Mamba's
+/// step sizes, smooth ReLU); sigmoid(x) = 1 / (1 + e^-x): every activation of
+/// QKV_PLAIN_ACTIVATIONS.
+#define QKV_DECLARE_ACTIVATION(kind, builder, bound) Value builder(Value x);
+QKV_PLAIN_ACTIVATIONS(QKV_DECLARE_ACTIVATION)
+#undef QKV_DECLARE_ACTIVATION
 Value swiglu(Value gate, Value up);
 Value embedding(Value ids, Value table);
 /// x (..., S, D) projected along S by e (K', S): e . x -> (..., K', D) (Linformer).

@@ -270,9 +270,10 @@ struct rope;
 struct layer_norm;
 struct rms_norm;
 struct gelu;
-struct silu;
 struct elu;
-struct softplus;
+#define QKV_ACTIVATION_TAG(kind, builder, bound) struct builder;
+QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_TAG)
+#undef QKV_ACTIVATION_TAG
 struct swiglu;
 struct embedding;
 struct attention;
@@ -1167,21 +1168,20 @@ template <class DT, class... D> auto gelu(const TypedValue<DT, D...> &x, bool ap
   detail::check_float<ops::gelu, DT>();
   return detail::wrap<TypedValue<DT, D...>>(gelu(x.value(), approximate), "gelu");
 }
-/// x * sigmoid(x).
-template <class DT, class... D> auto silu(const TypedValue<DT, D...> &x) {
-  detail::check_float<ops::silu, DT>();
-  return detail::wrap<TypedValue<DT, D...>>(silu(x.value()), "silu");
-}
 /// x if x > 0, else alpha * (exp(x) - 1).
 template <class DT, class... D> auto elu(const TypedValue<DT, D...> &x, double alpha = 1.0) {
   detail::check_float<ops::elu, DT>();
   return detail::wrap<TypedValue<DT, D...>>(elu(x.value(), alpha), "elu");
 }
-/// log(1 + e^x).
-template <class DT, class... D> auto softplus(const TypedValue<DT, D...> &x) {
-  detail::check_float<ops::softplus, DT>();
-  return detail::wrap<TypedValue<DT, D...>>(softplus(x.value()), "softplus");
-}
+/// silu, softplus and every other activation of QKV_PLAIN_ACTIVATIONS (graph.hpp): the
+/// same dims and dtype, which must be a float.
+#define QKV_TYPED_ACTIVATION(kind, builder, bound)                                             \
+  template <class DT, class... D> auto builder(const TypedValue<DT, D...> &x) {                \
+    detail::check_float<ops::builder, DT>();                                                   \
+    return detail::wrap<TypedValue<DT, D...>>(builder(x.value()), #builder);                   \
+  }
+QKV_PLAIN_ACTIVATIONS(QKV_TYPED_ACTIVATION)
+#undef QKV_TYPED_ACTIVATION
 
 /// silu(gate) * up, both with the same dims.
 template <class DA, class... A, class DB, class... B>

@@ -116,6 +116,12 @@ def Qkv_SoftplusOp : Qkv_ElementwiseOp<"softplus"> {
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
+def Qkv_SigmoidOp : Qkv_ElementwiseOp<"sigmoid"> {
+  let summary = "1 / (1 + exp(-x))";
+  let arguments = (ins Qkv_FloatTensor:$x);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
 def Qkv_SplitHeadsOp : Qkv_UnaryOp<"split_heads"> {
   let summary = "(..., L, H*Dh) -> (..., H, L, Dh); feature h*Dh + d goes to head h";
   let arguments = (ins Qkv_FloatTensor:$x, I64Attr:$heads);
