@@ -151,6 +151,26 @@ TEST(CheckAgainstReference, AMatmulsNAndM) {
   EXPECT_DOUBLE_EQ(c.outputs[0].rtol, kToleranceC * 0x1p-23 * 6);
 }
 
+// A plain activation's M is its input's magnitude plus the bound of QKV_PLAIN_ACTIVATIONS:
+// softplus and sigmoid of inputs near 0 are near log 2 and 1/2, which an M of |x| alone
+// would leave without an absolute tolerance.
+TEST(CheckAgainstReference, PlainActivationsAddTheirBound) {
+  struct Case {
+    const char *name;
+    Value (*f)(Value);
+    double bound;
+  };
+  for (auto [name, f, bound] : {Case{"silu", silu, 0.0}, Case{"softplus", softplus, 1.0},
+                                Case{"sigmoid", sigmoid, 1.0}}) {
+    Graph g(name);
+    g.output("y", f(g.input("x", DType::F32, {g.dim("N")})));
+    TensorMap in = random_inputs(g, {{"N", 9}}, 3);
+    ReferenceCheck c = check_against_reference(compile(g), g, in);
+    ASSERT_TRUE(c.ok) << name << ": " << c.message;
+    EXPECT_DOUBLE_EQ(c.outputs[0].magnitude, max_abs(in.at("x")) + bound) << name;
+  }
+}
+
 // random_inputs with scale_params: the same draws, params (float ones, without a range of
 // their own) times 1/sqrt(their first extent); inputs as they were.
 TEST(RandomInputs, ScaleParamsByFanIn) {
