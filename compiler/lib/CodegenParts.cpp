@@ -141,8 +141,8 @@ std::string part_bitcode(llvm::Module &m, const PartOf &part_of, unsigned p) {
   return bitcode;
 }
 
-CompiledPart compile_module(llvm::Module &m, int opt_level, bool keep_ir) {
-  auto tm = host_target_machine();
+CompiledPart compile_module(llvm::Module &m, int opt_level, bool keep_ir, bool shared_library) {
+  auto tm = host_target_machine(shared_library);
   optimize(m, opt_level, *tm);
   CompiledPart out;
   if (keep_ir) {
@@ -160,33 +160,34 @@ CompiledPart compile_module(llvm::Module &m, int opt_level, bool keep_ir) {
 }
 
 /// A part in a context of its own (LLVM contexts are not shared between threads).
-CompiledPart compile_bitcode(const std::string &bitcode, int opt_level, bool keep_ir) {
+CompiledPart compile_bitcode(const std::string &bitcode, int opt_level, bool keep_ir,
+                             bool shared_library) {
   llvm::LLVMContext ctx;
   auto m = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode, "qkv-part"), ctx);
   if (!m)
     throw CompileError("llvm-ir", "cannot read a module part back: " +
                                       llvm::toString(m.takeError()));
-  return compile_module(**m, opt_level, keep_ir);
+  return compile_module(**m, opt_level, keep_ir, shared_library);
 }
 
 } // namespace
 
 std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level,
-                                           bool keep_ir) {
+                                           bool keep_ir, bool shared_library) {
   unsigned used = 1;
   PartOf part_of = assign_parts(m, std::max(parts, 1u), used);
   if (used == 1)
-    return {compile_module(m, opt_level, keep_ir)};
+    return {compile_module(m, opt_level, keep_ir, shared_library)};
   externalize(m, part_of);
   std::vector<std::string> bitcode;
   for (unsigned p = 0; p < used; ++p)
     bitcode.push_back(part_bitcode(m, part_of, p));
   std::vector<std::future<CompiledPart>> others;
   for (unsigned p = 1; p < used; ++p)
-    others.push_back(
-        std::async(std::launch::async, compile_bitcode, std::cref(bitcode[p]), opt_level, keep_ir));
+    others.push_back(std::async(std::launch::async, compile_bitcode, std::cref(bitcode[p]),
+                                opt_level, keep_ir, shared_library));
   std::vector<CompiledPart> out;
-  out.push_back(compile_bitcode(bitcode[0], opt_level, keep_ir));
+  out.push_back(compile_bitcode(bitcode[0], opt_level, keep_ir, shared_library));
   for (auto &f : others)
     out.push_back(f.get());
   return out;

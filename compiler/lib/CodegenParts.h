@@ -30,7 +30,8 @@ struct CompiledPart {
 /// the same module and part count give the same objects. `m` is left split (its
 /// internal symbols externalised) and should not be used again.
 /// `keep_ir`: print each part's optimised IR into CompiledPart::ir (else it stays empty).
+/// `shared_library`: code for a shared library (host_target_machine's).
 std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level,
-                                           bool keep_ir = true);
+                                           bool keep_ir = true, bool shared_library = false);
 
 } // namespace qkv::jit

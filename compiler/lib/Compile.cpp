@@ -33,10 +33,11 @@
 #include <qkv/runtime/checks.hpp>
 #include <qkv/runtime/kernel_abi.hpp>
 
-#include "Import.h"
 #include "CodegenParts.h"
 #include "CompileCuda.h"
+#include "Import.h"
 #include "KernelCache.h"
+#include "LibraryObjects.h"
 #include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
 
@@ -347,17 +348,20 @@ void drop_foreign_argument_attrs(mlir::ModuleOp module) {
 
 /// Object code for the host from `module` (in the LLVM dialect): translated to LLVM IR,
 /// given MLIR's packed wrappers, then optimised at `opt_level` for the host CPU at the
-/// schedule's vector width and compiled, in up to `parts` parts on as many threads.
-std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level,
-                                          int64_t vector_bits, unsigned parts, bool keep_ir,
-                                          const std::string &diags) {
+/// schedule's vector width and compiled, in up to `parts` parts on as many threads; with
+/// `shared_library`, for a shared library (an ahead-of-time bundle) instead of the JIT.
+std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
+                                          unsigned parts, bool keep_ir, const std::string &diags,
+                                          bool shared_library) {
   drop_foreign_argument_attrs(module);
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
   if (!m)
     throw CompileError("llvm-ir", "cannot translate to LLVM IR\n" + diags);
-  auto tm = jit::host_target_machine();
+  auto tm = jit::host_target_machine(shared_library);
   jit::prepare_module(*m, *tm);
+  if (shared_library)
+    jit::name_runtime_functions(*m);
   // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to 256-bit
   // vectors on some AVX-512 machines).
   std::string cpu = llvm::sys::getHostCPUName().str(),
@@ -370,7 +374,29 @@ std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level,
     f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
     f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
   }
-  return jit::compile_in_parts(*m, parts, opt_level, keep_ir);
+  return jit::compile_in_parts(*m, parts, opt_level, keep_ir, shared_library);
+}
+
+/// The pipeline and LLVM: g imported, lowered stage by stage (kept in `log`) and compiled
+/// to object code in parts. `llvm_ms` receives the time LLVM took.
+std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOptions &options,
+                                                const ir::CpuPipelineOptions &popts, StageLog &log,
+                                                bool keep_ir, bool shared_library,
+                                                double &llvm_ms) {
+  init_passes();
+  mlir::DialectRegistry registry;
+  ir::registerQkvDialects(registry);
+  auto ctx = std::make_shared<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx->loadAllAvailableDialects();
+  std::string diags;
+  auto handler = ir::collect_diagnostics(*ctx, diags);
+  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
+  auto t = Clock::now();
+  std::vector<jit::CompiledPart> parts =
+      to_objects(*module, options.opt_level, popts.vectorBits,
+                 jit::codegen_parts(options.compile_threads), keep_ir, diags, shared_library);
+  llvm_ms = ms_since(t);
+  return parts;
 }
 
 /// What the cache does for one compile.
@@ -407,50 +433,19 @@ void store(CacheUse &cu, const std::string &symbol, const std::vector<std::strin
                                        "folder)");
 }
 
-/// The packed params a kernel's objects list (qkv-lower-matmul-to-microkernels writes
-/// "<argument>:<panel columns>:<panel rows>:<dtype>:<row multiple>" per packed argument,
-/// separated by ',').
-std::vector<PackedParam> parse_packed_params(const std::string &text) {
-  std::vector<PackedParam> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    std::vector<std::string> f;
-    std::stringstream fields(item);
-    for (std::string v; std::getline(fields, v, ':');)
-      f.push_back(v);
-    auto number = [](const std::string &v) {
-      return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
-    };
-    if (f.size() != 5 || !number(f[0]) || !number(f[1]) || !number(f[2]) || !number(f[4]) ||
-        (f[3] != "f32" && f[3] != "f64" && f[3] != "bf16"))
-      throw CompileError("llvm-ir", "malformed packed param list '" + text + "'");
-    PackedParam p;
-    p.argument = std::stoi(f[0]);
-    p.panel_columns = std::stoi(f[1]);
-    p.panel_rows = std::stoi(f[2]);
-    p.dtype = f[3] == "bf16" ? DType::BF16 : f[3] == "f64" ? DType::F64 : DType::F32;
-    p.row_multiple = std::stoi(f[4]);
-    out.push_back(p);
-  }
-  return out;
-}
-
 KernelEntry entry_of(jit::LoadedObject loaded, const std::string &symbol, bool checked) {
   KernelEntry entry;
   entry.owner = std::move(loaded.owner);
   entry.packed = loaded.packed;
   entry.symbol = symbol;
   entry.checked = checked;
-  entry.packed_params = parse_packed_params(loaded.packed_params);
-  std::stringstream names(loaded.schedules);
-  for (std::string name; std::getline(names, name, ',');)
-    entry.schedules.push_back(name);
-  entry.schedule_runs = loaded.schedule_runs;
-  std::stringstream ops(loaded.attentions);
-  for (std::string name; std::getline(ops, name, ',');)
-    entry.attentions.push_back(name);
-  entry.tile_counts = loaded.tile_counts;
+  abi::Globals globals;
+  globals.packed_params = loaded.packed_params.c_str();
+  globals.schedules = loaded.schedules.c_str();
+  globals.schedule_runs = loaded.schedule_runs;
+  globals.attentions = loaded.attentions.c_str();
+  globals.tile_counts = loaded.tile_counts;
+  abi::apply_globals(globals, entry);
   return entry;
 }
 
@@ -521,24 +516,14 @@ std::optional<Kernel> load_cached(const Graph &g, const Target &target,
 Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &options,
                     const ir::CpuPipelineOptions &popts, const std::vector<std::string> &dump,
                     bool keep_all, CacheUse &cu, Clock::time_point t_all) {
-  init_passes();
   StageLog log{g, dump, keep_all, {}, {}};
   log.stages.emplace_back("graph", g.str());
   log.stats.stage_ms.emplace_back("graph", 0);
-
-  mlir::DialectRegistry registry;
-  ir::registerQkvDialects(registry);
-  auto ctx = std::make_shared<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx->loadAllAvailableDialects();
-  std::string diags;
-  auto handler = ir::collect_diagnostics(*ctx, diags);
-  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
-
-  auto t = Clock::now();
   bool keep_ir = keep_all || log.wants("llvm-ir") || log.wants("asm");
+  double llvm_ms = 0;
   std::vector<jit::CompiledPart> parts =
-      to_objects(*module, options.opt_level, popts.vectorBits,
-                 jit::codegen_parts(options.compile_threads), keep_ir, diags);
+      compile_to_parts(g, options, popts, log, keep_ir, /*shared_library=*/false, llvm_ms);
+  auto t = Clock::now();
   std::vector<std::string> objects;
   auto part_ir = std::make_shared<std::vector<std::string>>();
   for (jit::CompiledPart &p : parts) {
@@ -547,7 +532,8 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
   }
   std::string symbol = abi::c_interface_symbol(ir::function_name(g));
   KernelEntry entry = link(objects, symbol, *options.checked);
-  log.keep("llvm-ir", [&] { return join_parts_ir(*part_ir); }, ms_since(t));
+  log.keep(
+      "llvm-ir", [&] { return join_parts_ir(*part_ir); }, llvm_ms + ms_since(t));
   log.stats.codegen_parts = static_cast<int>(objects.size());
   store(cu, symbol, objects); // only objects that linked
   cu.fill(log.stats);
@@ -700,5 +686,38 @@ std::vector<Kernel> compile_all(const std::vector<Graph> &graphs, const Target &
   }
   return out;
 }
+
+namespace host {
+
+void init_native_target() { init_target(); }
+
+LibraryObjects compile_library_objects(const Graph &g, const CompileOptions &options) {
+  auto t_all = Clock::now();
+  init_target();
+  g.verify();
+  check_options(options);
+  LibraryObjects out;
+  out.options = host_options(g, Target::host(), options);
+  ir::CpuPipelineOptions popts =
+      pipeline_options(out.options.schedule, out.options.isa, out.options.matmul_precision);
+  popts.recognizeAttention = out.options.recognize_attention;
+  out.isa = popts.isa;
+  out.matmul_precision = popts.matmulPrecision;
+  std::vector<std::string> dump = dump_list(out.options);
+  StageLog log{g, dump, false, {}, {}};
+  double llvm_ms = 0;
+  for (jit::CompiledPart &p : compile_to_parts(g, out.options, popts, log, /*keep_ir=*/false,
+                                               /*shared_library=*/true, llvm_ms))
+    out.objects.push_back(std::move(p.object));
+  out.symbol = abi::c_interface_symbol(ir::function_name(g));
+  auto tm = jit::host_target_machine(true);
+  out.triple = tm->getTargetTriple().str();
+  out.cpu = llvm::sys::getHostCPUName().str();
+  out.features = tm->getTargetFeatureString().str();
+  out.ms = ms_since(t_all);
+  return out;
+}
+
+} // namespace host
 
 } // namespace qkv

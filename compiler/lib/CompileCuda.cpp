@@ -197,53 +197,82 @@ std::string lower(const Graph &g, const Target &target, const std::string &stage
   return *s == Stage::Ptx ? ptx_of(*l.module) : ir::print_module(*l.module);
 }
 
-Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
-  check_chip(target.chip);
-  cuda::Device device = cuda::Device::get(0); // "no CUDA device: <why>" without one
-  CudaLowering l(g, options);
-  l.stages(target, options, Stage::Ptx);
-  // The host code: sizes, device buffers and launches, in the LLVM dialect; each kernel
-  // module's PTX is a constant that its loader hands to mgpuModuleLoadJIT. MLIR 22's
-  // gpu-to-llvm lowers only the asynchronous gpu.alloc: the synchronous ones become
-  // memref.allocs whose generic allocation functions are the device's
-  // (qkv::cuda::host_functions).
-  l.module->walk([](mlir::gpu::AllocOp a) {
+namespace {
+
+/// gpu.alloc and gpu.dealloc as memref.alloc and dealloc: MLIR 22's gpu-to-llvm lowers
+/// only the asynchronous gpu.alloc; the synchronous ones become memref.allocs whose generic
+/// allocation functions are the device's (qkv::cuda::host_functions). (Before
+/// gpu-to-llvm, whose own memref patterns would call malloc.)
+void device_allocs_as_memref(mlir::ModuleOp module) {
+  module->walk([](mlir::gpu::AllocOp a) {
     mlir::OpBuilder b(a);
     auto m = mlir::memref::AllocOp::create(b, a.getLoc(), a.getMemref().getType(),
                                            a.getDynamicSizes(), a.getSymbolOperands());
     a.getMemref().replaceAllUsesWith(m.getResult());
     a.erase();
   });
-  l.module->walk([](mlir::gpu::DeallocOp d) {
+  module->walk([](mlir::gpu::DeallocOp d) {
     mlir::OpBuilder b(d);
     mlir::memref::DeallocOp::create(b, d.getLoc(), d.getMemref());
     d.erase();
   });
-  // (Before gpu-to-llvm, whose own memref patterns would call malloc.)
+}
+
+} // namespace
+
+HostCode host_code(const Graph &g, const Target &target, const CompileOptions &options,
+                   bool shared_library) {
+  check_chip(target.chip);
+  CudaLowering l(g, options);
+  l.stages(target, options, Stage::Ptx);
+  HostCode out;
+  out.ptx = ptx_of(*l.module);
+  // The host code: sizes, device buffers and launches, in the LLVM dialect; each kernel
+  // module's PTX is a constant that its loader hands to mgpuModuleLoadJIT.
+  device_allocs_as_memref(*l.module);
   l.run("host", [](mlir::OpPassManager &pm) { ir::addCudaHostToLlvm(pm); });
   llvm::LLVMContext llvm_ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(*l.module, llvm_ctx);
   if (!m)
     throw CompileError("host", "cannot translate the host code to LLVM IR\n" + l.diags);
-  std::vector<std::string> inits = take_structors(*m, "llvm.global_ctors"),
-                           finis = take_structors(*m, "llvm.global_dtors");
-  auto tm = jit::host_target_machine();
-  std::vector<std::string> called_by_name = inits;
-  called_by_name.insert(called_by_name.end(), finis.begin(), finis.end());
+  out.inits = take_structors(*m, "llvm.global_ctors");
+  out.finis = take_structors(*m, "llvm.global_dtors");
+  auto tm = jit::host_target_machine(shared_library);
+  std::vector<std::string> called_by_name = out.inits;
+  called_by_name.insert(called_by_name.end(), out.finis.begin(), out.finis.end());
   jit::prepare_module(*m, *tm, called_by_name);
-  std::vector<std::string> objects;
-  for (jit::CompiledPart &p : jit::compile_in_parts(*m, 1, options.opt_level))
-    objects.push_back(std::move(p.object));
-  std::string symbol = abi::c_interface_symbol(ir::function_name(g));
-  auto loaded = jit::load_object(objects, symbol, cuda::host_functions(), inits, finis);
+  if (shared_library) {
+    jit::name_runtime_functions(*m, &cuda::host_function_exports());
+    // A bundle's host code runs on another machine's CPU: code for any x86-64 (it only
+    // computes sizes and launches kernels).
+    for (llvm::Function &f : *m)
+      if (!f.isDeclaration()) {
+        f.addFnAttr("target-cpu", kPortableCpu);
+        f.addFnAttr("target-features", "+sse2");
+      }
+  }
+  for (jit::CompiledPart &p :
+       jit::compile_in_parts(*m, 1, options.opt_level, /*keep_ir=*/true, shared_library))
+    out.objects.push_back(std::move(p.object));
+  out.symbol = abi::c_interface_symbol(ir::function_name(g));
+  return out;
+}
+
+Kernel compile(const Graph &g, const Target &target, const CompileOptions &options) {
+  check_chip(target.chip);
+  cuda::Device device = cuda::Device::get(0); // "no CUDA device: <why>" without one
+  HostCode code = host_code(g, target, options, /*shared_library=*/false);
+  auto loaded =
+      jit::load_object(code.objects, code.symbol, cuda::host_functions(), code.inits, code.finis);
   if (!loaded)
-    throw CompileError("host", "cannot link " + symbol + ": " + llvm::toString(loaded.takeError()));
+    throw CompileError("host",
+                       "cannot link " + code.symbol + ": " + llvm::toString(loaded.takeError()));
   if (std::optional<std::string> e = cuda::take_host_error())
     throw CompileError("cuda", "loading the kernels on " + device.name() + ": " + *e);
   KernelEntry entry;
   entry.owner = std::move(loaded->owner);
   entry.packed = loaded->packed;
-  entry.symbol = symbol;
+  entry.symbol = code.symbol;
   entry.on_cuda = true;
   CompileStats stats;
   stats.codegen_parts = 1;

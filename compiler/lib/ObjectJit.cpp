@@ -93,8 +93,12 @@ llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> make_jit() {
 
 } // namespace
 
-std::unique_ptr<llvm::TargetMachine> host_target_machine() {
+std::unique_ptr<llvm::TargetMachine> host_target_machine(bool shared_library) {
   llvm::orc::JITTargetMachineBuilder jtmb = host_builder(); // createTargetMachine is not const
+  if (shared_library) {
+    jtmb.setRelocationModel(llvm::Reloc::PIC_);
+    jtmb.setCodeModel(llvm::CodeModel::Small);
+  }
   auto tm = jtmb.createTargetMachine();
   if (!tm)
     throw CompileError("llvm", "cannot create a target machine: " + llvm::toString(tm.takeError()));
@@ -199,6 +203,41 @@ llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm
 
 namespace {
 
+/// The runtime functions compiled code calls under MLIR's names: where memref.alloc takes
+/// its memory (finalize-memref-to-llvm's generic functions: the buffer cache,
+/// qkv/runtime/buffer_cache.hpp) and memref.copy's strided copies, by the name the code
+/// calls and the one qkv_runtime exports.
+struct RuntimeFunction {
+  const char *called, *exported;
+  void *address;
+};
+const RuntimeFunction kRenamedRuntimeFunctions[] = {
+    {"_mlir_memref_to_llvm_alloc", "qkv_buffer_alloc", reinterpret_cast<void *>(&qkv_buffer_alloc)},
+    {"_mlir_memref_to_llvm_aligned_alloc", "qkv_buffer_aligned_alloc",
+     reinterpret_cast<void *>(&qkv_buffer_aligned_alloc)},
+    {"_mlir_memref_to_llvm_free", "qkv_buffer_free", reinterpret_cast<void *>(&qkv_buffer_free)},
+    // memref.copy of strided memrefs (qkv/runtime/kernel_abi.hpp)
+    {"memrefCopy", "qkv_memref_copy", reinterpret_cast<void *>(&qkv_memref_copy)},
+};
+
+} // namespace
+
+void name_runtime_functions(llvm::Module &m,
+                            const std::vector<std::pair<std::string, std::string>> *names) {
+  std::vector<std::pair<std::string, std::string>> host;
+  for (const RuntimeFunction &f : kRenamedRuntimeFunctions)
+    host.emplace_back(f.called, f.exported);
+  for (const auto &[called, exported] : names ? *names : host)
+    if (llvm::Function *fn = m.getFunction(called); fn && called != exported) {
+      if (m.getFunction(exported))
+        throw CompileError("llvm-ir",
+                           "the module defines " + exported + " as well as calling " + called);
+      fn->setName(exported);
+    }
+}
+
+namespace {
+
 /// Makes the runtime's libraries and own symbols visible to the objects: what checked
 /// kernels call (qkv/runtime/checks.hpp), and where memref.alloc takes its memory
 /// (finalize-memref-to-llvm's generic functions: the buffer cache,
@@ -219,9 +258,8 @@ llvm::Error bind_runtime(llvm::orc::LLJIT &jit,
                                       llvm::JITSymbolFlags::Exported};
   };
   bind("qkv_check_failed", reinterpret_cast<void *>(&qkv_check_failed));
-  bind("_mlir_memref_to_llvm_alloc", reinterpret_cast<void *>(&qkv_buffer_alloc));
-  bind("_mlir_memref_to_llvm_aligned_alloc", reinterpret_cast<void *>(&qkv_buffer_aligned_alloc));
-  bind("_mlir_memref_to_llvm_free", reinterpret_cast<void *>(&qkv_buffer_free));
+  for (const RuntimeFunction &f : kRenamedRuntimeFunctions)
+    bind(f.called, f.address);
   for (const auto &[name, address] : extra)
     bind(name.c_str(), address);
   return main.define(llvm::orc::absoluteSymbols(std::move(own)));

@@ -14,8 +14,17 @@
 namespace qkv::jit {
 
 /// A TargetMachine for the host CPU (every feature it has), code generation at -O3, set
-/// up as LLVM's JIT sets one up (large code model on x86-64).
-std::unique_ptr<llvm::TargetMachine> host_target_machine();
+/// up as LLVM's JIT sets one up (large code model on x86-64); with `shared_library`, for
+/// code linked into a shared library instead (position independent, small code model:
+/// what -fPIC gives, for an ahead-of-time bundle).
+std::unique_ptr<llvm::TargetMachine> host_target_machine(bool shared_library = false);
+
+/// For code linked into a shared library: the runtime functions load_object binds by
+/// address under MLIR's names (memref.alloc's _mlir_memref_to_llvm_alloc, ...) called by
+/// the names qkv_runtime exports them under (qkv_buffer_alloc, ...); `names` gives other
+/// pairs (called, exported) instead (a CUDA kernel's host functions).
+void name_runtime_functions(
+    llvm::Module &m, const std::vector<std::pair<std::string, std::string>> *names = nullptr);
 
 /// The host as the cache key names it: triple, CPU name and feature string (computed once
 /// per process).

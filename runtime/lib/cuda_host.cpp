@@ -152,23 +152,52 @@ void qkv_device_free(void *ptr) { mgpuMemFree(ptr, nullptr); }
 
 namespace qkv::cuda {
 
+namespace {
+
+struct HostFunction {
+  const char *called, *exported;
+  void *address;
+};
+
+#define QKV_MGPU(name) {#name, #name, reinterpret_cast<void *>(&name)}
+const HostFunction kHostFunctions[] = {
+    QKV_MGPU(mgpuModuleLoadJIT),
+    QKV_MGPU(mgpuModuleUnload),
+    QKV_MGPU(mgpuModuleGetFunction),
+    QKV_MGPU(mgpuStreamCreate),
+    QKV_MGPU(mgpuStreamDestroy),
+    QKV_MGPU(mgpuStreamSynchronize),
+    QKV_MGPU(mgpuLaunchKernel),
+    QKV_MGPU(mgpuMemAlloc),
+    QKV_MGPU(mgpuMemFree),
+    QKV_MGPU(mgpuSetDefaultDevice),
+    {"_mlir_memref_to_llvm_alloc", "qkv_device_alloc", reinterpret_cast<void *>(&qkv_device_alloc)},
+    {"_mlir_memref_to_llvm_aligned_alloc", "qkv_device_aligned_alloc",
+     reinterpret_cast<void *>(&qkv_device_aligned_alloc)},
+    {"_mlir_memref_to_llvm_free", "qkv_device_free", reinterpret_cast<void *>(&qkv_device_free)},
+};
+#undef QKV_MGPU
+
+} // namespace
+
 const std::vector<std::pair<std::string, void *>> &host_functions() {
-  static const std::vector<std::pair<std::string, void *>> fns = {
-      {"mgpuModuleLoadJIT", reinterpret_cast<void *>(&mgpuModuleLoadJIT)},
-      {"mgpuModuleUnload", reinterpret_cast<void *>(&mgpuModuleUnload)},
-      {"mgpuModuleGetFunction", reinterpret_cast<void *>(&mgpuModuleGetFunction)},
-      {"mgpuStreamCreate", reinterpret_cast<void *>(&mgpuStreamCreate)},
-      {"mgpuStreamDestroy", reinterpret_cast<void *>(&mgpuStreamDestroy)},
-      {"mgpuStreamSynchronize", reinterpret_cast<void *>(&mgpuStreamSynchronize)},
-      {"mgpuLaunchKernel", reinterpret_cast<void *>(&mgpuLaunchKernel)},
-      {"mgpuMemAlloc", reinterpret_cast<void *>(&mgpuMemAlloc)},
-      {"mgpuMemFree", reinterpret_cast<void *>(&mgpuMemFree)},
-      {"mgpuSetDefaultDevice", reinterpret_cast<void *>(&mgpuSetDefaultDevice)},
-      {"_mlir_memref_to_llvm_alloc", reinterpret_cast<void *>(&qkv_device_alloc)},
-      {"_mlir_memref_to_llvm_aligned_alloc", reinterpret_cast<void *>(&qkv_device_aligned_alloc)},
-      {"_mlir_memref_to_llvm_free", reinterpret_cast<void *>(&qkv_device_free)},
-  };
+  static const std::vector<std::pair<std::string, void *>> fns = [] {
+    std::vector<std::pair<std::string, void *>> out;
+    for (const HostFunction &f : kHostFunctions)
+      out.emplace_back(f.called, f.address);
+    return out;
+  }();
   return fns;
+}
+
+const std::vector<std::pair<std::string, std::string>> &host_function_exports() {
+  static const std::vector<std::pair<std::string, std::string>> names = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const HostFunction &f : kHostFunctions)
+      out.emplace_back(f.called, f.exported);
+    return out;
+  }();
+  return names;
 }
 
 } // namespace qkv::cuda

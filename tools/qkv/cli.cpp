@@ -11,6 +11,8 @@ Args parse(int argc, char **argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
+    if (s == "-o") // `qkv export NAME -o DIR`
+      s = "--out";
     if (s == "--help" || s == "-h") {
       a.help = true;
     } else if (s.rfind("--", 0) == 0) {

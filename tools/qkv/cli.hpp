@@ -24,7 +24,7 @@ struct Args {
   bool help = false;
 };
 
-/// `qkv CMD NAME... --key value --key=value --flag`; --check, --checked, --json,
+/// `qkv CMD NAME... --key value --key=value --flag`; -o is --out; --check, --checked, --json,
 /// --no-baselines, --bench, --reference, --paged and --bias take no value.
 Args parse(int argc, char **argv);
 /// Throws qkv::Error naming an option that `a.cmd` does not take, then one that needs a

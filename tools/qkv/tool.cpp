@@ -9,6 +9,7 @@
 //   qkv bench gemm --m M --k K --n N [--threads T] [--bias] [--json]     (bench_gemm.cpp)
 //   qkv show NAME [--seq L] [--png FILE] [--q-tile T] [--kv-tile T]      (show.cpp)
 //   qkv cache info|clear [--dir D]                                       (cache.cpp)
+//   qkv export NAME -o DIR [shape options]                               (export_cmd.cpp)
 #include <algorithm>
 #include <exception>
 #include <iomanip>
@@ -24,6 +25,7 @@
 #include "bench_gemm.hpp"
 #include "cache.hpp"
 #include "cli.hpp"
+#include "export_cmd.hpp"
 #include "show.hpp"
 
 namespace qkv {
@@ -56,7 +58,9 @@ std::string usage() {
                   "  bench gemm           time one projection x . w (--m --k --n) against the "
                   "peak and OpenBLAS\n"
                   "  show NAME            draw NAME's mask and the tiles the compiled kernel "
-                  "skips\n";
+                  "skips\n"
+                  "  export NAME -o DIR   write NAME compiled for the host CPU as a bundle that "
+                  "runs without LLVM\n";
   for (const cli::Command &c : commands()) {
     std::string head = "  " + c.name + " " + c.summary;
     u += head + "\n";
@@ -230,13 +234,14 @@ int dispatch(const Args &a) {
   for (const cli::Command &c : commands())
     if (c.name == a.cmd)
       extra = &c;
-  const char *help = a.cmd == "dump"    ? kDumpHelp
-                     : a.cmd == "run"   ? kRunHelp
-                     : a.cmd == "bench" ? qkv::tool::kBenchHelp
-                     : a.cmd == "show"  ? qkv::tool::kShowHelp
-                     : a.cmd == "cache" ? qkv::tool::kCacheHelp
-                     : extra            ? extra->help
-                                        : nullptr;
+  const char *help = a.cmd == "dump"     ? kDumpHelp
+                     : a.cmd == "run"    ? kRunHelp
+                     : a.cmd == "bench"  ? qkv::tool::kBenchHelp
+                     : a.cmd == "show"   ? qkv::tool::kShowHelp
+                     : a.cmd == "cache"  ? qkv::tool::kCacheHelp
+                     : a.cmd == "export" ? qkv::tool::kExportHelp
+                     : extra             ? extra->help
+                                         : nullptr;
   if (!help) {
     std::cerr << p << ": unknown command '" << a.cmd << "'\n\n" << usage();
     return 2;
@@ -264,6 +269,8 @@ int dispatch(const Args &a) {
     return cmd_run(a);
   if (a.cmd == "show")
     return qkv::tool::cmd_show(a);
+  if (a.cmd == "export")
+    return qkv::tool::cmd_export(a);
   if (a.name == "gemm")
     return qkv::tool::cmd_bench_gemm(a);
   return qkv::tool::cmd_bench(a);

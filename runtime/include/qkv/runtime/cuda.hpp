@@ -203,6 +203,11 @@ void launch(const Function &function, Dim3 grid, Dim3 block, unsigned shared_byt
 /// module loading, launches, device memory), by name, for the JIT to link against. They
 /// run on device 0 and never throw: the first failure is kept until take_host_error().
 const std::vector<std::pair<std::string, void *>> &host_functions();
+/// The same functions by the name the host code calls and the name this library exports
+/// them under (mgpu* as they are; memref.alloc's _mlir_memref_to_llvm_alloc as
+/// qkv_device_alloc, ...): how code linked into a shared library (an ahead-of-time
+/// bundle) finds them.
+const std::vector<std::pair<std::string, std::string>> &host_function_exports();
 /// The first failure of a host function since the last call, if any (and forgets it).
 std::optional<std::string> take_host_error();
 

@@ -37,6 +37,9 @@ struct CompileStats {
   /// f32 products are computed ("highest", "medium": CompileOptions::matmul_precision);
   /// empty for the CUDA target.
   std::string isa, matmul_precision;
+  /// The folder of the ahead-of-time bundle the kernel was loaded from (load_bundle,
+  /// <qkv/runtime/bundle.hpp>), its stage_ms then one entry, "bundle"; else empty.
+  std::string bundle;
   /// The cache key (16 hex digits) and the entry's file; empty when the cache was off.
   std::string cache_key, cache_path;
   /// What the cache did: "hit", "miss, stored", "rebuilt (<why the entry was invalid>)",

@@ -17,6 +17,7 @@
 
 namespace qkv {
 class Tensor;
+struct KernelEntry;
 }
 
 namespace qkv::abi {
@@ -45,8 +46,26 @@ inline constexpr const char *kScheduleRuns = "qkv_schedule_runs";
 inline constexpr const char *kAttentions = "qkv_attentions";
 inline constexpr const char *kTileCounts = "qkv_tile_counts";
 
+/// The globals above as a kernel's loader (the JIT's, or a bundle's: qkv/runtime/bundle.hpp)
+/// found them in its code: null where the kernel defines none.
+struct Globals {
+  const char *packed_params = nullptr, *schedules = nullptr, *attentions = nullptr;
+  std::int64_t *schedule_runs = nullptr, *tile_counts = nullptr;
+};
+/// Fills entry's packed_params, schedules and attentions (and their counters) from a
+/// kernel's globals; a malformed packed-param list is a qkv::Error.
+void apply_globals(const Globals &globals, KernelEntry &entry);
+
 /// A ranked memref descriptor as MLIR lays it out: {allocated, aligned, offset,
 /// sizes[rank], strides[rank]}, all 64-bit.
 std::vector<std::int64_t> descriptor(const Tensor &t);
 
 } // namespace qkv::abi
+
+/// memref.copy between memrefs that are not both contiguous, which finalize-memref-to-llvm
+/// lowers to a call of MLIR's `memrefCopy` (mlir/ExecutionEngine/CRunnerUtils.h) with the
+/// same arguments: the element size and two unranked memrefs ({rank, descriptor}). The JIT
+/// and a bundle's code call this one: MLIR's lives in a library that needs LLVM and MLIR,
+/// which a process running a bundle does not have.
+extern "C" void qkv_memref_copy(std::int64_t element_bytes, void *source, void *destination);
+
