@@ -9,6 +9,7 @@
 #include "packed_weights.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -180,7 +181,8 @@ void check_cache_views(const Graph &g, const TensorMap &inputs, const DimBinding
 
 } // namespace
 
-TensorMap Kernel::run(const TensorMap &inputs) const {
+TensorMap Kernel::checked_outputs(const TensorMap &inputs,
+                                  std::vector<const Tensor *> &out_order) const {
   const Graph &g = *graph_;
   DimBindings b = bind_dims(g, signature(inputs));
   check_extents(g, b);
@@ -188,7 +190,6 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
   check_cache_views(g, inputs, b);
 
   TensorMap outputs;
-  std::vector<const Tensor *> out_order;
   for (const auto &[name, id] : g.outputs()) {
     const Node &n = g.node(id);
     // The compiled function writes every element of every output.
@@ -201,7 +202,13 @@ TensorMap Kernel::run(const TensorMap &inputs) const {
     auto [it, fresh] = outputs.emplace(name, std::move(t));
     out_order.push_back(&it->second);
   }
+  return outputs;
+}
 
+TensorMap Kernel::run(const TensorMap &inputs) const {
+  const Graph &g = *graph_;
+  std::vector<const Tensor *> out_order;
+  TensorMap outputs = checked_outputs(inputs, out_order);
   std::vector<std::vector<std::int64_t>> descs;
   if (entry_.on_cuda) {
     run_on_cuda(inputs, out_order);
@@ -235,30 +242,61 @@ void Kernel::call(std::vector<std::vector<std::int64_t>> &descs) const {
   entry_.packed(packed.data());
 }
 
-void Kernel::run_on_cuda(const TensorMap &inputs, const std::vector<const Tensor *> &outs) const {
-  const Graph &g = *graph_;
+/// A CUDA kernel's arguments on device 0: the inputs copied there, the outputs allocated.
+struct Kernel::DeviceArgs {
   cuda::Device device = cuda::Device::get(0);
   std::vector<cuda::Buffer> buffers;
   std::vector<std::vector<std::int64_t>> descs;
-  auto on_device = [&](const Tensor &t, cuda::Buffer b) {
+
+  DeviceArgs(const Graph &g, const TensorMap &inputs, const std::vector<const Tensor *> &outs) {
+    for (NodeId id : g.arguments()) {
+      const Tensor &t = inputs.at(g.node(id).name);
+      on_device(t, cuda::Buffer(device, t)); // dense and row-major, as every Tensor
+    }
+    for (const Tensor *t : outs)
+      on_device(*t, cuda::Buffer(device, t->nbytes()));
+  }
+  void on_device(const Tensor &t, cuda::Buffer b) {
     std::vector<std::int64_t> d = descriptor(t);
     d[0] = d[1] = static_cast<std::int64_t>(b.address()); // the same layout, on the device
     descs.push_back(std::move(d));
     buffers.push_back(std::move(b));
-  };
-  for (NodeId id : g.arguments()) {
-    const Tensor &t = inputs.at(g.node(id).name);
-    on_device(t, cuda::Buffer(device, t)); // dense and row-major, as every Tensor
   }
-  for (const Tensor *t : outs)
-    on_device(*t, cuda::Buffer(device, t->nbytes()));
+};
+
+void Kernel::call_on_device(DeviceArgs &args) const {
   cuda::take_host_error(); // nothing left from an earlier failed run
-  call(descs);
+  call(args.descs);
   if (std::optional<std::string> e = cuda::take_host_error())
-    user_error("graph '" + g.name() + "' on " + device.name() + ": " + *e);
-  device.synchronize();
+    user_error("graph '" + graph_->name() + "' on " + args.device.name() + ": " + *e);
+  args.device.synchronize();
+}
+
+void Kernel::run_on_cuda(const TensorMap &inputs, const std::vector<const Tensor *> &outs) const {
+  const Graph &g = *graph_;
+  DeviceArgs args(g, inputs, outs);
+  call_on_device(args);
   for (std::size_t i = 0; i < outs.size(); ++i)
-    buffers[g.arguments().size() + i].download(const_cast<Tensor &>(*outs[i]));
+    args.buffers[g.arguments().size() + i].download(const_cast<Tensor &>(*outs[i]));
+}
+
+std::vector<double> Kernel::time_on_device(const TensorMap &inputs, int calls) const {
+  if (!entry_.on_cuda)
+    user_error("Kernel::time_on_device: graph '" + graph_->name() +
+               "' runs on the CPU; time run() instead");
+  if (calls < 1)
+    user_error("Kernel::time_on_device: calls must be at least 1, got " + std::to_string(calls));
+  std::vector<const Tensor *> out_order;
+  TensorMap outputs = checked_outputs(inputs, out_order);
+  DeviceArgs args(*graph_, inputs, out_order);
+  std::vector<double> ms;
+  for (int i = 0; i < calls; ++i) {
+    auto t = std::chrono::steady_clock::now();
+    call_on_device(args);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+  }
+  return ms;
 }
 
 TensorMap random_inputs(const Graph &g, const DimBindings &dims, std::uint64_t seed,

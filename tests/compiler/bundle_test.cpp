@@ -254,6 +254,7 @@ TEST(Bundle, KeepsTheGraphStageOnly) {
   EXPECT_NE(k.ir("graph").find("causal"), std::string::npos);
   EXPECT_NE(error_of([&] { k.ir("llvm"); }).find("compile the graph to see it"), std::string::npos);
   EXPECT_EQ(k.stats().stage_ms.front().first, "bundle");
+  EXPECT_NE(error_of([&] { k.time_on_device({}, 1); }).find("runs on the CPU"), std::string::npos);
 }
 
 TEST(Bundle, AMissingInputIsTheErrorKernelRunGives) {

@@ -74,5 +74,28 @@ TEST_F(CudaBundle, LoadsItsModulesLaunchesAndFreesEverything) {
   EXPECT_EQ(count_("modules"), 0) << "the modules unload with the kernel";
 }
 
+TEST_F(CudaBundle, TimesCallsOnTheDeviceWithoutCopies) {
+  Graph g = block();
+  ExportOptions o;
+  o.target = Target::cuda("sm_90");
+  export_kernel(g, dir_.string(), o);
+  Kernel k = load_bundle(dir_.string());
+  TensorMap in = random_inputs(g, {{"B", 1}, {"L", 20}}, 2);
+  int launches = count_("launches");
+  k.run(in);
+  int per_call = count_("launches") - launches;
+  EXPECT_GT(per_call, 0);
+  std::vector<double> ms = k.time_on_device(in, 3);
+  EXPECT_EQ(ms.size(), 3u);
+  EXPECT_EQ(count_("launches") - launches, 4 * per_call);
+  EXPECT_EQ(count_("allocations"), 0);
+  try {
+    k.time_on_device(in, 0);
+    ADD_FAILURE() << "no error for 0 calls";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("at least 1"), std::string::npos) << e.what();
+  }
+}
+
 } // namespace
 } // namespace qkv

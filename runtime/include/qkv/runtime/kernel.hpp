@@ -166,7 +166,20 @@ public:
   /// without attention.
   std::vector<TileCounts> tile_counts() const;
 
+  /// For a CUDA kernel (compile(g, Target::cuda()), or a CUDA bundle): the inputs checked
+  /// and copied to device 0 once, then `calls` calls on them, each timed from its start to
+  /// the device's end of it (a synchronize): milliseconds per call, in order. Unlike
+  /// run(), no copy in or out is timed: what a benchmark of the kernels wants. A
+  /// qkv::Error for a CPU kernel.
+  std::vector<double> time_on_device(const TensorMap &inputs, int calls) const;
+
 private:
+  /// The outputs of a run on `inputs`, allocated at the dims the inputs bind, after every
+  /// check run() makes of them (`out_order`: the outputs in the graph's order).
+  TensorMap checked_outputs(const TensorMap &inputs, std::vector<const Tensor *> &out_order) const;
+  struct DeviceArgs;
+  /// One call of a CUDA kernel on its device arguments, to the device's end of it.
+  void call_on_device(DeviceArgs &args) const;
   /// Calls the entry on memref descriptors (MLIR's packed arguments).
   void call(std::vector<std::vector<std::int64_t>> &descs) const;
   /// The packed copies of the packed params among `inputs`, made or reused (those not in
