@@ -227,6 +227,11 @@ HostCode host_code(const Graph &g, const Target &target, const CompileOptions &o
   l.stages(target, options, Stage::Ptx);
   HostCode out;
   out.ptx = ptx_of(*l.module);
+  l.module->walk([&](mlir::gpu::BinaryOp bin) {
+    for (mlir::Attribute a : bin.getObjectsAttr())
+      out.modules.emplace_back(bin.getSymName().str(),
+                               mlir::cast<mlir::gpu::ObjectAttr>(a).getObject().getValue().str());
+  });
   // The host code: sizes, device buffers and launches, in the LLVM dialect; each kernel
   // module's PTX is a constant that its loader hands to mgpuModuleLoadJIT.
   device_allocs_as_memref(*l.module);

@@ -21,6 +21,8 @@ std::string lower(const Graph &g, const Target &target, const std::string &stage
 struct HostCode {
   std::vector<std::string> objects, inits, finis;
   std::string symbol, ptx;
+  /// Each kernel module's name (its gpu.binary's symbol) and PTX.
+  std::vector<std::pair<std::string, std::string>> modules;
 };
 /// `shared_library`: the object for a shared library (an ahead-of-time bundle), calling
 /// the host functions by the names qkv_runtime exports (cuda::host_function_exports), its

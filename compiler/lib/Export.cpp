@@ -235,11 +235,59 @@ BundleManifest manifest_of(const Graph &g, const host::LibraryObjects &code, con
   return m;
 }
 
+/// ptxas from PATH or the CUDA toolkit's usual place; "" when there is none.
+std::string find_ptxas() {
+  const char *path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::vector<std::string> places;
+  for (std::string d; std::getline(dirs, d, ':');)
+    if (!d.empty())
+      places.push_back(d);
+  for (const char *var : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *v = std::getenv(var); v && *v)
+      places.push_back(std::string(v) + "/bin");
+  places.push_back("/usr/local/cuda/bin");
+  for (const std::string &d : places)
+    if (::access((fs::path(d) / "ptxas").c_str(), X_OK) == 0)
+      return (fs::path(d) / "ptxas").string();
+  return "";
+}
+
+/// Each kernel module assembled by ptxas for the chip, as <module>.<chip>.cubin in the
+/// bundle (for cuobjdump, and so that PTX the chip cannot take fails here, not on the GPU
+/// machine); the names written, none without ptxas. The bundle's code loads the PTX.
+std::vector<std::string>
+assemble_modules(const std::vector<std::pair<std::string, std::string>> &modules,
+                 const std::string &chip, const std::string &dir) {
+  std::string ptxas = find_ptxas();
+  std::vector<std::string> out;
+  if (ptxas.empty())
+    return out;
+  for (const auto &[name, ptx] : modules) {
+    fs::path src = fs::path(dir) / (name + ".ptx"), log = fs::path(dir) / (name + ".ptxas.log");
+    std::string cubin = name + "." + chip + ".cubin";
+    write_file(src, ptx);
+    int rc = run_command(
+        {ptxas, "-arch=" + chip, "-o", (fs::path(dir) / cubin).string(), src.string()}, log);
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::error_code ec;
+    fs::remove(src, ec);
+    fs::remove(log, ec);
+    if (rc != 0)
+      throw CompileError("ptx",
+                         "ptxas -arch=" + chip + " rejects kernel module " + name + ":\n" + text);
+    out.push_back(cubin);
+  }
+  return out;
+}
+
 /// A CUDA target's code as LibraryObjects (host code for any x86-64, kernels as PTX
 /// inside it), its module loaders in the manifest, its PTX in kernels.ptx.
 host::LibraryObjects cuda_code(const Graph &g, const ExportOptions &options,
                                std::vector<std::string> &inits, std::vector<std::string> &finis,
-                               std::string &ptx) {
+                               std::string &ptx,
+                               std::vector<std::pair<std::string, std::string>> &modules) {
   auto t = Clock::now();
   g.verify();
   host::init_native_target();
@@ -255,6 +303,7 @@ host::LibraryObjects cuda_code(const Graph &g, const ExportOptions &options,
   inits = std::move(code.inits);
   finis = std::move(code.finis);
   ptx = std::move(code.ptx);
+  modules = std::move(code.modules);
   out.ms = ms_since(t);
   return out;
 }
@@ -270,7 +319,8 @@ ExportResult export_kernel(const Graph &g, const std::string &dir, const ExportO
   bool cuda = options.target.kind == Target::Kind::Cuda;
   std::vector<std::string> inits, finis;
   std::string ptx;
-  host::LibraryObjects code = cuda ? cuda_code(g, options, inits, finis, ptx)
+  std::vector<std::pair<std::string, std::string>> modules;
+  host::LibraryObjects code = cuda ? cuda_code(g, options, inits, finis, ptx, modules)
                                    : host::compile_library_objects(g, options.compile);
   ExportResult out;
   out.compile_ms = code.ms;
@@ -284,6 +334,8 @@ ExportResult export_kernel(const Graph &g, const std::string &dir, const ExportO
   if (cuda) {
     write_file(fs::path(dir) / "kernels.ptx", ptx);
     files.push_back("kernels.ptx");
+    for (const std::string &cubin : assemble_modules(modules, options.target.chip, dir))
+      files.push_back(cubin);
   } else {
     m.runtime_libraries = {copy_openmp(dir)};
     files.push_back(m.runtime_libraries[0]);

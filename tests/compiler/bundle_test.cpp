@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -292,6 +293,14 @@ TEST(Bundle, ACudaBundleWithoutADeviceSaysSo) {
   EXPECT_TRUE(m.cpu_flags.empty()) << "the host code of a CUDA bundle is for any x86-64";
   EXPECT_TRUE(m.runtime_libraries.empty());
   EXPECT_NE(read_text(dir.path / "kernels.ptx").find(".entry"), std::string::npos);
+  int cubins = 0;
+  for (const auto &[name, f] : m.files)
+    cubins += name.ends_with(".sm_90.cubin") ? 1 : 0;
+  bool ptxas = ::access("/usr/local/cuda/bin/ptxas", X_OK) == 0;
+  if (ptxas)
+    EXPECT_GT(cubins, 0) << "ptxas is here: every kernel module is assembled for sm_90";
+  else
+    std::cout << "(no ptxas in /usr/local/cuda/bin: the bundle has no cubin files)\n";
   std::string e = error_of([&] { load_bundle(dir.str()); });
   EXPECT_NE(e.find("(cuda-sm_90): no CUDA device: "), std::string::npos) << e;
 }
