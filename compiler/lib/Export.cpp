@@ -116,7 +116,8 @@ void write_file(const fs::path &path, const std::string &bytes) {
     user_error("export: cannot write '" + path.string() + "'");
 }
 
-/// The linker driver: options.linker, $QKV_LINKER, else cc, clang or gcc from PATH.
+/// The linker driver: options.linker, $QKV_LINKER, else cc, clang, gcc or clang-22 from
+/// PATH (scripts/install-deps.sh installs clang-22).
 std::string find_linker(const ExportOptions &options) {
   if (!options.linker.empty())
     return options.linker;
@@ -125,10 +126,11 @@ std::string find_linker(const ExportOptions &options) {
   const char *path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "/usr/bin:/bin");
   for (std::string d; std::getline(dirs, d, ':');)
-    for (const char *cc : {"cc", "clang", "gcc"})
+    for (const char *cc : {"cc", "clang", "gcc", "clang-22"})
       if (!d.empty() && ::access((fs::path(d) / cc).c_str(), X_OK) == 0)
         return (fs::path(d) / cc).string();
-  user_error("export: no C compiler driver (cc, clang or gcc) on PATH to link kernel.so; "
+  user_error("export: no C compiler driver (cc, clang, gcc or clang-22) on PATH to link "
+             "kernel.so; "
              "install one or set QKV_LINKER");
 }
 

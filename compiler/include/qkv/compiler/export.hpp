@@ -21,7 +21,7 @@ struct ExportOptions {
   /// position independent, the JIT's is not).
   CompileOptions compile;
   /// The C compiler driver that links kernel.so (it runs the system linker); empty:
-  /// $QKV_LINKER, else the first of cc, clang, gcc found on PATH.
+  /// $QKV_LINKER, else the first of cc, clang, gcc, clang-22 found on PATH.
   std::string linker;
 };
 
