@@ -72,5 +72,7 @@ expect("mask_mod: kv <= q && .q - kv < 24 .. kv < 4.*wrote .*sink.png"
 if(NOT EXISTS ${WORK_DIR}/sink.png)
   message(FATAL_ERROR "consumer_tool show --png wrote no ${WORK_DIR}/sink.png")
 endif()
+expect("graph softcap_gqa exported to .*bundle for host-cpu.*kernel.so"
+       ${tool} export softcap_gqa -o ${WORK_DIR}/bundle)
 expect("folder   ${WORK_DIR}/kernels\nstatus   enabled\nentries  [1-9]" ${tool} cache info)
 expect("removed [1-9][0-9]* file.s. from ${WORK_DIR}/kernels" ${tool} cache clear)
