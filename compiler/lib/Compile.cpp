@@ -23,6 +23,8 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IRReader/IRReader.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -154,23 +156,23 @@ ir::CpuPipelineOptions pipeline_options(const Schedule &s, Isa isa = Isa::F32,
 
 /// The tier a compile for the host runs on: the one asked for, else QKV_ISA's, else the
 /// host's best; a qkv::Error when the host's CPU lacks it.
-Isa resolve_isa(Isa asked) {
+Isa resolve_isa(Isa asked, const std::vector<Isa> &have = host_isas(),
+                const std::string &cpu = "this host's CPU") {
   std::string from = "CompileOptions::isa";
   if (asked == Isa::Host) {
     const char *env = std::getenv("QKV_ISA");
     if (!env || std::string_view(env).empty() || std::string_view(env) == "host")
-      return host_isa();
+      return have.back();
     from = "QKV_ISA";
     asked = parse_isa(env, from);
   }
-  std::vector<Isa> have = host_isas();
   if (std::find(have.begin(), have.end(), asked) == have.end()) {
     std::string names;
     for (Isa i : have)
       names += (names.empty() ? "" : ", ") + isa_name(i);
-    user_error(from + " asks for the " + isa_name(asked) +
-               " tier, which this host's CPU does not have (no " +
-               (asked == Isa::Amx ? "amx_bf16" : "avx512_bf16") + "); its tiers: " + names);
+    user_error(from + " asks for the " + isa_name(asked) + " tier, which " + cpu +
+               " does not have (no " + (asked == Isa::Amx ? "amx_bf16" : "avx512_bf16") +
+               "); its tiers: " + names);
   }
   return asked;
 }
@@ -352,7 +354,7 @@ void drop_foreign_argument_attrs(mlir::ModuleOp module) {
 /// `shared_library`, for a shared library (an ahead-of-time bundle) instead of the JIT.
 std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
                                           unsigned parts, bool keep_ir, const std::string &diags,
-                                          bool shared_library) {
+                                          bool shared_library, const std::string &target_cpu = "") {
   drop_foreign_argument_attrs(module);
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
@@ -364,8 +366,9 @@ std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level, 
     jit::name_runtime_functions(*m);
   // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to 256-bit
   // vectors on some AVX-512 machines).
-  std::string cpu = llvm::sys::getHostCPUName().str(),
-              features = tm->getTargetFeatureString().str();
+  // Or for `target_cpu` (an ahead-of-time bundle for another CPU), with its own features.
+  std::string cpu = target_cpu.empty() ? llvm::sys::getHostCPUName().str() : target_cpu,
+              features = target_cpu.empty() ? tm->getTargetFeatureString().str() : "";
   for (llvm::Function &f : *m) {
     if (f.isDeclaration())
       continue;
@@ -381,8 +384,8 @@ std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level, 
 /// to object code in parts. `llvm_ms` receives the time LLVM took.
 std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOptions &options,
                                                 const ir::CpuPipelineOptions &popts, StageLog &log,
-                                                bool keep_ir, bool shared_library,
-                                                double &llvm_ms) {
+                                                bool keep_ir, bool shared_library, double &llvm_ms,
+                                                const std::string &target_cpu = "") {
   init_passes();
   mlir::DialectRegistry registry;
   ir::registerQkvDialects(registry);
@@ -392,9 +395,9 @@ std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOpt
   auto handler = ir::collect_diagnostics(*ctx, diags);
   mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
   auto t = Clock::now();
-  std::vector<jit::CompiledPart> parts =
-      to_objects(*module, options.opt_level, popts.vectorBits,
-                 jit::codegen_parts(options.compile_threads), keep_ir, diags, shared_library);
+  std::vector<jit::CompiledPart> parts = to_objects(*module, options.opt_level, popts.vectorBits,
+                                                    jit::codegen_parts(options.compile_threads),
+                                                    keep_ir, diags, shared_library, target_cpu);
   llvm_ms = ms_since(t);
   return parts;
 }
@@ -691,13 +694,70 @@ namespace host {
 
 void init_native_target() { init_target(); }
 
-LibraryObjects compile_library_objects(const Graph &g, const CompileOptions &options) {
+namespace {
+
+/// What a CPU named for an ahead-of-time bundle has: its ISA tiers, its widest vectors and
+/// its features among kCpuFeatureNames, from LLVM's description of it. An unknown name is a
+/// qkv::Error.
+struct NamedCpu {
+  std::vector<Isa> isas;
+  int vector_bits = 128;
+  std::string features; ///< "+avx2,+fma,..."
+};
+
+NamedCpu describe_cpu(const std::string &cpu) {
+  auto tm = jit::host_target_machine(true);
+  const llvm::MCSubtargetInfo *sti = tm->getMCSubtargetInfo();
+  if (!sti->isCPUStringValid(cpu))
+    user_error("export: unknown CPU '" + cpu +
+               "' (LLVM's x86 CPU names: x86-64-v2, x86-64-v3, x86-64-v4, skylake-avx512, "
+               "sapphirerapids, znver4, ...)");
+  std::unique_ptr<llvm::MCSubtargetInfo> named(
+      tm->getTarget().createMCSubtargetInfo(tm->getTargetTriple(), cpu, ""));
+  auto has = [&](const char *f) { return named->checkFeatures(std::string("+") + f); };
+  NamedCpu out;
+  out.vector_bits = has("avx512f") ? 512 : has("avx2") && has("fma") ? 256 : 128;
+  out.isas = {Isa::F32};
+  if (has("avx512bf16") && has("avx512vl"))
+    out.isas.push_back(Isa::Avx512Bf16);
+  if (out.isas.size() == 2 && has("amx-tile") && has("amx-bf16"))
+    out.isas.push_back(Isa::Amx);
+  for (const char *f : kCpuFeatureNames)
+    if (has(f))
+      out.features += (out.features.empty() ? "+" : ",+") + std::string(f);
+  return out;
+}
+
+/// compile_library_objects' options for a named CPU: its tiers and vector width, not the
+/// host's.
+CompileOptions named_cpu_options(const Graph &g, const CompileOptions &options,
+                                 const NamedCpu &target, const std::string &cpu) {
+  CompileOptions o = options;
+  if (o.schedule.vector_bits > target.vector_bits)
+    user_error("export: Schedule::vector_bits is " + std::to_string(o.schedule.vector_bits) + "; " +
+               cpu + " has " + std::to_string(target.vector_bits) + "-bit vectors");
+  if (o.schedule.vector_bits == 0)
+    o.schedule.vector_bits = target.vector_bits;
+  bool on = o.checked.has_value() ? *o.checked : checked_by_default(Target::host());
+  o.checked = on && checks::needs_checks(g);
+  o.isa = resolve_isa(o.isa, target.isas, cpu);
+  return o;
+}
+
+} // namespace
+
+LibraryObjects compile_library_objects(const Graph &g, const CompileOptions &options,
+                                       const std::string &cpu) {
   auto t_all = Clock::now();
   init_target();
   g.verify();
   check_options(options);
   LibraryObjects out;
-  out.options = host_options(g, Target::host(), options);
+  NamedCpu target;
+  if (!cpu.empty())
+    target = describe_cpu(cpu);
+  out.options = cpu.empty() ? host_options(g, Target::host(), options)
+                            : named_cpu_options(g, options, target, cpu);
   ir::CpuPipelineOptions popts =
       pipeline_options(out.options.schedule, out.options.isa, out.options.matmul_precision);
   popts.recognizeAttention = out.options.recognize_attention;
@@ -707,13 +767,13 @@ LibraryObjects compile_library_objects(const Graph &g, const CompileOptions &opt
   StageLog log{g, dump, false, {}, {}};
   double llvm_ms = 0;
   for (jit::CompiledPart &p : compile_to_parts(g, out.options, popts, log, /*keep_ir=*/false,
-                                               /*shared_library=*/true, llvm_ms))
+                                               /*shared_library=*/true, llvm_ms, cpu))
     out.objects.push_back(std::move(p.object));
   out.symbol = abi::c_interface_symbol(ir::function_name(g));
   auto tm = jit::host_target_machine(true);
   out.triple = tm->getTargetTriple().str();
-  out.cpu = llvm::sys::getHostCPUName().str();
-  out.features = tm->getTargetFeatureString().str();
+  out.cpu = cpu.empty() ? llvm::sys::getHostCPUName().str() : cpu;
+  out.features = cpu.empty() ? tm->getTargetFeatureString().str() : target.features;
   out.ms = ms_since(t_all);
   return out;
 }

@@ -322,8 +322,11 @@ ExportResult export_kernel(const Graph &g, const std::string &dir, const ExportO
   std::vector<std::string> inits, finis;
   std::string ptx;
   std::vector<std::pair<std::string, std::string>> modules;
+  if (cuda && !options.cpu.empty())
+    user_error("export: ExportOptions::cpu is for Target::host(); a CUDA bundle's host code "
+               "is for any x86-64 already");
   host::LibraryObjects code = cuda ? cuda_code(g, options, inits, finis, ptx, modules)
-                                   : host::compile_library_objects(g, options.compile);
+                                   : host::compile_library_objects(g, options.compile, options.cpu);
   ExportResult out;
   out.compile_ms = code.ms;
   auto t = Clock::now();

@@ -26,9 +26,49 @@ struct LibraryObjects {
   double ms = 0;
 };
 
-/// Compiles g as compile(g, Target::host(), options) would, for a shared library. Errors
-/// as compile()'s: a qkv::Error for a bad graph or option, a CompileError naming the stage.
-LibraryObjects compile_library_objects(const Graph &g, const CompileOptions &options);
+/// Compiles g as compile(g, Target::host(), options) would, for a shared library; with
+/// `cpu` (an LLVM CPU name: "x86-64-v3", "znver4", ...), for that CPU instead of the host:
+/// its features only, its widest vectors unless the schedule names narrower ones, its best
+/// tier unless options (or QKV_ISA) name one it has. Errors as compile()'s: a qkv::Error
+/// for a bad graph, option or CPU name, a CompileError naming the stage.
+LibraryObjects compile_library_objects(const Graph &g, const CompileOptions &options,
+                                       const std::string &cpu = "");
+
+/// The LLVM names of the x86 features that add instructions, which a bundle's manifest
+/// lists (as /proc/cpuinfo names them) when its code may use them.
+inline constexpr const char *kCpuFeatureNames[] = {"sse4.1",
+                                                   "sse4.2",
+                                                   "ssse3",
+                                                   "popcnt",
+                                                   "avx",
+                                                   "avx2",
+                                                   "fma",
+                                                   "f16c",
+                                                   "bmi",
+                                                   "bmi2",
+                                                   "lzcnt",
+                                                   "movbe",
+                                                   "avx512f",
+                                                   "avx512bw",
+                                                   "avx512cd",
+                                                   "avx512dq",
+                                                   "avx512vl",
+                                                   "avx512ifma",
+                                                   "avx512vbmi",
+                                                   "avx512vbmi2",
+                                                   "avx512vnni",
+                                                   "avx512bitalg",
+                                                   "avx512vpopcntdq",
+                                                   "avx512bf16",
+                                                   "avx512fp16",
+                                                   "avxvnni",
+                                                   "gfni",
+                                                   "vaes",
+                                                   "vpclmulqdq",
+                                                   "amx-tile",
+                                                   "amx-bf16",
+                                                   "amx-int8",
+                                                   "amx-fp16"};
 
 /// LLVM's native target, initialised once per process: what code generation for the host
 /// needs (a CUDA kernel's host code too).

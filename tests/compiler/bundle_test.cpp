@@ -9,11 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <unistd.h>
@@ -303,6 +305,77 @@ TEST(Bundle, ACudaBundleWithoutADeviceSaysSo) {
     std::cout << "(no ptxas in /usr/local/cuda/bin: the bundle has no cubin files)\n";
   std::string e = error_of([&] { load_bundle(dir.str()); });
   EXPECT_NE(e.find("(cuda-sm_90): no CUDA device: "), std::string::npos) << e;
+}
+
+/// The lines of a command's output (popen), or nullopt when it did not run.
+std::optional<std::string> command_output(const std::string &cmd) {
+  FILE *p = ::popen(cmd.c_str(), "r");
+  if (!p)
+    return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;)
+    out.append(buf, n);
+  return ::pclose(p) == 0 ? std::optional<std::string>(out) : std::nullopt;
+}
+
+TEST(Export, ABundleForAnotherCpuUsesItsFeaturesOnly) {
+  TempDir dir;
+  const gallery::Entry *causal = nullptr;
+  for (const auto &e : gallery::entries())
+    if (e.name == "causal")
+      causal = &e;
+  ASSERT_TRUE(causal);
+  Graph g = causal->build();
+  ExportOptions o;
+  o.cpu = "x86-64-v3";
+  ExportResult r = export_kernel(g, dir.str(), o);
+  const BundleManifest &m = r.manifest;
+  EXPECT_EQ(m.cpu, "x86-64-v3");
+  EXPECT_EQ(m.isa, "f32");
+  auto listed = [&](const char *flag) {
+    return std::find(m.cpu_flags.begin(), m.cpu_flags.end(), flag) != m.cpu_flags.end();
+  };
+  EXPECT_TRUE(listed("avx2") && listed("fma"));
+  EXPECT_FALSE(listed("avx512f"));
+  if (auto text = command_output("objdump -d " + dir.str("kernel.so"))) {
+    EXPECT_EQ(text->find("zmm"), std::string::npos) << "AVX-512 registers in code for AVX2";
+    EXPECT_NE(text->find("ymm"), std::string::npos) << "no 256-bit vectors at all";
+  } else {
+    std::cout << "(no objdump: the code's registers are not checked)\n";
+  }
+  std::vector<std::string> have = host_cpu_flags();
+  if (std::find(have.begin(), have.end(), "avx2") == have.end())
+    GTEST_SKIP() << "skipped: no avx2 here to run the x86-64-v3 bundle";
+  Kernel k = load_bundle(dir.str());
+  TensorMap in =
+      causal->inputs(g, causal->with_dims(causal->shape, causal->shapes.front()), 5, true);
+  check_against_reference(k, g, in).require();
+}
+
+TEST(Export, ANamedCpuIsCheckedAgainstWhatItHas) {
+  TempDir dir;
+  Graph g = gallery::entries().front().build();
+  ExportOptions o;
+  o.cpu = "nehalemx";
+  EXPECT_NE(error_of([&] { export_kernel(g, dir.str(), o); }).find("unknown CPU 'nehalemx'"),
+            std::string::npos);
+  o.cpu = "x86-64-v3";
+  o.compile.schedule.vector_bits = 512;
+  EXPECT_NE(error_of([&] {
+              export_kernel(g, dir.str(), o);
+            }).find("Schedule::vector_bits is 512; x86-64-v3 has 256-bit vectors"),
+            std::string::npos);
+  o.compile.schedule.vector_bits = 0;
+  o.compile.isa = Isa::Avx512Bf16;
+  EXPECT_NE(error_of([&] {
+              export_kernel(g, dir.str(), o);
+            }).find("the avx512bf16 tier, which x86-64-v3 does not have"),
+            std::string::npos);
+  o.compile.isa = Isa::Host;
+  o.target = Target::cuda();
+  EXPECT_NE(error_of([&] { export_kernel(g, dir.str(), o); }).find("ExportOptions::cpu is for"),
+            std::string::npos);
 }
 
 TEST(Export, ABundleIsReplacedByTheNextExport) {

@@ -21,11 +21,14 @@ const char *const kExportHelp =
     "without one of the CPU flags the code uses refuses it, naming them. --target=cuda\n"
     "[--chip=C] writes a CUDA bundle instead (no GPU needed here): the kernels' PTX for chip\n"
     "C (default sm_90) in host code for any x86-64 CPU, run on device 0 where it is loaded.\n"
+    "--cpu=NAME compiles a host bundle for another CPU than this one, by LLVM's name\n"
+    "(x86-64-v3: any AVX2 host; x86-64-v4, znver4, sapphirerapids, ...): its features,\n"
+    "vector width and tier only.\n"
     "The dynamic dims stay dynamic: the shape options set the static sizes.\n\n"
     "shape options:\n" QKV_SHAPE_HELP;
 
 int cmd_export(const cli::Args &a) {
-  cli::check_opts(a, {"out", "target", "chip", "checked", "unchecked", QKV_SHAPE_OPTS});
+  cli::check_opts(a, {"out", "target", "chip", "cpu", "checked", "unchecked", QKV_SHAPE_OPTS});
   if (!a.opts.count("out") || a.opts.at("out").empty())
     user_error(cli::program() + " export: -o DIR (or --out DIR) names the bundle's folder");
   if (a.opts.count("checked") && a.opts.count("unchecked"))
@@ -43,6 +46,8 @@ int cmd_export(const cli::Args &a) {
     user_error("--target must be host or cuda, got '" + target + "'");
   if (a.opts.count("checked") || a.opts.count("unchecked"))
     o.compile.checked = a.opts.count("checked") > 0;
+  if (a.opts.count("cpu"))
+    o.cpu = a.opts.at("cpu");
   ExportResult r = export_kernel(g, a.opts.at("out"), o);
   std::cout << "graph " << e.name << " exported to " << a.opts.at("out") << " for "
             << r.manifest.target << ", host code for " << r.manifest.cpu

@@ -20,6 +20,14 @@ struct ExportOptions {
   /// How to compile, as for compile() (the cache is not used: a bundle's code is
   /// position independent, the JIT's is not).
   CompileOptions compile;
+  /// Target::host(): the CPU the code is for, by LLVM's name ("x86-64-v3" for any AVX2
+  /// host, "x86-64-v4", "skylake-avx512", "znver4", ...); empty: this host's CPU, with
+  /// every feature it has (the code compile() makes here). For a named CPU the code uses
+  /// its features only, its widest vectors (unless compile.schedule.vector_bits names
+  /// narrower ones) and its best tier (unless compile.isa or QKV_ISA names one it has);
+  /// the bundle then loads on any host with its CPU flags, and computes what the JIT
+  /// computes at the same vector width and tier to the tolerance rule, not bit for bit.
+  std::string cpu;
   /// The C compiler driver that links kernel.so (it runs the system linker); empty:
   /// $QKV_LINKER, else the first of cc, clang, gcc, clang-22 found on PATH.
   std::string linker;
