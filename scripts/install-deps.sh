@@ -17,6 +17,9 @@ packages=(
   cmake ninja-build g++ python3 python3-pip
   # `qkv show --png`: mask pictures.
   libpng-dev
+  # qkv::dist (ring attention, tensor parallelism): Open MPI's library and mpirun, which
+  # the tests start 2 ranks with (docs/distributed.md).
+  libopenmpi-dev openmpi-bin
   # Bench-only: the OpenBLAS baseline of `qkv bench` and bench/ (bench/common links it when
   # found; the qkv libraries and their tests never depend on it).
   libopenblas-dev

@@ -409,6 +409,15 @@ public:
     return wide[id];
   }
 
+  /// The type of attention node n's log-sum-exp when a node reads it (attention_lse),
+  /// else null: the qkv.attention then has that second result.
+  mlir::Type lse_type(const Node &n) {
+    for (NodeId u : g.users(n.id))
+      if (g.node(u).op == OpKind::AttentionLse)
+        return tensor_type(ctx, g.node(u));
+    return {};
+  }
+
   void emit(const Node &n) {
     mlir::Location nloc = node_loc(b, n.name);
     bool in_place = is_half(n.dtype) && op_info(n.op).moves_elements;
@@ -467,7 +476,7 @@ public:
       mlir::FloatAttr scale;
       if (a.scale)
         scale = b.getF64FloatAttr(*a.scale);
-      auto op = AttentionOp::create(b, nloc, ty, in(0), in(1), in(2), caps, scale);
+      auto op = AttentionOp::create(b, nloc, ty, lse_type(n), in(0), in(1), in(2), caps, scale);
       if (a.score)
         build_mod_region(b, nloc, op.getScore(), a.score, true, ft, cap_ids, caps, sites);
       if (a.mask)
@@ -475,6 +484,9 @@ public:
       out = op.getResult();
       break;
     }
+    case OpKind::AttentionLse: // the second result of the attention it reads
+      out = mlir::cast<AttentionOp>(vals[n.inputs[0]].getDefiningOp()).getLse();
+      break;
     default: {
       llvm::SmallVector<mlir::Value> operands;
       for (std::size_t i = 0; i < n.inputs.size(); ++i)

@@ -473,6 +473,46 @@ InferredType attention_rule(const Graph &g, OpKind op, const Ids &inputs, const 
   return t;
 }
 
+/// attention_lse: one attention node (f32 or f64) -> its (..., Hq, L).
+InferredType attention_lse_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &) {
+  const char *o = cname(op);
+  const Node &a = in(g, inputs, 0, o);
+  if (a.op != OpKind::Attention)
+    user_error("attention_lse: " + who(a) + " is a " + std::string(op_name(a.op)) +
+               ", not an attention (call .lse() on what attention() returns)");
+  if (a.dtype != DType::F32 && a.dtype != DType::F64)
+    user_error("attention_lse: attention " + who(a) + " is " + std::string(dtype_name(a.dtype)) +
+               "; the log-sum-exp is computed for f32 and f64 attention only");
+  return {a.dtype, slice(a.dims, 0, a.rank() - 1)};
+}
+
+/// merge_attention (oa, la, ob, lb): two partials of the same rows; merge_lse (la, lb).
+InferredType merge_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &) {
+  const char *o = cname(op);
+  bool outs = op == OpKind::MergeAttention;
+  const Node &la = in(g, inputs, outs ? 1 : 0, o), &lb = in(g, inputs, outs ? 3 : 1, o);
+  for (const Node *l : {&la, &lb}) {
+    expect_float(*l, o);
+    expect_same_dtype(la, *l, o);
+  }
+  if (!same_dims(la.dims, lb.dims))
+    user_error(std::string(o) + ": the log-sum-exps " + who(la) + " and " + who(lb) +
+               " must have the same dims");
+  if (!outs)
+    return {la.dtype, la.dims};
+  const Node &oa = in(g, inputs, 0, o), &ob = in(g, inputs, 2, o);
+  expect_same_dtype(la, oa, o);
+  expect_same_dtype(la, ob, o);
+  if (!same_dims(oa.dims, ob.dims))
+    user_error("merge_attention: the partial outputs " + who(oa) + " and " + who(ob) +
+               " must have the same dims");
+  if (oa.rank() != la.rank() + 1 || !same_dims(slice(oa.dims, 0, oa.rank() - 1), la.dims))
+    user_error("merge_attention: the partial output " + who(oa) +
+               " must be its log-sum-exp's dims " + describe(la.dims) + " and one more (Dv); " +
+               q(la.name) + " does not fit");
+  return {oa.dtype, oa.dims};
+}
+
 InferredType linear_attention_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &) {
   return infer_attention_like(g, inputs, cname(op));
 }
@@ -557,6 +597,9 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
      {{{"feature_map", F::FeatureMap}}}, false, linear_attention_rule},
     {OpKind::CacheView, "cache_view", 3, 3, kAny, {}, {}, true, cache_view_rule},
     {OpKind::PagedCacheView, "paged_cache_view", 4, 4, kAny, {}, {}, true, cache_view_rule},
+    {OpKind::AttentionLse, "attention_lse", 1, 1, kAny, {}, {}, false, attention_lse_rule},
+    {OpKind::MergeAttention, "merge_attention", 4, 4, kAny, {}, {}, false, merge_rule},
+    {OpKind::MergeLse, "merge_lse", 2, 2, kAny, {}, {}, false, merge_rule},
 }};
 
 constexpr bool rows_in_enum_order() {

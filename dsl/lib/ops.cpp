@@ -329,6 +329,15 @@ Attention attention(Value q, Value k, Value v) {
   return Attention(build(OpKind::Attention, {q, k, v}, {}));
 }
 
+Value Attention::lse() const { return unary(OpKind::AttentionLse, v_); }
+
+Value merge_attention(Value oa, Value la, Value ob, Value lb) {
+  graph_of("merge_attention", {oa, la, ob, lb});
+  return build(OpKind::MergeAttention, {oa, la, ob, lb}, {});
+}
+
+Value merge_lse(Value la, Value lb) { return binary(OpKind::MergeLse, la, lb); }
+
 void Attention::check_unused(const char *what) const {
   Graph &g = v_.graph();
   if (!g.users(v_.id()).empty() || g.is_output(v_.id()))

@@ -104,6 +104,11 @@ Bound bound_of(const Graph &g, const Node &n, const std::vector<Tensor> &vals,
     QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_BOUND)
 #undef QKV_ACTIVATION_BOUND
   case OpKind::ScoreMod: return {0, max_abs(vals[n.id])};
+  // The attention it reads adds its own bound; the log adds the magnitude of its result.
+  case OpKind::AttentionLse: return {0, max_abs(vals[n.id])};
+  // Two weights e^(l - max) and their sum: the arguments are the log-sum-exps.
+  case OpKind::MergeAttention: return {2, std::max({mag(0), mag(1), mag(2), mag(3)})};
+  case OpKind::MergeLse: return {2, std::max(mag(0), mag(1))};
   default: return {}; // exact, or moves elements
   }
 }

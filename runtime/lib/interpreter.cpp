@@ -901,6 +901,78 @@ Tensor eval_attention(const Ctx &c) {
   return out;
 }
 
+/// The log-sum-exp of row (b, h, i) of attention node c.in_node(0)'s scores, as its
+/// softmax sees them: m + log(sum_j e^(s_j - m)), m = max_j s_j; -inf for a fully masked
+/// row, NaN when a kept score is NaN.
+Tensor eval_attention_lse(const Ctx &c) {
+  const Node &att = c.in_node(0);
+  Ctx ac{c.g, att, c.dims, c.vals, c.inputs};
+  AttentionScores scores(ac);
+  const AttnShape &a = scores.shape();
+  Tensor out = make_out(c);
+  double *o = out_ptr(out);
+  std::vector<double> s(a.S);
+  for (std::int64_t b = 0; b < a.B; ++b)
+    for (std::int64_t h = 0; h < a.Hq; ++h)
+      for (std::int64_t i = 0; i < a.L; ++i) {
+        scores.row(b, h, i, s);
+        double m = kNegInf, sum = 0;
+        bool nan = false;
+        for (double x : s) {
+          nan = nan || std::isnan(x);
+          m = std::max(m, x);
+        }
+        for (double x : s)
+          sum += std::exp(x - m);
+        o[(b * a.Hq + h) * a.L + i] = nan ? kNaN : m == kNegInf ? kNegInf : m + std::log(sum);
+      }
+  return out;
+}
+
+/// The weights e^(la - m), e^(lb - m) of two partials, m = max(la, lb); both 0 when
+/// both are -inf, NaN when either is.
+std::pair<double, double> merge_weights(double la, double lb) {
+  if (std::isnan(la) || std::isnan(lb))
+    return {kNaN, kNaN};
+  double m = std::max(la, lb);
+  if (m == kNegInf)
+    return {0.0, 0.0};
+  return {std::exp(la - m), std::exp(lb - m)};
+}
+
+/// out = (wa oa + wb ob) / (wa + wb) per row (merge_weights), 0 for a row both partials
+/// masked fully.
+Tensor eval_merge_attention(const Ctx &c) {
+  Tensor out = make_out(c);
+  const double *oa = c.ptr(0), *la = c.ptr(1), *ob = c.ptr(2), *lb = c.ptr(3);
+  double *o = out_ptr(out);
+  std::int64_t dv = out.shape().back();
+  std::int64_t rows = dv == 0 ? 0 : out.numel() / dv;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    auto [wa, wb] = merge_weights(la[r], lb[r]);
+    double total = wa + wb;
+    for (std::int64_t e = 0; e < dv; ++e) {
+      std::int64_t at = r * dv + e;
+      o[at] = total == 0 ? 0.0 : (wa * oa[at] + wb * ob[at]) / total;
+    }
+  }
+  return out;
+}
+
+/// log(e^la + e^lb), computed as m + log(wa + wb) (merge_weights); -inf when both are.
+Tensor eval_merge_lse(const Ctx &c) {
+  Tensor out = make_out(c);
+  const double *la = c.ptr(0), *lb = c.ptr(1);
+  double *o = out_ptr(out);
+  for (std::int64_t r = 0; r < out.numel(); ++r) {
+    auto [wa, wb] = merge_weights(la[r], lb[r]);
+    o[r] = std::isnan(wa) ? kNaN
+           : wa + wb == 0 ? kNegInf
+                          : std::max(la[r], lb[r]) + std::log(wa + wb);
+  }
+  return out;
+}
+
 /// phi(q_i) . (sum_j phi(k_j) v_j^T) / (phi(q_i) . sum_j phi(k_j)), computed in that
 /// associative order (phi(K)^T V once per kv head), with phi = elu(x) + 1 or relu(x);
 /// a row whose denominator is 0 (possible with relu) gives 0. Non-causal; GQA as in
@@ -983,6 +1055,9 @@ Tensor eval_node(const Ctx &c) {
   case OpKind::LinearAttention: return eval_linear_attention(c);
   case OpKind::CacheView:
   case OpKind::PagedCacheView: return eval_cache_view(c);
+  case OpKind::AttentionLse: return eval_attention_lse(c);
+  case OpKind::MergeAttention: return eval_merge_attention(c);
+  case OpKind::MergeLse: return eval_merge_lse(c);
   }
   internal_error("interpreter: unknown op " + std::to_string(static_cast<int>(c.n.op)));
 }

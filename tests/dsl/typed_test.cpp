@@ -355,6 +355,39 @@ TEST(TypedAttention, NamedKeepsTheBuilder) {
   EXPECT_EQ(o.value().node().attrs.scale, 0.5);
 }
 
+TEST(TypedAttention, PartialsMergeAsTheUntypedOnes) {
+  Graph g("g");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto k = g.input<f32>("k", B, Hkv, S, Dh);
+  auto k2 = g.input<f32>("k2", B, Hkv, S, Dh);
+  auto a = attention(q, k, k);
+  auto b = attention(q, k2, k2).mask(causal_mask());
+  auto la = a.lse();
+  auto lb = b.lse();
+  static_assert(same<decltype(la), TypedValue<f32, DB, DH, DL>>);
+  auto o = merge_attention(a, la, b, lb);
+  auto l = merge_lse(la, lb);
+  static_assert(same<decltype(o), TypedValue<f32, DB, DH, DL, DDh>>);
+  static_assert(same<decltype(l), TypedValue<f32, DB, DH, DL>>);
+  g.output("o", o.value());
+  g.output("l", l.value());
+
+  Graph u("g");
+  Dim b_ = u.dim("B"), l_ = u.dim("L"), s_ = u.dim("S"), h_ = u.dim("H", 8), hk_ = u.dim("Hkv", 2),
+      d_ = u.dim("Dh", 64);
+  Value uq = u.input("q", DType::F32, {b_, h_, l_, d_});
+  Value uk = u.input("k", DType::F32, {b_, hk_, s_, d_});
+  Value uk2 = u.input("k2", DType::F32, {b_, hk_, s_, d_});
+  Attention ua = attention(uq, uk, uk);
+  Attention ub = attention(uq, uk2, uk2);
+  ub.mask(causal_mask());
+  Value ula = ua.lse(), ulb = ub.lse();
+  u.output("o", merge_attention(ua, ula, ub, ulb));
+  u.output("l", merge_lse(ula, ulb));
+  EXPECT_EQ(g.str(), u.str());
+  EXPECT_EQ(g.hash(), u.hash());
+}
+
 TEST(TypedAttention, GroupedQueryAndMultiQuery) {
   Graph g("g");
   auto q = g.input<f32>("q", B, H, L, Dh);

@@ -967,3 +967,27 @@ func.func @score_mod_result_type(%s: tensor<?x4xf32>) -> tensor<?x4xf64> {
   }
   return %0 : tensor<?x4xf64>
 }
+
+// -----
+
+func.func @lse_rank(%q: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'qkv.attention' op lse must be (..., Hq, L) of the result's element type}}
+  %0:2 = qkv.attention %q, %q, %q : tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32> -> tensor<?x4xf32> lse tensor<?x4xf32>
+  return %0#0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @lse_rows(%q: tensor<2x5x4xf32>) -> tensor<2x5x4xf32> {
+  // expected-error @+1 {{'qkv.attention' op lse must be (..., Hq, L): dim 1 differs from q's}}
+  %0:2 = qkv.attention %q, %q, %q : tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32> -> tensor<2x5x4xf32> lse tensor<2x6xf32>
+  return %0#0 : tensor<2x5x4xf32>
+}
+
+// -----
+
+func.func @merge_rows(%o: tensor<2x5x4xf32>, %l: tensor<2x4xf32>) -> tensor<2x5x4xf32> {
+  // expected-error @+1 {{'qkv.merge_attention' op the log-sum-exps must be the outputs' dims without the last}}
+  %0 = qkv.merge_attention %o, %l, %o, %l : tensor<2x5x4xf32>, tensor<2x4xf32>
+  return %0 : tensor<2x5x4xf32>
+}

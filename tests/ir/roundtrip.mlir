@@ -182,3 +182,24 @@ func.func @caches(%past: tensor<2x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor
   %2 = qkv.rope %new positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x2x?x8xf32> -> tensor<2x2x?x8xf32>
   return %0, %1, %2 : tensor<2x2x?x8xf32>, tensor<2x2x?x8xf32>, tensor<2x2x?x8xf32>
 }
+
+// Partial attention: an attention's log-sum-exp as its second result, and two partials
+// merged.
+// CHECK-LABEL: func.func @partials(
+// CHECK: %[[A:.*]]:2 = qkv.attention %arg0, %arg1, %arg1 : tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32> -> tensor<2x?x8xf32> lse tensor<2x?xf32> mask {
+// CHECK: %[[B:.*]]:2 = qkv.attention %arg0, %arg2, %arg2 : tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32> -> tensor<2x?x8xf32> lse tensor<2x?xf32>{{$}}
+// CHECK: %[[O:.*]] = qkv.merge_attention %[[A]]#0, %[[A]]#1, %[[B]]#0, %[[B]]#1 : tensor<2x?x8xf32>, tensor<2x?xf32>
+// CHECK: %[[L:.*]] = qkv.merge_lse %[[A]]#1, %[[B]]#1 : tensor<2x?xf32>
+// CHECK: return %[[O]], %[[L]]
+func.func @partials(%q: tensor<2x?x8xf32>, %k1: tensor<2x?x8xf32>, %k2: tensor<2x?x8xf32>)
+    -> (tensor<2x?x8xf32>, tensor<2x?xf32>) {
+  %a:2 = qkv.attention %q, %k1, %k1 : tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32> -> tensor<2x?x8xf32> lse tensor<2x?xf32> mask {
+  ^bb0(%b: index, %h: index, %qi: index, %ki: index, %lq: index, %lk: index):
+    %c = arith.cmpi uge, %qi, %ki : index
+    qkv.yield %c : i1
+  }
+  %b:2 = qkv.attention %q, %k2, %k2 : tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32> -> tensor<2x?x8xf32> lse tensor<2x?xf32>
+  %o = qkv.merge_attention %a#0, %a#1, %b#0, %b#1 : tensor<2x?x8xf32>, tensor<2x?xf32>
+  %l = qkv.merge_lse %a#1, %b#1 : tensor<2x?xf32>
+  return %o, %l : tensor<2x?x8xf32>, tensor<2x?xf32>
+}

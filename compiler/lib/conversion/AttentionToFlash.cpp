@@ -444,6 +444,8 @@ void writeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
       Value o = arith::MulFOp::create(x.builder(), x.vload(vt, t.oT, {d, ib}), inv);
       x.scatter(o, a.out.mem, a.out.at(x, b, h, row, d), offsets, written);
     });
+    if (a.lse) // the rows are consecutive in the log-sum-exp's buffer
+      in.vstore(rowLse(in, in.vload(vt, t.m, {ib}), l), a.lse, lseAt(a, b, h, row), written);
   });
 }
 
@@ -647,6 +649,18 @@ RowSource rowsOf(ImplicitLocOpBuilder &b, Value t, int64_t rank, Value headDim) 
 
 /// The output buffer: in the (..., L, H*Dv) layout of the qkv.merge_heads that is the
 /// result's only user, when there is one, else the result's own shape.
+/// A fresh buffer for op's log-sum-exp, sized like q's leading dims (null without one).
+Value lseBuffer(ImplicitLocOpBuilder &b, AttentionOp op, Type ft) {
+  if (!op.getLse())
+    return {};
+  auto t = cast<RankedTensorType>(op.getLse().getType());
+  SmallVector<Value> dyn;
+  for (int64_t i = 0; i < t.getRank(); ++i)
+    if (t.isDynamicDim(i))
+      dyn.push_back(sizeOf(b, unwidened(op.getQ()), i));
+  return memref::AllocOp::create(b, MemRefType::get(t.getShape(), ft), dyn);
+}
+
 HeadView outputOf(KernelBuilder &kb, AttentionOp op, const AttentionInfo &a) {
   ImplicitLocOpBuilder &b = kb.builder();
   HeadView v;
@@ -734,21 +748,45 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   if (!op.getMask().empty())
     a.mask = &op.getMask();
   a.out = outputOf(kb, op, a);
+  a.lse = lseBuffer(b, op, a.ft);
   return a;
+}
+
+SmallVector<Value> lseAt(const AttentionInfo &a, Value b, Value h, Value row) {
+  if (a.rank == 4)
+    return {b, h, row};
+  if (a.rank == 3)
+    return {h, row};
+  return {row};
+}
+
+Value rowLse(KernelBuilder &kb, Value m, Value l) {
+  ImplicitLocOpBuilder &b = kb.builder();
+  Value log2l = math::Log2Op::create(b, l);
+  return arith::MulFOp::create(b, arith::AddFOp::create(b, m, log2l),
+                               kb.fconst(m.getType(), M_LN2));
 }
 
 void replaceWithOutput(PatternRewriter &rw, ImplicitLocOpBuilder &ib, AttentionOp op,
                        const AttentionInfo &a) {
-  auto outType = cast<MemRefType>(a.out.mem.getType());
-  Value res = bufferization::ToTensorOp::create(
-      ib, RankedTensorType::get(outType.getShape(), a.ft), a.out.mem,
-      /*restrict=*/true, /*writable=*/true);
+  auto asTensor = [&](Value mem) -> Value {
+    auto t = cast<MemRefType>(mem.getType());
+    return bufferization::ToTensorOp::create(ib, RankedTensorType::get(t.getShape(), a.ft), mem,
+                                             /*restrict=*/true, /*writable=*/true);
+  };
+  Value res = asTensor(a.out.mem);
+  SmallVector<Value> results{res};
+  if (a.lse)
+    results.push_back(asTensor(a.lse));
   if (a.out.merged) { // the kernel wrote the merge_heads result itself
     Operation *merge = *op.getResult().getUsers().begin();
     rw.replaceOp(merge, res);
+    results[0] = Value();
+    if (a.lse)
+      rw.replaceAllUsesWith(op.getLse(), results[1]);
     rw.eraseOp(op);
   } else {
-    rw.replaceOp(op, res);
+    rw.replaceOp(op, results);
   }
 }
 

@@ -485,6 +485,9 @@ struct GpuTilesLowering : OpRewritePattern<AttentionOp> {
                           "buffers have static sizes); q's is ")
              << (ShapedType::isDynamic(dh) ? std::string("dynamic") : std::to_string(dh))
              << ", v's " << (ShapedType::isDynamic(dv) ? std::string("dynamic") : std::to_string(dv));
+    if (op.getLse())
+      return op.emitError("the CUDA attention kernel does not compute the log-sum-exp "
+                          "(attention_lse) yet; compile this graph for the CPU");
     ImplicitLocOpBuilder ib(op.getLoc(), rw);
     KernelBuilder kb(ib);
     AttentionInfo a = describe(kb, op);

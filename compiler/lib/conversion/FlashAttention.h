@@ -103,6 +103,8 @@ struct AttentionInfo {
   int64_t rank;    // 2, 3 or 4
   mlir::Type ft;   // f32 or f64
   HeadView q, out; // out: a fresh buffer
+  /// The op's log-sum-exp result (..., Hq, L) as a fresh buffer, or null without one.
+  mlir::Value lse;
   RowSource k, v;
   llvm::SmallVector<mlir::Value> captures;          // memrefs with identity layout
   /// The mask's range tables (TileClassifier.h), one entry per capture, built from this
@@ -121,8 +123,14 @@ struct AttentionInfo {
 /// The operands of `op` as buffers (bufferization.to_buffer at the builder's insertion
 /// point), its sizes and scale, and a fresh output buffer.
 AttentionInfo describe(KernelBuilder &kb, AttentionOp op);
+/// Indices of row (b, h, row) of the log-sum-exp buffer, without the absent leading dims.
+llvm::SmallVector<mlir::Value> lseAt(const AttentionInfo &a, mlir::Value b, mlir::Value h,
+                                     mlir::Value row);
+/// The natural log-sum-exp of a row (or a vector of rows) from its running max `m` (log2
+/// units) and sum `l` of 2^(s - m): (m + log2 l) ln 2; -inf when nothing was kept.
+mlir::Value rowLse(KernelBuilder &kb, mlir::Value m, mlir::Value l);
 /// Replaces `op` (or the merge_heads reading it, when the kernel wrote the merged layout)
-/// by the output buffer as a tensor.
+/// by the output buffer as a tensor, and its log-sum-exp, if any, by that buffer.
 void replaceWithOutput(mlir::PatternRewriter &rw, mlir::ImplicitLocOpBuilder &ib, AttentionOp op,
                        const AttentionInfo &a);
 

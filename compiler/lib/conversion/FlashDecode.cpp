@@ -532,6 +532,8 @@ void mergeSplits(KernelBuilder &kb, const AttentionInfo &a, const DecodeState &s
                           })[0];
       y.store(arith::MulFOp::create(y.builder(), o, inv), a.out.mem, a.out.at(y, b, h, i, d));
     });
+    if (a.lse)
+      in.store(rowLse(in, mUse, total), a.lse, lseAt(a, b, h, i));
   });
 }
 

@@ -444,7 +444,26 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value qv, Value kv, Va
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttentionShapes(*this, getQ(), getK(), getV(), getResult());
+  if (failed(verifyAttentionShapes(*this, getQ(), getK(), getV(), getResult())))
+    return failure();
+  if (!getLse())
+    return success();
+  auto q = cast<RankedTensorType>(getQ().getType());
+  auto lse = cast<RankedTensorType>(getLse().getType());
+  if (lse.getElementType() != elementType(getResult()) || lse.getRank() != q.getRank() - 1)
+    return emitOpError("lse must be (..., Hq, L) of the result's element type");
+  for (int64_t d = 0; d < lse.getRank(); ++d)
+    if (!compatible(lse.getDimSize(d), q.getDimSize(d)))
+      return emitOpError("lse must be (..., Hq, L): dim ") << d << " differs from q's";
+  return success();
+}
+
+LogicalResult MergeAttentionOp::verify() {
+  auto o = cast<RankedTensorType>(getOa().getType());
+  auto l = cast<RankedTensorType>(getLa().getType());
+  if (l.getRank() != o.getRank() - 1 || o.getShape().drop_back() != l.getShape())
+    return emitOpError("the log-sum-exps must be the outputs' dims without the last");
+  return success();
 }
 
 LogicalResult AttentionOp::verifyRegions() {

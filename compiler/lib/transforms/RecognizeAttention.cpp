@@ -107,7 +107,7 @@ struct RecognizeAttentionPattern : OpRewritePattern<MatMulOp> {
     if (mask)
       addCaps(mask.getCaptures());
 
-    auto att = AttentionOp::create(rw, pv.getLoc(), pv.getType(), q, k, v, caps,
+    auto att = AttentionOp::create(rw, pv.getLoc(), pv.getType(), /*lse=*/Type(), q, k, v, caps,
                                    rw.getF64FloatAttr(scale));
     if (score)
       moveModRegion(rw, score.getBody(), score.getCaptures(), att.getScore(), caps, 7);

@@ -28,6 +28,7 @@ struct LowerToLinalgPass : qkv::ir::impl::LowerToLinalgBase<LowerToLinalgPass> {
     populateQkvElementwiseToLinalgPatterns(patterns);
     populateQkvLayoutToLinalgPatterns(patterns);
     populateQkvPositionsAndModsToLinalgPatterns(patterns);
+    populateQkvPartialsToLinalgPatterns(patterns);
     ConversionTarget target(getContext());
     target.addIllegalDialect<QkvDialect>();
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect, arith::ArithDialect,

@@ -19,5 +19,7 @@ void populateQkvElementwiseToLinalgPatterns(mlir::RewritePatternSet &patterns);
 void populateQkvLayoutToLinalgPatterns(mlir::RewritePatternSet &patterns);
 /// mask, score_mod, sinusoidal_pe, rope.
 void populateQkvPositionsAndModsToLinalgPatterns(mlir::RewritePatternSet &patterns);
+/// merge_attention, merge_lse.
+void populateQkvPartialsToLinalgPatterns(mlir::RewritePatternSet &patterns);
 
 } // namespace qkv::ir

@@ -71,10 +71,13 @@ enum class OpKind : std::uint8_t {
   LinearAttention, // phi(q) (phi(k)^T v), normalised
   CacheView,       // a KV cache's rows read in place, then this step's new rows
   PagedCacheView,  // the same over a paged cache: a page pool and a block table
+  AttentionLse,    // an attention node's log-sum-exp per query row (partial attention)
+  MergeAttention,  // two partial attentions' outputs merged exactly by their log-sum-exps
+  MergeLse,        // the log-sum-exp of two partials merged: log(e^a + e^b)
 };
 /// How many ops there are: the last OpKind's number + 1. Each op has a row in the op
 /// table (<qkv/dsl/op_table.hpp>); a row missing or out of order fails to compile.
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::PagedCacheView) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::MergeLse) + 1;
 
 std::string_view op_name(OpKind op);
 /// The OpKind with this printed name, if any.
@@ -382,12 +385,26 @@ public:
   }
   Value value() const { return v_; }
   operator Value() const { return v_; }
+  /// The log-sum-exp of each query row's scores as the softmax sees them (scaled,
+  /// modified, masked): (..., Hq, L), -inf for a fully masked row. With it the attention
+  /// is a partial result that merge_attention combines exactly with another over other
+  /// keys (ring attention, split KV). The same fused kernel computes both. Call it after
+  /// .scale/.mask/.score_mod; the attention must be f32 or f64.
+  Value lse() const;
 
 private:
   void check_unused(const char *what) const;
   Value v_;
 };
 Attention attention(Value q, Value k, Value v);
+
+/// Two partial attentions of the same queries over disjoint sets of keys, merged into
+/// the attention over all of them: out = (e^(la - m) oa + e^(lb - m) ob) / (e^(la - m) +
+/// e^(lb - m)), m = max(la, lb), per query row; 0 where both rows are fully masked.
+/// oa, ob (..., H, L, Dv); la, lb (..., H, L), their Attention::lse().
+Value merge_attention(Value oa, Value la, Value ob, Value lb);
+/// The log-sum-exp of the merged partial: log(e^la + e^lb), -inf where both are -inf.
+Value merge_lse(Value la, Value lb);
 
 // Operators for the seeds' notation: a + b, a - b, a * b (elementwise), x * 0.125.
 inline Value operator+(Value a, Value b) { return add(a, b); }

@@ -282,6 +282,9 @@ struct linear_attention;
 struct cache_view;
 struct paged_cache_view;
 struct cache_mask;
+struct attention_lse;
+struct merge_attention;
+struct merge_lse;
 } // namespace ops
 
 namespace rules {
@@ -1404,6 +1407,13 @@ public:
     TypedValue<DT, Dims...>::named(name);
     return *this;
   }
+  /// Attention::lse(): each query row's log-sum-exp, (..., Hq, L) (the dims without Dv).
+  auto lse() const {
+    static_assert(std::is_same_v<DT, f32> || std::is_same_v<DT, f64>,
+                  "attention_lse: the log-sum-exp is computed for f32 and f64 attention only");
+    constexpr auto rows = boost::hana::drop_back(boost::hana::tuple_t<Dims...>);
+    return detail::wrap_dims<DT>(Attention(this->value()).lse(), rows, "attention_lse");
+  }
 
 private:
   friend struct detail::typed_access;
@@ -1422,6 +1432,33 @@ auto attention(const TypedValue<DQ, Q...> &q, const TypedValue<DK, K...> &k,
                                                  out, "attention");
   else // the rule above failed: one error, not a cascade about the result
     return detail::typed_access::make<TypedAttention<DQ, Q...>>(q.value());
+}
+
+/// Two partial attentions merged by their log-sum-exps (merge_attention in graph.hpp):
+/// oa, ob (..., H, L, Dv) with the same dims, la, lb their dims without Dv.
+template <class DT, class... O, class DL, class... L, class... O2, class... L2>
+auto merge_attention(const TypedValue<DT, O...> &oa, const TypedValue<DL, L...> &la,
+                     const TypedValue<DT, O2...> &ob, const TypedValue<DL, L2...> &lb) {
+  detail::check_float<ops::merge_attention, DT>();
+  detail::check_same_dtype<ops::merge_attention, DT, DL>();
+  static_assert(rules::same_dims<ops::merge_attention, dim_list<O...>, dim_list<O2...>>::value,
+                "merge_attention: the partial outputs oa and ob must have the same dims");
+  static_assert(rules::same_dims<ops::merge_attention, dim_list<L...>, dim_list<L2...>>::value,
+                "merge_attention: the log-sum-exps la and lb must have the same dims");
+  using rows = detail::list_t<decltype(boost::hana::drop_back(boost::hana::tuple_t<O...>))>;
+  static_assert(rules::same_dims<ops::merge_attention, rows, dim_list<L...>>::value,
+                "merge_attention: the log-sum-exps must have the outputs' dims without the last");
+  return detail::wrap<TypedValue<DT, O...>>(
+      merge_attention(oa.value(), la.value(), ob.value(), lb.value()), "merge_attention");
+}
+
+/// log(e^la + e^lb) (merge_lse in graph.hpp).
+template <class DT, class... L, class... L2>
+auto merge_lse(const TypedValue<DT, L...> &la, const TypedValue<DT, L2...> &lb) {
+  detail::check_float<ops::merge_lse, DT>();
+  static_assert(rules::same_dims<ops::merge_lse, dim_list<L...>, dim_list<L2...>>::value,
+                "merge_lse: la and lb must have the same dims");
+  return detail::wrap<TypedValue<DT, L...>>(merge_lse(la.value(), lb.value()), "merge_lse");
 }
 
 /// phi(q) (phi(k)^T v), normalised; the shape rules of attention.

@@ -298,18 +298,44 @@ def Qkv_AttentionOp : Qkv_Op<"attention", [Pure, IsolatedFromAbove,
     optional `score` region maps (score, b, h, q, kv, len_q, len_kv, captures...) to a
     new score; the optional `mask` region maps (b, h, q, kv, len_q, len_kv,
     captures...) to an i1 (false: the score becomes -inf). A fully masked row gives 0.
+    The optional second result `lse` (..., Hq, L) is each row's log-sum-exp of the
+    scores the softmax sees (-inf for a fully masked row): the attention is then a
+    partial result, which qkv.merge_attention combines with another.
     Nothing here fixes a schedule: lowerings may tile over S (online softmax).
   }];
   let arguments = (ins Qkv_FloatTensor:$q, Qkv_FloatTensor:$k, Qkv_FloatTensor:$v,
                    Variadic<AnyRankedTensor>:$captures, OptionalAttr<F64Attr>:$scale);
-  let results = (outs Qkv_FloatTensor:$result);
+  let results = (outs Qkv_FloatTensor:$result, Optional<Qkv_FloatTensor>:$lse);
   let regions = (region MaxSizedRegion<1>:$score, MaxSizedRegion<1>:$mask);
   let assemblyFormat = "$q `,` $k `,` $v (`scale` $scale^)? "
                        "(`captures` `(` $captures^ `:` type($captures) `)`)? attr-dict `:` "
                        "type($q) `,` type($k) `,` type($v) `->` type($result) "
-                       "(`score` $score^)? (`mask` $mask^)?";
+                       "(`lse` type($lse)^)? (`score` $score^)? (`mask` $mask^)?";
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
+}
+
+def Qkv_MergeAttentionOp : Qkv_Op<"merge_attention", [Pure,
+    AllTypesMatch<["oa", "ob", "result"]>, AllTypesMatch<["la", "lb"]>,
+    AllElementTypesMatch<["oa", "la"]>]> {
+  let summary = "two partial attentions (output, log-sum-exp) merged exactly";
+  let description = [{
+    oa, ob (..., H, L, Dv) and their log-sum-exps la, lb (..., H, L), partial attentions
+    of the same queries over disjoint keys: the result is (e^(la - m) oa + e^(lb - m) ob) /
+    (e^(la - m) + e^(lb - m)), m = max(la, lb), per row; 0 where both are -inf.
+  }];
+  let arguments = (ins Qkv_FloatTensor:$oa, Qkv_FloatTensor:$la, Qkv_FloatTensor:$ob,
+                   Qkv_FloatTensor:$lb);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$oa `,` $la `,` $ob `,` $lb attr-dict `:` type($oa) `,` type($la)";
+  let hasVerifier = 1;
+}
+
+def Qkv_MergeLseOp : Qkv_Op<"merge_lse", [Pure, AllTypesMatch<["la", "lb", "result"]>]> {
+  let summary = "log(e^la + e^lb): the log-sum-exp of two merged partial attentions";
+  let arguments = (ins Qkv_FloatTensor:$la, Qkv_FloatTensor:$lb);
+  let results = (outs Qkv_FloatTensor:$result);
+  let assemblyFormat = "$la `,` $lb attr-dict `:` type($la)";
 }
 
 def Qkv_LinearAttentionOp : Qkv_Op<"linear_attention", [Pure]> {
