@@ -8,20 +8,25 @@
 //   build/bin/qkv-generate --random [--hidden 512 --layers 2 --heads 8 --kv-heads 8
 //                          --intermediate 1376 --vocab 32000] --context 4096 [--new 32]
 //                          [--batch B] [--paged]
+//   mpirun -np N build/bin/qkv-generate --tp N [...]
 //
 // MODEL_DIR defaults to the tiny random model of the tests (tests/models/data/tiny-llama).
 // Token ids in, token ids out: qkv has no Llama tokenizer (yet). --random builds a model of
 // the given size with random weights and a random prompt of --context tokens, to measure
 // speed at that context length. Prints the tokens, then prefill and decode tokens/s
-// separately (compile time apart).
+// separately (compile time apart). --tp N splits the model over the N ranks mpirun starts
+// (tensor parallelism, docs/distributed.md): the same tokens as one process.
+#include <qkv/dist/tensor_parallel.hpp>
 #include <qkv/models/llama.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifndef QKV_TINY_LLAMA_DIR
@@ -39,6 +44,7 @@ struct Args {
   bool help = false;
   qkv::LlamaConfig size; // --random's model
   std::int64_t context = 512;
+  int tp = 0; // --tp: ranks of tensor parallelism (0: this process alone)
 };
 
 constexpr const char *kUsage = R"(usage:
@@ -47,6 +53,7 @@ constexpr const char *kUsage = R"(usage:
   qkv-generate --random [--hidden 512 --layers 2 --heads 8 --kv-heads 8
                --intermediate 1376 --vocab 32000] [--context 512] [--batch B] [--new N]
                [--paged] [--threads T] [--dtype D] [--isa TIER]
+  mpirun -np N qkv-generate --tp N [the options above]
 
 MODEL_DIR holds a Llama-style model's config.json and model.safetensors (default: the
 tiny random model of qkv's tests). Prompts are token ids; --prompt once per sequence.
@@ -56,6 +63,8 @@ prompts of --context tokens. Prints the tokens, prefill and decode tokens/s.
 --dtype bf16 keeps the weights and the KV cache in bf16 and rounds every node to it, as
 the model cast to bf16 computes (default f32); --isa picks the tier its products run on
 (host, the default: the best this CPU has; f32; avx512bf16; amx).
+--tp N splits the model's heads, MLP columns and vocabulary over the N ranks of mpirun
+(f32 only); every rank generates the same tokens, rank 0 prints them.
 )";
 
 std::int64_t integer(const std::string &option, const std::string &text) {
@@ -106,6 +115,7 @@ void check_options(const Args &a, std::int64_t batch) {
   at_least("--new", a.sampling.max_new_tokens, 0, "tokens to generate");
   at_least("--top-k", a.sampling.top_k, 0, "0 samples from every token");
   at_least("--batch", batch, 1, "sequences");
+  at_least("--tp", a.tp, 0, "ranks; 0 runs alone");
   if (!(a.sampling.temperature >= 0) || std::isinf(a.sampling.temperature))
     throw std::invalid_argument("--temperature must be a finite number, 0 (greedy) or "
                                 "positive, got " + std::to_string(a.sampling.temperature));
@@ -172,6 +182,8 @@ Args parse(int argc, char **argv) {
       a.options.isa = qkv::parse_isa(value(), "--isa");
     else if (arg == "--context")
       a.context = integer(arg, value());
+    else if (arg == "--tp")
+      a.tp = static_cast<int>(integer(arg, value()));
     else if (arg == "--batch")
       batch = integer(arg, value());
     else if (arg == "--hidden")
@@ -223,6 +235,24 @@ int main(int argc, char **argv) try {
     std::cout << kUsage;
     return 0;
   }
+  // Tensor parallelism: this process is one of the --tp ranks mpirun started.
+  std::optional<qkv::dist::Comm> comm;
+  if (a.tp > 0) {
+    comm.emplace(&argc, &argv);
+    if (comm->size() != a.tp)
+      throw qkv::Error("--tp " + std::to_string(a.tp) + " but mpirun started " +
+                       std::to_string(comm->size()) + " rank(s); run mpirun -np " +
+                       std::to_string(a.tp) + " qkv-generate --tp " + std::to_string(a.tp));
+    a.options.tp = qkv::dist::tensor_parallel(*comm);
+    // The ranks on this machine share its cores: each takes its share unless --threads
+    // says otherwise (two ranks of all cores each fight over them).
+    if (a.options.threads == 0)
+      a.options.threads =
+          std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm->local_size());
+    a.options.verbose = comm->rank() == 0;
+    if (comm->rank() != 0) // one rank speaks; the others compute the same tokens
+      std::freopen("/dev/null", "w", stdout);
+  }
   qkv::LlamaModel model =
       a.random ? qkv::LlamaModel(a.size, qkv::LlamaWeights::random(a.size, 1, a.options.dtype),
                                  a.options)
@@ -254,6 +284,10 @@ int main(int argc, char **argv) try {
               r.decode_tokens ? r.decode_seconds * 1e3 /
                                     static_cast<double>(r.decode_tokens / a.options.batch)
                               : 0.0);
+  if (comm)
+    std::printf("tensor parallel over %d ranks: %.2f ms in all-reduces and gathers on rank 0, "
+                "%.2f MB sent\n",
+                comm->size(), model.times().comm_s * 1e3, comm->stats().bytes_sent / 1e6);
   return 0;
 } catch (const qkv::Error &e) {
   std::fflush(stdout); // what was printed before (the "model:" line) comes first

@@ -39,6 +39,9 @@ int count_of(const Tensor &t, const std::string &what) {
   return static_cast<int>(t.numel());
 }
 
+/// How long a wait polls without yielding the core.
+constexpr double kSpinSeconds = 0.05;
+
 double now_s() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
@@ -78,6 +81,10 @@ Comm::Comm(int *argc, char ***argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_size(local, &local_size_);
+  MPI_Comm_free(&local);
   if (const char *t = std::getenv("QKV_DIST_TIMEOUT"))
     timeout_s = std::atof(t);
 }
@@ -101,11 +108,17 @@ void Comm::wait_requests(std::vector<std::uint64_t> &handles, const std::string 
   for (std::uint64_t h : handles)
     reqs.push_back(from_handle(h));
   double start = now_s();
-  for (int done = 0;;) {
+  for (;;) {
+    int done = 0;
     MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
     if (done)
       break;
     double waited = now_s() - start;
+    // Poll hard at first, as MPI_Wait does: a yield hands the core to whatever else runs
+    // (a build, another job) for a whole time slice, several ms per message. After
+    // kSpinSeconds the peer is clearly busy elsewhere: then yield.
+    if (waited < kSpinSeconds)
+      continue;
     if (waited > timeout_s) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.1f", waited);
@@ -166,6 +179,46 @@ std::vector<std::int64_t> Comm::all_gather(const std::vector<std::int64_t> &mine
   std::vector<std::uint64_t> h{to_handle(r)};
   wait_requests(h, "the all-gather of " + what, -1);
   return all;
+}
+
+Tensor Comm::all_gather_last(const Tensor &t, const std::string &what) {
+  count_of(t, what);
+  const Shape &s = t.shape();
+  user_check(!s.empty(), "qkv::dist: " + what + " must have at least one dim");
+  std::int64_t width = s.back(), rows = width == 0 ? 0 : t.numel() / width;
+  std::vector<std::int64_t> all = all_gather({rows, width}, "the shapes of " + what);
+  std::vector<int> counts, offsets;
+  std::int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (all[2 * static_cast<std::size_t>(r)] != rows)
+      user_error("qkv::dist: " + what + ": rank " + std::to_string(r) + " has " +
+                 std::to_string(all[2 * static_cast<std::size_t>(r)]) + " rows, rank " +
+                 std::to_string(rank_) + " " + std::to_string(rows));
+    counts.push_back(static_cast<int>(rows * all[2 * static_cast<std::size_t>(r) + 1]));
+    offsets.push_back(static_cast<int>(rows * total));
+    total += all[2 * static_cast<std::size_t>(r) + 1];
+  }
+  Tensor flat(DType::F32, {rows * total});
+  MPI_Request req;
+  MPI_Iallgatherv(t.data_as<float>(), count_of(t, what), MPI_FLOAT, flat.data_as<float>(),
+                  counts.data(), offsets.data(), MPI_FLOAT, MPI_COMM_WORLD, &req);
+  std::vector<std::uint64_t> h{to_handle(req)};
+  stats_.bytes_sent += t.numel() * 4;
+  wait_requests(h, "the all-gather of " + what, -1);
+  // Rank blocks (rows, n_r) one after another -> rows of every rank's columns.
+  Shape shape = s;
+  shape.back() = total;
+  Tensor out(DType::F32, shape);
+  float *o = out.data_as<float>();
+  const float *f = flat.data_as<float>();
+  std::int64_t col = 0;
+  for (int r = 0; r < size_; ++r) {
+    std::int64_t w = all[2 * static_cast<std::size_t>(r) + 1];
+    for (std::int64_t i = 0; i < rows; ++i)
+      std::memcpy(o + i * total + col, f + offsets[r] + i * w, static_cast<std::size_t>(w) * 4);
+    col += w;
+  }
+  return out;
 }
 
 void Comm::broadcast(std::vector<std::int64_t> &data, int root, const std::string &what) {

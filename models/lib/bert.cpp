@@ -120,6 +120,85 @@ Value mean_pool(Graph &g, const Dims &d, Value x, bool normalize) {
 
 } // namespace
 
+namespace {
+
+/// A rank's dims under tensor parallelism: H/ranks heads of the full head dim, I/ranks FFN
+/// columns.
+Dims rank_dims(const BertConfig &c, int ranks, DType dtype) {
+  Dims d(c, dtype);
+  d.H = Dim("H", models_detail::share_of(c.num_attention_heads, ranks, "num_attention_heads"));
+  d.F = Dim("F", models_detail::share_of(c.intermediate_size, ranks, "intermediate_size"));
+  return d;
+}
+
+} // namespace
+
+Graph bert_embeddings_tp_graph(const BertConfig &c, DType dtype) {
+  Graph g("bert_embeddings_tp");
+  Dims d(c, dtype);
+  Value word = g.input("word", d.t, {d.B, d.L, d.D});
+  Value types = g.input("token_types", DType::I32, {d.B, d.L});
+  Value positions = g.input("positions", DType::I32, {d.L});
+  auto param = [&](const std::string &name, std::vector<Dim> dims) {
+    return g.param(name, d.t, dims);
+  };
+  Value x = add(add(word, embedding(types, param("token_type_embeddings.weight", {d.T, d.D}))),
+                embedding(positions, param("position_embeddings.weight", {d.P, d.D})));
+  g.output("x", layer_norm(x, param("LayerNorm.weight", {d.D}), param("LayerNorm.bias", {d.D}),
+                           c.layer_norm_eps));
+  return g;
+}
+
+Graph bert_attention_part_graph(const BertConfig &c, int ranks, DType dtype) {
+  Graph g("bert_attention_part");
+  Dims d = rank_dims(c, ranks, dtype);
+  Value x = g.input("x", d.t, {d.B, d.L, d.D});
+  Value lengths = g.input("lengths", DType::I32, {d.B});
+  Dim hd = product(d.H, d.Dh);
+  auto dense = [&](Value in, const std::string &name) {
+    return linear(in, g.param(name + ".weight", d.t, {d.D, hd}),
+                  g.param(name + ".bias", d.t, {hd}));
+  };
+  Value q = split_heads(dense(x, "attention.self.query"), d.H, d.Dh);
+  Value k = split_heads(dense(x, "attention.self.key"), d.H, d.Dh);
+  Value v = split_heads(dense(x, "attention.self.value"), d.H, d.Dh);
+  Value o = attention(q, k, v).mask([&](Expr b, Expr, Expr, Expr kv) { return kv < lengths[b]; });
+  g.output("part",
+           linear(merge_heads(o, hd), g.param("attention.output.dense.weight", d.t, {hd, d.D})));
+  return g;
+}
+
+Graph bert_ffn_part_graph(const BertConfig &c, int ranks, DType dtype) {
+  Graph g("bert_ffn_part");
+  Dims d = rank_dims(c, ranks, dtype);
+  Value x = g.input("x", d.t, {d.B, d.L, d.D});
+  Value a = g.input("a", d.t, {d.B, d.L, d.D});
+  auto param = [&](const std::string &name, std::vector<Dim> dims) {
+    return g.param(name, d.t, std::move(dims));
+  };
+  Value h = layer_norm(add(residual(x, a), param("attention.output.dense.bias", {d.D})),
+                       param("attention.output.LayerNorm.weight", {d.D}),
+                       param("attention.output.LayerNorm.bias", {d.D}), c.layer_norm_eps);
+  Value f = gelu(linear(h, param("intermediate.dense.weight", {d.D, d.F}),
+                        param("intermediate.dense.bias", {d.F})),
+                 c.gelu_tanh);
+  g.output("h", h);
+  g.output("part", linear(f, param("output.dense.weight", {d.F, d.D})));
+  return g;
+}
+
+Graph bert_output_graph(const BertConfig &c, DType dtype) {
+  Graph g("bert_output");
+  Dims d(c, dtype);
+  Value h = g.input("h", d.t, {d.B, d.L, d.D});
+  Value f = g.input("f", d.t, {d.B, d.L, d.D});
+  auto param = [&](const std::string &name) { return g.param(name, d.t, {d.D}); };
+  g.output("y", layer_norm(add(residual(h, f), param("output.dense.bias")),
+                           param("output.LayerNorm.weight"), param("output.LayerNorm.bias"),
+                           c.layer_norm_eps));
+  return g;
+}
+
 Graph bert_embeddings_graph(const BertConfig &c, DType dtype) {
   Graph g("bert_embeddings");
   Dims d(c, dtype);

@@ -3,6 +3,7 @@
 #include <qkv/models/bert.hpp>
 
 #include <qkv/dsl/error.hpp>
+#include <qkv/models/tensor_parallel.hpp>
 #include <qkv/runtime/safetensors.hpp>
 
 #include "checkpoint.hpp"
@@ -80,6 +81,35 @@ BertWeights BertWeights::load(const std::string &path, const BertConfig &c, DTyp
   take("embeddings.", embedding_specs(c));
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
     take("encoder.layer." + std::to_string(i) + ".", layer_specs(c));
+  return w;
+}
+
+BertWeights BertWeights::shard(const BertConfig &c, int rank, int ranks) const {
+  using models_detail::cols_of;
+  using models_detail::rows_of;
+  std::int64_t hd =
+      models_detail::share_of(c.num_attention_heads, ranks, "num_attention_heads") * c.head_dim();
+  std::int64_t f = models_detail::share_of(c.intermediate_size, ranks, "intermediate_size");
+  auto [v0, v1] = vocab_range(c.vocab_size, rank, ranks);
+  BertWeights w = *this;
+  auto slice = [&](const std::string &name, bool columns, std::int64_t width) {
+    Tensor &t = w.all_.at(name);
+    t = columns ? cols_of(t, rank * width, (rank + 1) * width)
+                : rows_of(t, rank * width, (rank + 1) * width);
+  };
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    std::string p = "encoder.layer." + std::to_string(i) + ".";
+    for (const char *qkv : {"attention.self.query", "attention.self.key", "attention.self.value"}) {
+      slice(p + qkv + ".weight", true, hd);
+      slice(p + qkv + ".bias", false, hd);
+    }
+    slice(p + "attention.output.dense.weight", false, hd);
+    slice(p + "intermediate.dense.weight", true, f);
+    slice(p + "intermediate.dense.bias", false, f);
+    slice(p + "output.dense.weight", false, f);
+  }
+  Tensor &word = w.all_.at("embeddings.word_embeddings.weight");
+  word = rows_of(word, v0, v1);
   return w;
 }
 

@@ -3,6 +3,7 @@
 // that qkv's `linear` takes. Private to models/lib.
 #pragma once
 
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -48,6 +49,41 @@ inline Tensor transposed(const Tensor &w) {
     for (std::int64_t j = 0; j < cols; ++j)
       dst[j * rows + i] = src[i * cols + j];
   return t;
+}
+
+/// Rows [first, last) of a tensor along its first axis (a 1-D tensor's elements).
+inline Tensor rows_of(const Tensor &t, std::int64_t first, std::int64_t last) {
+  Shape shape = t.shape();
+  std::size_t row = dtype_size(t.dtype());
+  for (std::size_t d = 1; d < shape.size(); ++d)
+    row *= static_cast<std::size_t>(shape[d]);
+  shape[0] = last - first;
+  Tensor out(t.dtype(), shape);
+  std::memcpy(out.data(), static_cast<const unsigned char *>(t.data()) + first * row,
+              static_cast<std::size_t>(last - first) * row);
+  return out;
+}
+
+/// Columns [first, last) of a 2-D tensor.
+inline Tensor cols_of(const Tensor &t, std::int64_t first, std::int64_t last) {
+  std::int64_t n = t.shape()[0], cols = t.shape()[1];
+  std::size_t e = dtype_size(t.dtype()), width = static_cast<std::size_t>(last - first) * e;
+  Tensor out(t.dtype(), {n, last - first});
+  const auto *src = static_cast<const unsigned char *>(t.data());
+  auto *dst = static_cast<unsigned char *>(out.data());
+  for (std::int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + static_cast<std::size_t>(i) * width,
+                src + static_cast<std::size_t>(i * cols + first) * e, width);
+  return out;
+}
+
+/// A tensor-parallel rank's share [r n / ranks, (r + 1) n / ranks) of n, which `field`
+/// (a config field) must divide: a qkv::Error naming it otherwise.
+inline std::int64_t share_of(std::int64_t n, int ranks, const char *field) {
+  if (n % ranks != 0)
+    user_error("tensor parallelism over " + std::to_string(ranks) + " ranks: " + field + " (" +
+               std::to_string(n) + ") must be a multiple of the ranks");
+  return n / ranks;
 }
 
 } // namespace qkv::models_detail

@@ -1,7 +1,9 @@
 // Llama: config.json, the graphs (qkv ops only), the weights.
 #include <qkv/models/llama.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include <qkv/dsl/error.hpp>
@@ -90,6 +92,28 @@ LlamaConfig LlamaConfig::from_json(const JsonConfig &j) {
 
 LlamaConfig LlamaConfig::load(const std::string &path) { return from_json(JsonConfig::load(path)); }
 
+std::pair<std::int64_t, std::int64_t> LlamaConfig::vocab_range(int rank, int ranks) const {
+  return qkv::vocab_range(vocab_size, rank, ranks);
+}
+
+LlamaConfig LlamaConfig::shard(int rank, int ranks) const {
+  user_check(ranks >= 1 && rank >= 0 && rank < ranks,
+             "LlamaConfig::shard: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
+  auto divided = [&](std::int64_t n, const char *field) {
+    return models_detail::share_of(n, ranks, field);
+  };
+  LlamaConfig c = *this;
+  c.num_attention_heads = divided(num_attention_heads, "num_attention_heads");
+  c.num_key_value_heads = divided(num_key_value_heads, "num_key_value_heads");
+  c.intermediate_size = divided(intermediate_size, "intermediate_size");
+  auto [first, last] = vocab_range(rank, ranks);
+  if (last <= first)
+    user_error("tensor parallelism over " + std::to_string(ranks) + " ranks: vocab_size " +
+               std::to_string(vocab_size) + " leaves rank " + std::to_string(rank) + " no tokens");
+  c.vocab_size = last - first;
+  return c;
+}
+
 // ---- graphs ------------------------------------------------------------------------------
 
 namespace {
@@ -145,37 +169,84 @@ Graph llama_embed_graph(const LlamaConfig &c, DType dtype) {
   return g;
 }
 
+namespace {
+
+/// The builders of one layer's halves, shared by the whole layer and by a
+/// tensor-parallel rank's two kernels.
+struct LayerBuilder {
+  Graph &g;
+  const LlamaConfig &c;
+  Dims d;
+
+  Value param(const std::string &name, std::vector<Dim> dims) {
+    return g.param(name, d.t, std::move(dims));
+  }
+  Value norm(Value in, const std::string &name) {
+    return rms_norm(in, param(name + ".weight", {d.D}), c.rms_norm_eps);
+  }
+  Value proj(Value in, const std::string &name, const Dim &from, const Dim &to) {
+    return linear(in, param(name + ".weight", {from, to}));
+  }
+
+  /// o_proj . attention(q, cache ++ k, cache ++ v) of norm(x), without the residual, and
+  /// this step's rotated k and v.
+  struct Attn {
+    Value part, k, v;
+  };
+  Attn attention_half(Value x, bool paged) {
+    Value positions = g.input("positions", DType::I64, {d.B, d.N});
+    CacheInputs ci = cache_inputs(g, d, paged);
+    RopeOptions rope_opts;
+    rope_opts.base = c.rope_theta;
+    Value h = norm(x, "input_layernorm");
+    Value q = rope(split_heads(proj(h, "self_attn.q_proj", d.D, d.qdim()), d.H, d.Dh), positions,
+                   rope_opts);
+    Value k = rope(split_heads(proj(h, "self_attn.k_proj", d.D, d.kvdim()), d.Hkv, d.Dh), positions,
+                   rope_opts);
+    Value v = split_heads(proj(h, "self_attn.v_proj", d.D, d.kvdim()), d.Hkv, d.Dh);
+    Value o =
+        attention(q, view(ci, ci.k_store, k), view(ci, ci.v_store, v)).mask(cache_mask(ci.lengths));
+    return {proj(merge_heads(o), "self_attn.o_proj", d.qdim(), d.D), k, v};
+  }
+
+  /// down . swiglu(gate . h2, up . h2), h2 = norm(a), without the residual.
+  Value mlp_half(Value a) {
+    Value h2 = norm(a, "post_attention_layernorm");
+    Value mlp = swiglu(proj(h2, "mlp.gate_proj", d.D, d.F), proj(h2, "mlp.up_proj", d.D, d.F));
+    return proj(mlp, "mlp.down_proj", d.F, d.D);
+  }
+};
+
+} // namespace
+
 Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens, DType dtype) {
   Graph g(paged ? "llama_layer_paged" : "llama_layer");
-  Dims d(c, dtype, new_tokens);
-  Value x = g.input("x", d.t, {d.B, d.N, d.D});
-  Value positions = g.input("positions", DType::I64, {d.B, d.N});
-  CacheInputs ci = cache_inputs(g, d, paged);
-  auto param = [&](const std::string &name, std::vector<Dim> dims) {
-    return g.param(name, d.t, std::move(dims));
-  };
-  auto norm = [&](Value in, const std::string &name) {
-    return rms_norm(in, param(name + ".weight", {d.D}), c.rms_norm_eps);
-  };
-  auto proj = [&](Value in, const std::string &name, const Dim &from, const Dim &to) {
-    return linear(in, param(name + ".weight", {from, to}));
-  };
-  RopeOptions rope_opts;
-  rope_opts.base = c.rope_theta;
-  Value h = norm(x, "input_layernorm");
-  Value q = rope(split_heads(proj(h, "self_attn.q_proj", d.D, d.qdim()), d.H, d.Dh), positions,
-                 rope_opts);
-  Value k = rope(split_heads(proj(h, "self_attn.k_proj", d.D, d.kvdim()), d.Hkv, d.Dh),
-                 positions, rope_opts);
-  Value v = split_heads(proj(h, "self_attn.v_proj", d.D, d.kvdim()), d.Hkv, d.Dh);
-  Value o = attention(q, view(ci, ci.k_store, k), view(ci, ci.v_store, v))
-                .mask(cache_mask(ci.lengths));
-  Value a = add(x, proj(merge_heads(o), "self_attn.o_proj", d.qdim(), d.D));
-  Value h2 = norm(a, "post_attention_layernorm");
-  Value mlp = swiglu(proj(h2, "mlp.gate_proj", d.D, d.F), proj(h2, "mlp.up_proj", d.D, d.F));
-  g.output("y", add(a, proj(mlp, "mlp.down_proj", d.F, d.D)));
-  g.output("k", k);
-  g.output("v", v);
+  LayerBuilder lb{g, c, Dims(c, dtype, new_tokens)};
+  Value x = g.input("x", lb.d.t, {lb.d.B, lb.d.N, lb.d.D});
+  LayerBuilder::Attn at = lb.attention_half(x, paged);
+  Value a = add(x, at.part);
+  g.output("y", add(a, lb.mlp_half(a)));
+  g.output("k", at.k);
+  g.output("v", at.v);
+  return g;
+}
+
+Graph llama_attention_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens,
+                            DType dtype) {
+  Graph g(paged ? "llama_attention_paged" : "llama_attention");
+  LayerBuilder lb{g, c, Dims(c, dtype, new_tokens)};
+  Value x = g.input("x", lb.d.t, {lb.d.B, lb.d.N, lb.d.D});
+  LayerBuilder::Attn at = lb.attention_half(x, paged);
+  g.output("part", at.part);
+  g.output("k", at.k);
+  g.output("v", at.v);
+  return g;
+}
+
+Graph llama_mlp_graph(const LlamaConfig &c, DType dtype) {
+  Graph g("llama_mlp");
+  LayerBuilder lb{g, c, Dims(c, dtype)};
+  g.output("part", lb.mlp_half(g.input("x", lb.d.t, {lb.d.B, lb.d.N, lb.d.D})));
   return g;
 }
 
@@ -224,6 +295,42 @@ void keep_as(TensorMap &w, DType dtype) {
 }
 
 } // namespace
+
+using models_detail::cols_of;
+using models_detail::rows_of;
+
+LlamaWeights LlamaWeights::shard(const LlamaConfig &full, int rank, int ranks) const {
+  LlamaConfig part = full.shard(rank, ranks);
+  auto [v0, v1] = full.vocab_range(rank, ranks);
+  std::int64_t q = part.num_attention_heads * full.head_dim;
+  std::int64_t kv = part.num_key_value_heads * full.head_dim;
+  std::int64_t f = part.intermediate_size;
+  LlamaWeights w;
+  w.embed_.emplace("model.embed_tokens.weight",
+                   rows_of(embed_.at("model.embed_tokens.weight"), v0, v1));
+  for (const TensorMap &layer : layers_) {
+    TensorMap l;
+    auto col_slice = [&](const char *name, std::int64_t width) {
+      l.emplace(name, cols_of(layer.at(name), rank * width, (rank + 1) * width));
+    };
+    auto row_slice = [&](const char *name, std::int64_t height) {
+      l.emplace(name, rows_of(layer.at(name), rank * height, (rank + 1) * height));
+    };
+    col_slice("self_attn.q_proj.weight", q);
+    col_slice("self_attn.k_proj.weight", kv);
+    col_slice("self_attn.v_proj.weight", kv);
+    row_slice("self_attn.o_proj.weight", q);
+    col_slice("mlp.gate_proj.weight", f);
+    col_slice("mlp.up_proj.weight", f);
+    row_slice("mlp.down_proj.weight", f);
+    for (const char *norm : {"input_layernorm.weight", "post_attention_layernorm.weight"})
+      l.emplace(norm, layer.at(norm));
+    w.layers_.push_back(std::move(l));
+  }
+  w.head_.emplace("model.norm.weight", head_.at("model.norm.weight"));
+  w.head_.emplace("lm_head.weight", cols_of(head_.at("lm_head.weight"), v0, v1));
+  return w;
+}
 
 void LlamaWeights::convert(DType dtype) {
   keep_as(embed_, dtype);

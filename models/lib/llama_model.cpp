@@ -45,6 +45,17 @@ public:
       kernel_->prepare(params);
   }
 
+  /// `in` plus those of `params` the graph takes (a layer's weights serve both halves).
+  TensorMap run_with(const TensorMap &params, TensorMap in) const {
+    for (NodeId id : graph_.arguments()) {
+      const std::string &name = graph_.node(id).name;
+      auto it = params.find(name);
+      if (it != params.end() && !in.count(name))
+        in.emplace(name, it->second);
+    }
+    return run(in);
+  }
+
   TensorMap run(const TensorMap &in) const {
     if (kernel_)
       return kernel_->run(in);
@@ -87,20 +98,39 @@ std::unique_ptr<KVCacheBase> make_cache(const LlamaConfig &c, const LlamaOptions
 
 } // namespace
 
+/// a + b, elementwise, f32 (the residual adds of a tensor-parallel layer).
+static Tensor plus(const Tensor &a, const Tensor &b) {
+  Tensor out = Tensor::uninitialized(DType::F32, a.shape());
+  const float *x = a.data_as<float>(), *y = b.data_as<float>();
+  float *o = out.data_as<float>();
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    o[i] = x[i] + y[i];
+  return out;
+}
+
 struct LlamaModel::Impl {
   LlamaConfig config;
-  LlamaWeights weights;
+  LlamaWeights weights; // this rank's slices under tensor parallelism
   LlamaOptions options;
   double compile_s = 0;
   LlamaTimes times;
   std::unique_ptr<KVCacheBase> cache;
   std::unique_ptr<Runner> embed, prefill, decode, head;
+  // Tensor parallelism: this rank's part of the config, and each layer's two halves.
+  LlamaConfig part;
+  std::unique_ptr<Runner> attn_prefill, attn_decode, mlp;
+
+  bool parallel() const { return options.tp && options.tp->ranks > 1; }
 
   Impl(LlamaConfig c, LlamaWeights w, LlamaOptions o)
-      : config(std::move(c)), weights(std::move(w)), options(o) {
+      : config(std::move(c)), weights(std::move(w)), options(o), part(config) {
     user_check(options.batch >= 1, "LlamaOptions: batch must be positive");
     user_check(options.page_size >= 1, "LlamaOptions: page_size must be positive");
     check_weights();
+    if (parallel()) {
+      build_parallel();
+      return;
+    }
     cache = make_cache(config, options);
     DType t = options.dtype;
     embed = std::make_unique<Runner>(llama_embed_graph(config, t), options, compile_s);
@@ -118,6 +148,103 @@ struct LlamaModel::Impl {
     }
     head->prepare(weights.head());
     compile_s += seconds_since(t0);
+  }
+
+  /// This rank's slices, cache and kernels: the attention and MLP halves of a layer (for a
+  /// prefill and for a one-token step) and the head over its vocabulary slice.
+  void build_parallel() {
+    const TensorParallel &tp = *options.tp;
+    user_check(options.dtype == DType::F32,
+               "LlamaOptions: tensor parallelism runs f32 models (dtype is " +
+                   std::string(dtype_name(options.dtype)) + ")");
+    user_check(bool(tp.all_reduce_sum) && bool(tp.all_gather_last),
+               "LlamaOptions::tp: all_reduce_sum and all_gather_last must both be set");
+    part = config.shard(tp.rank, tp.ranks);
+    weights = weights.shard(config, tp.rank, tp.ranks);
+    cache = make_cache(part, options);
+    DType t = options.dtype;
+    attn_prefill = std::make_unique<Runner>(llama_attention_graph(part, options.paged, 0, t),
+                                            options, compile_s);
+    attn_decode = std::make_unique<Runner>(llama_attention_graph(part, options.paged, 1, t),
+                                           options, compile_s);
+    mlp = std::make_unique<Runner>(llama_mlp_graph(part, t), options, compile_s);
+    head = std::make_unique<Runner>(llama_head_graph(part, t), options, compile_s);
+    auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      attn_prefill->prepare(weights.layer(l));
+      attn_decode->prepare(weights.layer(l));
+      mlp->prepare(weights.layer(l));
+    }
+    head->prepare(weights.head());
+    compile_s += seconds_since(t0);
+  }
+
+  /// `t` summed over the ranks, timed as communication.
+  void all_reduce(Tensor &t, const char *what) {
+    auto t0 = std::chrono::steady_clock::now();
+    options.tp->all_reduce_sum(t, what);
+    times.comm_s += seconds_since(t0);
+  }
+
+  /// The embeddings of `ids` (B, n): each rank's rows of its vocabulary slice, zeros for
+  /// the other tokens, summed over the ranks.
+  Tensor embed_parallel(const Tensor &ids) {
+    auto [v0, v1] = config.vocab_range(options.tp->rank, options.tp->ranks);
+    const Tensor &table = weights.embed().at("model.embed_tokens.weight");
+    std::int64_t batch = ids.shape()[0], n = ids.shape()[1], d = config.hidden_size;
+    Tensor x(DType::F32, {batch, n, d});
+    const std::int64_t *id = ids.data_as<std::int64_t>();
+    for (std::int64_t i = 0; i < batch * n; ++i)
+      if (id[i] >= v0 && id[i] < v1)
+        std::memcpy(x.data_as<float>() + i * d, table.data_as<float>() + (id[i] - v0) * d,
+                    static_cast<std::size_t>(d) * sizeof(float));
+    all_reduce(x, "the token embeddings");
+    return x;
+  }
+
+  /// The layers on this rank's heads and MLP columns: x += sum over the ranks of each
+  /// half's part.
+  Tensor layers_parallel(Tensor x, const std::vector<std::int64_t> &counts) {
+    std::int64_t batch = x.shape()[0], n = x.shape()[1];
+    const Runner &attn = n == 1 ? *attn_decode : *attn_prefill;
+    Tensor pos = positions(batch, n);
+    cache->begin_step(counts);
+    try {
+      for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
+        TensorMap in{{"x", x}, {"positions", pos}};
+        bind_cache(in, l);
+        auto t0 = std::chrono::steady_clock::now();
+        TensorMap out = attn.run_with(weights.layer(l), in);
+        auto t1 = std::chrono::steady_clock::now();
+        cache->append(l, out.at("k"), out.at("v"), counts);
+        times.append_s += seconds_since(t1);
+        times.layers_s += std::chrono::duration<double>(t1 - t0).count();
+        Tensor a = out.at("part");
+        all_reduce(a, "a layer's attention output");
+        x = plus(x, a);
+        t0 = std::chrono::steady_clock::now();
+        Tensor m = mlp->run_with(weights.layer(l), {{"x", x}}).at("part");
+        times.layers_s += seconds_since(t0);
+        all_reduce(m, "a layer's MLP output");
+        x = plus(x, m);
+      }
+    } catch (...) {
+      cache->abort_step();
+      throw;
+    }
+    cache->advance();
+    return x;
+  }
+
+  /// The logits of x: each rank's vocabulary columns, gathered.
+  Tensor head_parallel(const Tensor &x) {
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor mine = head->run_with(weights.head(), {{"x", x}}).at("logits");
+    times.head_s += seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    Tensor all = options.tp->all_gather_last(mine, "the logits");
+    times.comm_s += seconds_since(t0);
+    return all;
   }
 
   /// The weights must be of the options' dtype (LlamaWeights::load's and random's).
@@ -244,9 +371,18 @@ Tensor LlamaModel::forward(const Tensor &tokens, const std::vector<std::int64_t>
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t i = std::max<std::int64_t>(counts[static_cast<std::size_t>(b)], 0); i < n; ++i)
       s[b * n + i] = 0;
+  LlamaTimes &times = impl_->times;
+  if (impl_->parallel()) {
+    auto t0 = std::chrono::steady_clock::now();
+    double comm = times.comm_s;
+    Tensor x = impl_->embed_parallel(safe);
+    times.embed_s += seconds_since(t0) - (times.comm_s - comm);
+    x = impl_->layers_parallel(x, counts);
+    ++times.steps;
+    return impl_->head_parallel(last_only ? last_rows(x, counts) : x);
+  }
   TensorMap in = impl_->weights.embed();
   in["ids"] = safe;
-  LlamaTimes &times = impl_->times;
   auto t0 = std::chrono::steady_clock::now();
   Tensor x = impl_->embed->run(in).at("x");
   times.embed_s += seconds_since(t0);

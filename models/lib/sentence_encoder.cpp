@@ -126,11 +126,51 @@ SentenceEncoder SentenceEncoder::load(const std::string &dir, DType dtype) {
   return m;
 }
 
+void SentenceEncoder::parallelize(std::shared_ptr<const TensorParallel> tp) {
+  user_check(tp && tp->all_reduce_sum, "SentenceEncoder::parallelize: no all_reduce_sum");
+  user_check(dtype_ == DType::F32,
+             "SentenceEncoder: tensor parallelism runs f32 models (dtype is " +
+                 std::string(dtype_name(dtype_)) + ")");
+  user_check(!tp_, "SentenceEncoder::parallelize: already parallel");
+  weights_ = weights_.shard(config_, tp->rank, tp->ranks);
+  layer_params_.clear();
+  for (std::int64_t i = 0; i < config_.num_hidden_layers; ++i)
+    layer_params_.push_back(weights_.layer(i));
+  tp_ = std::move(tp);
+  kernels_.reset();
+}
+
+namespace {
+
+/// `extra` plus those of `params` kernel k's graph takes.
+TensorMap args_of(const Kernel &k, const TensorMap &params, TensorMap extra) {
+  for (NodeId id : k.graph().arguments()) {
+    const std::string &name = k.graph().node(id).name;
+    auto it = params.find(name);
+    if (it != params.end() && !extra.count(name))
+      extra.emplace(name, it->second);
+  }
+  return extra;
+}
+
+} // namespace
+
 void SentenceEncoder::compile(const CompileOptions &options, KernelPlan plan) {
   auto t = std::chrono::steady_clock::now();
   auto k = std::make_shared<Kernels>();
   k->plan = plan;
-  if (plan == KernelPlan::WholeModel)
+  if (tp_) { // embeddings, a layer's three parts, pooling
+    k->plan = KernelPlan::PerLayer;
+    k->kernels = compile_all({bert_embeddings_tp_graph(config_, dtype_),
+                              bert_attention_part_graph(config_, tp_->ranks, dtype_),
+                              bert_ffn_part_graph(config_, tp_->ranks, dtype_),
+                              bert_output_graph(config_, dtype_),
+                              mean_pool_graph(config_, normalize_, dtype_)},
+                             Target::host(), options);
+    for (const TensorMap &layer : layer_params_)
+      for (int i = 1; i <= 3; ++i)
+        k->kernels[i].prepare(args_of(k->kernels[i], layer, {}));
+  } else if (plan == KernelPlan::WholeModel)
     k->kernels.push_back(
         qkv::compile(bert_model_graph(config_, normalize_, dtype_), Target::host(), options));
   else // three independent graphs, compiled at once
@@ -139,7 +179,9 @@ void SentenceEncoder::compile(const CompileOptions &options, KernelPlan plan) {
                               mean_pool_graph(config_, normalize_, dtype_)},
                              Target::host(), options);
   // The weights the GEMMs read packed, packed now rather than by the first batch.
-  if (plan == KernelPlan::WholeModel)
+  if (tp_)
+    ;
+  else if (plan == KernelPlan::WholeModel)
     k->kernels[0].prepare(weights_.all());
   else
     for (const TensorMap &layer : layer_params_)
@@ -167,10 +209,42 @@ void SentenceEncoder::check_batch(const TokenBatch &b) const {
                std::to_string(config_.max_position_embeddings) + " positions");
 }
 
+/// The batch through this rank's slices: word embeddings of its vocabulary rows summed
+/// over the ranks, then per layer the attention's and the FFN's parts summed.
+Tensor SentenceEncoder::run_parallel(const TokenBatch &b) {
+  const std::vector<Kernel> &k = kernels_->kernels;
+  auto [v0, v1] = vocab_range(config_.vocab_size, tp_->rank, tp_->ranks);
+  const Tensor &table = weights_.all().at("embeddings.word_embeddings.weight");
+  std::int64_t d = config_.hidden_size;
+  Tensor word(DType::F32, {b.batch(), b.length(), d});
+  const std::int32_t *ids = b.ids.data_as<std::int32_t>();
+  for (std::int64_t i = 0; i < b.ids.numel(); ++i)
+    if (ids[i] >= v0 && ids[i] < v1)
+      std::memcpy(word.data_as<float>() + i * d, table.data_as<float>() + (ids[i] - v0) * d,
+                  sizeof(float) * static_cast<std::size_t>(d));
+  tp_->all_reduce_sum(word, "the word embeddings");
+  Tensor x =
+      k[0].run(
+              args_of(k[0], weights_.embeddings(),
+                      {{"word", word}, {"token_types", b.token_types}, {"positions", b.positions}}))
+          .at("x");
+  for (const TensorMap &layer : layer_params_) {
+    Tensor a = k[1].run(args_of(k[1], layer, {{"x", x}, {"lengths", b.lengths}})).at("part");
+    tp_->all_reduce_sum(a, "a layer's attention output");
+    TensorMap hf = k[2].run(args_of(k[2], layer, {{"x", x}, {"a", a}}));
+    Tensor f = hf.at("part");
+    tp_->all_reduce_sum(f, "a layer's FFN output");
+    x = k[3].run(args_of(k[3], layer, {{"h", hf.at("h")}, {"f", f}})).at("y");
+  }
+  return drop_pool_axis(k[4].run({{"x", x}, {"pool", pool_of(b, dtype_)}}).at("embedding"));
+}
+
 Tensor SentenceEncoder::run(const TokenBatch &b) {
   check_batch(b);
   if (!kernels_)
     compile();
+  if (tp_)
+    return run_parallel(b);
   const std::vector<Kernel> &k = kernels_->kernels;
   if (kernels_->plan == KernelPlan::WholeModel) {
     TensorMap in = weights_.all();
@@ -193,6 +267,8 @@ Tensor SentenceEncoder::run(const TokenBatch &b) {
 
 Tensor SentenceEncoder::run_reference(const TokenBatch &b) const {
   check_batch(b);
+  user_check(!tp_, "SentenceEncoder: the reference runs the whole model in one process; this "
+                   "one keeps a rank's slices of the weights (parallelize)");
   TensorMap in = weights_.all();
   in.insert({{"ids", b.ids},
              {"token_types", b.token_types},

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Checks `qkv embed --json` against sentence-transformers' fixtures (ctest runs this).
 
-    check_embed.py QKV_BINARY DATA_DIR
+    check_embed.py QKV_BINARY DATA_DIR [--tp N MPIRUN...]
 
 Runs `qkv embed --json --threads 2` on the fixture sentences (data/minilm_sentences.json)
 and requires, per sentence, the token ids to equal sentence-transformers' and the
 embedding to be within cosine >= 0.99999 and max abs diff <= 1e-4 of
 data/minilm_embeddings.npy; then runs `--reference` on two short sentences and requires
-the interpreter to agree as closely. Plain python3: the .npy is read here.
+the interpreter to agree as closely. With --tp N it runs `MPIRUN... QKV_BINARY embed --tp
+N --threads 1` instead (tensor parallelism over N ranks), under the same rule, without the
+reference (one process only). Plain python3: the .npy is read here.
 """
 import ast
 import json
@@ -38,8 +40,12 @@ def agreement(a, b):
     return cos, max(abs(x - y) for x, y in zip(a, b))
 
 
+LAUNCH = []  # --tp: mpirun and its options, then qkv embed --tp N
+
+
 def embed(qkv, args):
-    out = subprocess.run([qkv, "embed", "--json", "--threads", "2"] + args,
+    threads = ["--threads", "1"] if LAUNCH else ["--threads", "2"]
+    out = subprocess.run(LAUNCH[:-2] + [qkv, "embed", "--json"] + threads + LAUNCH[-2:] + args,
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"qkv embed exited with {out.returncode}:\n{out.stderr}")
@@ -48,6 +54,9 @@ def embed(qkv, args):
 
 def main():
     qkv, data = sys.argv[1], sys.argv[2]
+    if len(sys.argv) > 3:
+        assert sys.argv[3] == "--tp" and len(sys.argv) > 5, sys.argv
+        LAUNCH.extend(sys.argv[5:] + ["--tp", sys.argv[4]])
     with open(f"{data}/minilm_sentences.json", encoding="utf-8") as f:
         fixture = json.load(f)
     want = load_npy_f32(f"{data}/minilm_embeddings.npy")
@@ -69,14 +78,17 @@ def main():
     print(f"qkv embed vs sentence-transformers: min cosine {worst_cos:.9f}, "
           f"max abs diff {worst_diff:.3g} over {len(want)} sentences")
 
-    short = [fixture["sentences"][0], fixture["sentences"][6]]
-    ref = embed(qkv, ["--reference"] + short)
-    for i, s in enumerate(ref["sentences"]):
-        r = s["reference"]
-        print(f"--reference, sentence {i}: cosine {r['cosine']:.9f}, "
-              f"max abs diff {r['max_abs_diff']:.3g}")
-        if r["cosine"] < MIN_COSINE or r["max_abs_diff"] > MAX_ABS_DIFF:
-            failures.append(f"--reference sentence {i}: {r}")
+    if LAUNCH:
+        print(f"(tensor parallel: {' '.join(LAUNCH)})")
+    else:
+        short = [fixture["sentences"][0], fixture["sentences"][6]]
+        ref = embed(qkv, ["--reference"] + short)
+        for i, s in enumerate(ref["sentences"]):
+            r = s["reference"]
+            print(f"--reference, sentence {i}: cosine {r['cosine']:.9f}, "
+                  f"max abs diff {r['max_abs_diff']:.3g}")
+            if r["cosine"] < MIN_COSINE or r["max_abs_diff"] > MAX_ABS_DIFF:
+                failures.append(f"--reference sentence {i}: {r}")
     if failures:
         sys.exit("FAILED:\n  " + "\n  ".join(failures))
     print("ok")

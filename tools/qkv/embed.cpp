@@ -5,19 +5,23 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include <qkv/compiler/compile.hpp>
+#include <qkv/dist/tensor_parallel.hpp>
 #include <qkv/models/bert.hpp>
 #include <qkv/models/sentence_encoder.hpp>
+#include <qkv_bench/machine.hpp>
 #include <qkv_bench/timing.hpp>
 
 namespace qkv::tool {
 
 const char *const kEmbedHelp =
     "usage: qkv embed [--model DIR] [--json] [--reference] [--threads T] [--batch N]\n"
-    "                 [--plan P] [--dtype T] [--isa TIER] SENTENCE...\n"
+    "                 [--plan P] [--dtype T] [--isa TIER] [--tp N] SENTENCE...\n"
     "       qkv embed --bench [--model DIR] [--threads T] [--plan P] [--json] [--repeat R]\n"
     "                 [--dtype T] [--isa TIER] [--sentences N --words W --batch N]\n\n"
     "Embeds each SENTENCE with a sentence-transformers model: WordPiece ids, the BERT\n"
@@ -37,7 +41,10 @@ const char *const kEmbedHelp =
     "                 layer, a pooling kernel) or whole (one kernel for the model)\n"
     "  --dtype T      f32 (default) or bf16: the weights kept in bf16 and every node rounded\n"
     "                 to it, as the model cast to bf16 computes (docs/models.md)\n"
-    "  --isa TIER     the tier the products run on: host (default), f32, avx512bf16, amx\n\n"
+    "  --isa TIER     the tier the products run on: host (default), f32, avx512bf16, amx\n"
+    "  --tp N         tensor parallelism over the N ranks of mpirun (mpirun -np N qkv embed\n"
+    "                 --tp N ...): each rank holds 1/N of the heads, FFN columns and word\n"
+    "                 embeddings (f32); rank 0 prints (docs/distributed.md)\n\n"
     "--bench times the model on generated sentences instead, reporting sentences/s: 256\n"
     "sentences of 18 words (20 tokens) at batch 32, then 256 of 300 words (truncated to\n"
     "256 tokens) at batch 16; --sentences, --words and --batch set one case instead.\n"
@@ -68,6 +75,7 @@ struct Options {
   KernelPlan plan = KernelPlan::PerLayer;
   std::int64_t batch = 32;
   bool json = false;
+  std::shared_ptr<const TensorParallel> tp; // --tp
 };
 
 Options options_of(const cli::Args &a) {
@@ -99,6 +107,8 @@ Options options_of(const cli::Args &a) {
 
 SentenceEncoder load_model(const Options &o) {
   SentenceEncoder m = SentenceEncoder::load(o.model, o.dtype);
+  if (o.tp)
+    m.parallelize(o.tp);
   m.compile(o.compile, o.plan);
   return m;
 }
@@ -326,10 +336,35 @@ std::string bench_sentence(int i, int words) {
   return s;
 }
 
+/// --tp N: this process is one of the N ranks mpirun started; rank 0 alone prints.
+/// Returns the communicator, which must outlive the model.
+std::unique_ptr<dist::Comm> join_ranks(const cli::Args &a, Options &o) {
+  std::optional<std::int64_t> tp = cli::int_opt(a, "tp");
+  if (!tp)
+    return nullptr;
+  if (*tp < 1)
+    user_error("--tp: expected at least 1 rank, got " + std::to_string(*tp));
+  if (a.opts.count("reference"))
+    user_error("qkv embed: --reference runs the whole model in one process; not with --tp");
+  auto comm = std::make_unique<dist::Comm>();
+  if (comm->size() != *tp)
+    user_error("--tp " + std::to_string(*tp) + " but mpirun started " +
+               std::to_string(comm->size()) + " rank(s); run mpirun -np " + std::to_string(*tp) +
+               " qkv embed --tp " + std::to_string(*tp) + " ...");
+  o.tp = dist::tensor_parallel(*comm);
+  // The ranks on this machine share its cores.
+  if (o.compile.schedule.threads == 0)
+    o.compile.schedule.threads = std::max(1, qkv::bench::hardware_threads() / comm->local_size());
+  if (comm->rank() != 0)
+    std::cout.setstate(std::ios::failbit);
+  return comm;
+}
+
 int cmd_embed(const cli::Args &a) {
   cli::check_opts(a, {"model", "json", "reference", "threads", "batch", "plan", "bench", "repeat",
-                      "sentences", "words", "dtype", "isa"});
+                      "sentences", "words", "dtype", "isa", "tp"});
   Options o = options_of(a);
+  std::unique_ptr<dist::Comm> comm = join_ranks(a, o);
   if (a.opts.count("bench"))
     return run_bench(a, o);
   for (const char *opt : {"repeat", "sentences", "words"})

@@ -55,6 +55,9 @@ public:
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// The ranks on this machine (sharing its memory), this one included: how many share
+  /// its cores.
+  int local_size() const { return local_size_; }
   /// Seconds any wait may take before the job ends (default 60, or $QKV_DIST_TIMEOUT).
   double timeout_s = 60;
 
@@ -70,6 +73,10 @@ public:
   /// Every rank's `mine` (the same count on every rank), rank by rank.
   std::vector<std::int64_t> all_gather(const std::vector<std::int64_t> &mine,
                                        const std::string &what);
+  /// Every rank's t (f32, (..., n_r): the same leading dims on every rank, n_r its own)
+  /// joined along the last axis in rank order. Leading dims that differ are an error on
+  /// every rank.
+  Tensor all_gather_last(const Tensor &t, const std::string &what);
   /// The same data on every rank as on rank `root` (sizes already equal).
   void broadcast(std::vector<std::int64_t> &data, int root, const std::string &what);
   /// Ends every rank of the job: prints "qkv::dist: rank R: why" and calls MPI_Abort.
@@ -79,7 +86,7 @@ public:
 
 private:
   bool owns_mpi_ = false;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
   CommStats stats_;
   void wait_requests(std::vector<std::uint64_t> &requests, const std::string &what, int peer);
 };

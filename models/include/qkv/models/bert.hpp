@@ -20,6 +20,12 @@
 // - mean_pool_graph: inputs x (B, L, D) and pool (B, 1, L), the mean-pooling weights
 //   (1/length on real tokens, 0 on padding) -> "embedding" (B, 1, D), L2-normalized or not.
 // - bert_model_graph: all of it in one graph (params named exactly as in the checkpoint).
+// - Tensor parallelism (rank r of N holds H/N heads, I/N FFN columns and a slice of the
+//   word embeddings' rows; BertWeights::shard): bert_embeddings_tp_graph takes the word
+//   embeddings "word" (B, L, D), summed over the ranks; per layer bert_attention_part_graph
+//   (x, lengths -> "part": the heads' o . Wo, without bias), then bert_ffn_part_graph
+//   (x, a = the parts summed -> "h" = LayerNorm(x + a + bias), "part": the FFN columns' share
+//   without the last bias), then bert_output_graph (h, f = the parts summed -> "y").
 // Linear weights are stored (in, out), the transpose of PyTorch's (out, in).
 #pragma once
 
@@ -74,6 +80,11 @@ Graph bert_embeddings_graph(const BertConfig &c, DType dtype = DType::F32);
 Graph bert_layer_graph(const BertConfig &c, DType dtype = DType::F32);
 Graph mean_pool_graph(const BertConfig &c, bool normalize, DType dtype = DType::F32);
 Graph bert_model_graph(const BertConfig &c, bool normalize, DType dtype = DType::F32);
+/// The tensor-parallel graphs of one of `ranks` ranks (see above); c is the whole config.
+Graph bert_embeddings_tp_graph(const BertConfig &c, DType dtype = DType::F32);
+Graph bert_attention_part_graph(const BertConfig &c, int ranks, DType dtype = DType::F32);
+Graph bert_ffn_part_graph(const BertConfig &c, int ranks, DType dtype = DType::F32);
+Graph bert_output_graph(const BertConfig &c, DType dtype = DType::F32);
 
 /// A BERT checkpoint's weights as the graphs above take them (linear weights transposed to
 /// (in, out)), keyed by the checkpoint's names without a "bert." prefix.
@@ -91,6 +102,12 @@ public:
   /// The params of bert_embeddings_graph, of bert_layer_graph for layer `i`.
   TensorMap embeddings() const;
   TensorMap layer(std::int64_t i) const;
+  /// Rank `rank` of `ranks`'s slices under tensor parallelism: query/key/value's columns
+  /// (and biases) and attention.output.dense's rows of its heads, intermediate.dense's
+  /// columns (and bias) and output.dense's rows of its FFN columns, its vocabulary's rows
+  /// of the word embeddings (vocab_range); the rest whole. Heads and intermediate_size must
+  /// be multiples of `ranks` (a qkv::Error names the field).
+  BertWeights shard(const BertConfig &c, int rank, int ranks) const;
 
 private:
   TensorMap all_;

@@ -18,7 +18,16 @@
 //   step's "k", "v" (B, Hkv, n, Dh), rotated, for the cache to append. Params are named as
 //   in the checkpoint without "model.layers.N." ("self_attn.q_proj.weight", ...).
 // - llama_head_graph: x (B, n, D) -> "logits" (B, n, V).
+// - llama_attention_graph, llama_mlp_graph: a layer's two halves without their residual
+//   adds ("part" (B, n, D)), the kernels of a tensor-parallel rank, whose parts are summed
+//   over the ranks between them.
 // Linear weights are stored (in, out), the transpose of PyTorch's (out, in).
+//
+// Tensor parallelism (LlamaOptions::tp, Megatron-style): rank r of N holds H/N query
+// heads, Hkv/N kv heads (their KV cache too), I/N columns of the MLP and a slice of the
+// vocabulary (rows of embed_tokens, columns of lm_head). Per layer: one all-reduce after
+// the attention's o_proj, one after the MLP's down_proj; the embedding is an all-reduce of
+// each rank's rows, the logits an all-gather of each rank's columns.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +38,7 @@
 
 #include <qkv/compiler/compile.hpp>
 #include <qkv/dsl/graph.hpp>
+#include <qkv/models/tensor_parallel.hpp>
 #include <qkv/runtime/json_config.hpp>
 #include <qkv/runtime/kv_cache.hpp>
 #include <qkv/runtime/tensor.hpp>
@@ -54,6 +64,14 @@ struct LlamaConfig {
   /// "default", or sizes that do not divide are a qkv::Error naming the file and field.
   static LlamaConfig from_json(const JsonConfig &config);
   static LlamaConfig load(const std::string &config_json_path);
+
+  /// Rank `rank` of `ranks`'s part under tensor parallelism: heads, kv heads and
+  /// intermediate_size divided by `ranks` (each must divide: a qkv::Error names the field
+  /// otherwise), vocab_size its slice's (vocab_range). ranks 1: the config itself.
+  LlamaConfig shard(int rank, int ranks) const;
+  /// The tokens [first, last) of rank `rank`'s vocabulary slice: ceil(V / ranks) each, the
+  /// last rank the rest.
+  std::pair<std::int64_t, std::int64_t> vocab_range(int rank, int ranks) const;
 };
 
 /// The graphs' float inputs (x, the cache), params and so every node are of `dtype` (f32,
@@ -64,6 +82,13 @@ Graph llama_embed_graph(const LlamaConfig &c, DType dtype = DType::F32);
 Graph llama_layer_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens,
                         DType dtype = DType::F32);
 Graph llama_head_graph(const LlamaConfig &c, DType dtype = DType::F32);
+/// A layer's attention half: the inputs of llama_layer_graph -> "part" = o_proj . attention
+/// (B, n, D), without the residual, and "k", "v".
+Graph llama_attention_graph(const LlamaConfig &c, bool paged, std::int64_t new_tokens,
+                            DType dtype = DType::F32);
+/// A layer's MLP half: x (B, n, D) -> "part" = down . swiglu(gate . h, up . h), h =
+/// rms_norm(x) * post_attention_layernorm, without the residual.
+Graph llama_mlp_graph(const LlamaConfig &c, DType dtype = DType::F32);
 
 /// A Llama checkpoint's weights as the graphs take them (linear weights transposed to
 /// (in, out)), keyed by the checkpoint's names.
@@ -83,6 +108,11 @@ public:
   const TensorMap &embed() const { return embed_; }
   const TensorMap &layer(std::int64_t i) const { return layers_.at(static_cast<std::size_t>(i)); }
   const TensorMap &head() const { return head_; }
+  /// Rank `rank` of `ranks`'s slices of these weights under tensor parallelism (config
+  /// `full`, LlamaConfig::shard): q/k/v_proj's columns and o_proj's rows of its heads,
+  /// gate/up_proj's columns and down_proj's rows of its MLP columns, its vocabulary's rows
+  /// of embed_tokens and columns of lm_head; the norms whole.
+  LlamaWeights shard(const LlamaConfig &full, int rank, int ranks) const;
 
 private:
   void convert(DType dtype); // every tensor to dtype
@@ -107,6 +137,11 @@ struct LlamaOptions {
   DType dtype = DType::F32;
   /// The tier the kernels' products run on (CompileOptions::isa).
   Isa isa = Isa::Host;
+  /// Tensor parallelism over several ranks (null: this process alone). The model is built
+  /// from the whole config and weights on every rank and keeps its rank's slices; f32 only.
+  /// forward() returns the whole logits on every rank, so generate() picks the same tokens
+  /// on all of them.
+  std::shared_ptr<const TensorParallel> tp;
 };
 
 /// Wall time a LlamaModel spent in each part of its forward steps, summed since the last
@@ -116,6 +151,7 @@ struct LlamaTimes {
   double layers_s = 0; // the layer kernels (attention over the cache, MLP)
   double append_s = 0; // appending each step's K, V to the cache
   double head_s = 0;   // final norm and LM head
+  double comm_s = 0;   // tensor parallelism: all-reduces and the logits' all-gather
   std::int64_t steps = 0;
 };
 

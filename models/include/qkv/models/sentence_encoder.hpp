@@ -20,6 +20,7 @@
 
 #include <qkv/compiler/compile.hpp>
 #include <qkv/models/bert.hpp>
+#include <qkv/models/tensor_parallel.hpp>
 #include <qkv/models/tokenizer.hpp>
 
 namespace qkv {
@@ -54,6 +55,13 @@ public:
   /// this was not called; calling it again recompiles.
   void compile(const CompileOptions &options = {}, KernelPlan plan = KernelPlan::PerLayer);
   bool compiled() const { return kernels_ != nullptr; }
+  /// Tensor parallelism over `tp`'s ranks (every rank calls it, then embeds the same
+  /// sentences): this rank keeps its slices of the weights (BertWeights::shard: its heads,
+  /// FFN columns and word-embedding rows), and each layer sums its parts over the ranks
+  /// (two all-reduces a layer, one for the embeddings). f32 only; call before compile(),
+  /// which then builds the tensor-parallel kernels whatever the plan. embed() returns the
+  /// whole embeddings on every rank.
+  void parallelize(std::shared_ptr<const TensorParallel> tp);
 
   /// Embeddings of the sentences, f32 (N, dim()), row i for sentences[i]. Sentences are
   /// tokenized (truncated to max_seq_length()), sorted by length and run in batches of
@@ -95,6 +103,8 @@ private:
   DType dtype_ = DType::F32;
   std::vector<TensorMap> layer_params_;
   std::shared_ptr<Kernels> kernels_;
+  std::shared_ptr<const TensorParallel> tp_;
+  Tensor run_parallel(const TokenBatch &batch);
 };
 
 } // namespace qkv
