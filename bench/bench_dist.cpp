@@ -2,7 +2,7 @@
 // docs/distributed.md takes as inputs, measured in one run on the machine at hand.
 //
 //   mpirun -np 2 -x OMP_NUM_THREADS=1 build/bin/bench_dist [--seq 16384] [--heads 8]
-//          [--kv-heads 8] [--head-dim 64] [--reps 3] [--causal 0|1]
+//          [--kv-heads 8] [--head-dim 64] [--reps 3] [--causal 0|1] [--zigzag 0|1]
 //
 // Prints, from rank 0: each rank's compute, merge and wait time and bytes sent for one
 // ring attention (medians of --reps), the ring against one process computing the whole
@@ -28,6 +28,7 @@ struct Args {
   std::int64_t seq = 16384, heads = 8, kv_heads = 8, head_dim = 64;
   int reps = 3;
   bool causal = true;
+  bool zigzag = false; // RingOptions::zigzag: two chunks per rank
 };
 
 Args parse(int argc, char **argv) {
@@ -45,6 +46,8 @@ Args parse(int argc, char **argv) {
       a.reps = static_cast<int>(v);
     else if (k == "--causal")
       a.causal = v != 0;
+    else if (k == "--zigzag")
+      a.zigzag = v != 0;
     else {
       std::fprintf(stderr, "bench_dist: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -60,6 +63,7 @@ std::vector<std::int64_t> time_ring(dist::Comm &comm, const Args &a, std::int64_
   Tensor k = Tensor::random(DType::F32, {1, a.kv_heads, rows, a.head_dim}, 50 + comm.rank());
   dist::RingOptions o;
   o.causal = a.causal;
+  o.zigzag = a.zigzag;
   dist::ring_attention(comm, q, k, k, o); // compiles
   std::vector<double> total, compute, merge, wait;
   dist::RingStats st;
@@ -136,19 +140,24 @@ int main(int argc, char **argv) {
   Args a = parse(argc, argv);
   int n = comm.size();
   std::int64_t rows = a.seq / n + (comm.rank() < a.seq % n ? 1 : 0);
+  if (a.zigzag) {
+    auto z = dist::zigzag_rows(a.seq, comm.rank(), n);
+    rows = (z[0].second - z[0].first) + (z[1].second - z[1].first);
+  }
   // The kernels' threads: OpenMP's, which mpirun -x OMP_NUM_THREADS sets per rank.
   const char *omp = std::getenv("OMP_NUM_THREADS");
   int threads = omp ? std::atoi(omp) : qkv::bench::hardware_threads();
   std::vector<std::int64_t> all = time_ring(comm, a, rows);
   double one = comm.rank() == 0 ? time_one_process(a) : 0;
-  comm.all_gather({0}, "the end of the one-process run");
+  comm.barrier("the end of the one-process run");
   double peak = qkv::bench::fma_peak_gflops(threads).value;
   if (comm.rank() == 0) {
     std::printf("ring attention: L %lld over %d ranks, H %lld, Hkv %lld, Dh %lld, %s, %d "
-                "thread(s) per rank; FMA peak of one rank %.0f GFLOP/s\n",
+                "thread(s) per rank, %s layout; FMA peak of one rank %.0f GFLOP/s\n",
                 static_cast<long long>(a.seq), n, static_cast<long long>(a.heads),
                 static_cast<long long>(a.kv_heads), static_cast<long long>(a.head_dim),
-                a.causal ? "causal" : "not causal", threads, peak);
+                a.causal ? "causal" : "not causal", threads, a.zigzag ? "zigzag" : "contiguous",
+                peak);
     std::printf("%5s  %7s  %10s  %10s  %10s  %10s  %10s\n", "rank", "rows", "total ms",
                 "compute ms", "merge ms", "wait ms", "sent MB");
     double slowest = 0;

@@ -268,6 +268,8 @@ int main(int argc, char **argv) try {
               a.options.backend == qkv::LlamaOptions::Backend::Compiled ? "compiled"
                                                                           : "interpreter",
               model.compile_seconds());
+  if (comm) // the ranks start together: a rank still compiling is not counted as traffic
+    comm->barrier("the start of generation");
   qkv::GenerationResult r = qkv::generate(model, a.prompts, a.sampling);
   for (std::size_t b = 0; b < r.tokens.size(); ++b) {
     std::printf("sequence %zu (%zu prompt tokens):", b, a.prompts[b].size());

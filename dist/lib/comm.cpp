@@ -221,6 +221,13 @@ Tensor Comm::all_gather_last(const Tensor &t, const std::string &what) {
   return out;
 }
 
+void Comm::barrier(const std::string &what) {
+  MPI_Request r;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  std::vector<std::uint64_t> h{to_handle(r)};
+  wait_requests(h, "the barrier at " + what, -1);
+}
+
 void Comm::broadcast(std::vector<std::int64_t> &data, int root, const std::string &what) {
   MPI_Request r;
   MPI_Ibcast(data.data(), static_cast<int>(data.size()), MPI_INT64_T, root, MPI_COMM_WORLD, &r);

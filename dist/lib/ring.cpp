@@ -1,7 +1,9 @@
 // Ring attention over MPI (ring.hpp).
 #include <qkv/dist/ring.hpp>
 
+#include <array>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -131,6 +133,107 @@ const RingKernels &kernels_for(const Shard &s, const RingOptions &o) {
 
 } // namespace
 
+std::array<std::pair<std::int64_t, std::int64_t>, 2> zigzag_rows(std::int64_t length, int rank,
+                                                                 int ranks) {
+  std::int64_t chunks = 2 * static_cast<std::int64_t>(ranks);
+  auto begin = [&](std::int64_t c) { return c * (length / chunks) + std::min(c, length % chunks); };
+  std::int64_t a = rank, b = chunks - 1 - rank;
+  return {{{begin(a), begin(a + 1)}, {begin(b), begin(b + 1)}}};
+}
+
+namespace {
+
+/// Rows [first, last) of t (B, H, n, D).
+Tensor rows(const Tensor &t, std::int64_t first, std::int64_t last) {
+  const Shape &s = t.shape();
+  if (first == 0 && last == s[2])
+    return t;
+  Tensor out = Tensor::uninitialized(DType::F32, {s[0], s[1], last - first, s[3]});
+  std::size_t row = static_cast<std::size_t>(s[3]);
+  for (std::int64_t x = 0; x < s[0] * s[1]; ++x)
+    std::memcpy(out.data_as<float>() + x * (last - first) * s[3],
+                t.data_as<float>() + (x * s[2] + first) * s[3],
+                (static_cast<std::size_t>(last - first)) * row * sizeof(float));
+  return out;
+}
+
+/// One run of a rank's rows: where its rows are in the rank's tensors, and its place in the
+/// sequence (chunks compare in sequence order: contiguous shards by rank, zigzag chunks by
+/// chunk number).
+struct Chunk {
+  std::int64_t first, last, order;
+};
+
+std::vector<Chunk> chunks_of(std::int64_t rows, int rank, int ranks, bool zigzag) {
+  if (!zigzag)
+    return {{0, rows, rank}};
+  std::int64_t half = (rows + 1) / 2;
+  std::vector<Chunk> c{{0, half, rank}};
+  if (half < rows)
+    c.push_back({half, rows, 2 * static_cast<std::int64_t>(ranks) - 1 - rank});
+  return c;
+}
+
+/// A query chunk's running result.
+struct Partial {
+  Tensor q;
+  std::optional<Tensor> out, lse;
+};
+
+/// The partials of `queries` over the key chunks of the shard in hand, merged into each.
+void attend(const RingKernels &kern, const RingOptions &o, std::vector<Partial> &queries,
+            const std::vector<Chunk> &mine, const Tensor &k, const Tensor &v,
+            const std::vector<Chunk> &theirs, RingStats &st) {
+  for (std::size_t i = 0; i < queries.size(); ++i)
+    for (const Chunk &kc : theirs) {
+      std::int64_t qo = mine[i].order;
+      if (o.causal && kc.order > qo) // every key after every query
+        continue;
+      double c0 = now_s();
+      const Kernel &kernel = o.causal && kc.order == qo ? kern.causal : kern.full;
+      TensorMap part = kernel.run({{"q", queries[i].q},
+                                   {"k", rows(k, kc.first, kc.last)},
+                                   {"v", rows(v, kc.first, kc.last)}});
+      double c1 = now_s();
+      st.compute_s += c1 - c0;
+      Partial &p = queries[i];
+      if (!p.out) {
+        p.out = part.at("out");
+        p.lse = part.at("lse");
+      } else {
+        TensorMap merged = kern.merge.run(
+            {{"oa", *p.out}, {"la", *p.lse}, {"ob", part.at("out")}, {"lb", part.at("lse")}});
+        p.out = merged.at("out");
+        p.lse = merged.at("lse");
+        st.merge_s += now_s() - c1;
+      }
+      ++st.computed;
+    }
+}
+
+/// The query chunks' outputs, one after another along the rows.
+Tensor joined(const std::vector<Partial> &parts) {
+  if (parts.size() == 1)
+    return *parts[0].out;
+  const Shape &a = parts[0].out->shape();
+  std::int64_t total = 0;
+  for (const Partial &p : parts)
+    total += p.out->shape()[2];
+  Tensor out = Tensor::uninitialized(DType::F32, {a[0], a[1], total, a[3]});
+  std::int64_t at = 0;
+  for (const Partial &p : parts) {
+    std::int64_t n = p.out->shape()[2];
+    for (std::int64_t x = 0; x < a[0] * a[1]; ++x)
+      std::memcpy(out.data_as<float>() + (x * total + at) * a[3],
+                  p.out->data_as<float>() + x * n * a[3],
+                  static_cast<std::size_t>(n * a[3]) * sizeof(float));
+    at += n;
+  }
+  return out;
+}
+
+} // namespace
+
 Tensor ring_attention(Comm &comm, const Tensor &q, const Tensor &k, const Tensor &v,
                       const RingOptions &o, RingStats *stats) {
   double t0 = now_s();
@@ -143,39 +246,25 @@ Tensor ring_attention(Comm &comm, const Tensor &q, const Tensor &k, const Tensor
   std::int64_t sent0 = comm.stats().bytes_sent;
   double wait0 = comm.stats().wait_s;
 
+  std::vector<Chunk> my_chunks = chunks_of(mine.n, r, n, o.zigzag);
+  std::vector<Partial> queries;
+  for (const Chunk &c : my_chunks)
+    queries.push_back({rows(q, c.first, c.last), {}, {}});
   Tensor cur_k = k, cur_v = v; // the shard in hand: rank (r - t) mod n's at step t
-  std::optional<Tensor> out, lse;
   for (int t = 0; t < n; ++t) {
-    int src = (r - t + n) % n;
+    int src = (r - t + n) % n, from = (src - 1 + n) % n;
     Exchange x;
     Tensor next_k, next_v;
     if (t + 1 < n) { // pass this shard on and take the previous rank's, behind the compute
-      const Shard &in = shards[static_cast<std::size_t>((src - 1 + n) % n)];
-      next_k = Tensor(DType::F32, {in.B, in.Hkv, in.n, in.Dh});
-      next_v = Tensor(DType::F32, {in.B, in.Hkv, in.n, in.Dv});
+      const Shard &in = shards[static_cast<std::size_t>(from)];
+      next_k = Tensor::uninitialized(DType::F32, {in.B, in.Hkv, in.n, in.Dh});
+      next_v = Tensor::uninitialized(DType::F32, {in.B, in.Hkv, in.n, in.Dv});
       x = comm.exchange({&cur_k, &cur_v}, next, {&next_k, &next_v}, prev,
-                        "the k and v shard of rank " + std::to_string((src - 1 + n) % n) +
-                            " (ring step " + std::to_string(t + 1) + ")");
+                        "the k and v shard of rank " + std::to_string(from) + " (ring step " +
+                            std::to_string(t + 1) + ")");
     }
-    bool skip = o.causal && src > r; // every key after every query of this rank
-    if (!skip) {
-      double c0 = now_s();
-      const Kernel &kernel = o.causal && src == r ? kern.causal : kern.full;
-      TensorMap part = kernel.run({{"q", q}, {"k", cur_k}, {"v", cur_v}});
-      double c1 = now_s();
-      st.compute_s += c1 - c0;
-      if (!out) {
-        out = part.at("out");
-        lse = part.at("lse");
-      } else {
-        TensorMap merged = kern.merge.run(
-            {{"oa", *out}, {"la", *lse}, {"ob", part.at("out")}, {"lb", part.at("lse")}});
-        out = merged.at("out");
-        lse = merged.at("lse");
-        st.merge_s += now_s() - c1;
-      }
-      ++st.computed;
-    }
+    attend(kern, o, queries, my_chunks, cur_k, cur_v,
+           chunks_of(shards[static_cast<std::size_t>(src)].n, src, n, o.zigzag), st);
     ++st.steps;
     if (x.pending()) {
       comm.wait(x);
@@ -188,7 +277,7 @@ Tensor ring_attention(Comm &comm, const Tensor &q, const Tensor &k, const Tensor
   st.total_s = now_s() - t0;
   if (stats)
     *stats = st;
-  return *out;
+  return joined(queries);
 }
 
 } // namespace qkv::dist

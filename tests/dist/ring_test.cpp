@@ -16,23 +16,30 @@ namespace {
 
 dist::Comm *g_comm = nullptr;
 
-/// Rows [begin, begin + count) of t (B, H, L, D) along its third axis.
-Tensor rows_of(const Tensor &t, std::int64_t begin, std::int64_t count) {
-  const Shape &s = t.shape();
-  Tensor out(t.dtype(), {s[0], s[1], count, s[3]});
-  for (std::int64_t x = 0; x < s[0] * s[1]; ++x)
-    for (std::int64_t i = 0; i < count; ++i)
-      for (std::int64_t d = 0; d < s[3]; ++d)
-        out.set((x * count + i) * s[3] + d, t.get((x * s[2] + begin + i) * s[3] + d));
-  return out;
-}
-
 struct Case {
   std::string name;
   std::int64_t L, H, Hkv, Dh, Dv;
   bool causal;
-  bool skewed; // rank r's share grows with r; else as even as the length allows
+  bool skewed;         // rank r's share grows with r; else as even as the length allows
+  bool zigzag = false; // RingOptions::zigzag: two chunks per rank (zigzag_rows)
 };
+
+/// Rows [first, last) of each of `ranges` of t (B, H, L, D), one after another.
+Tensor rows_in(const Tensor &t, const std::vector<std::pair<std::int64_t, std::int64_t>> &ranges) {
+  const Shape &s = t.shape();
+  std::int64_t total = 0;
+  for (auto [a, b] : ranges)
+    total += b - a;
+  Tensor out(t.dtype(), {s[0], s[1], total, s[3]});
+  for (std::int64_t x = 0; x < s[0] * s[1]; ++x) {
+    std::int64_t at = 0;
+    for (auto [a, b] : ranges)
+      for (std::int64_t i = a; i < b; ++i, ++at)
+        for (std::int64_t d = 0; d < s[3]; ++d)
+          out.set((x * total + at) * s[3] + d, t.get((x * s[2] + i) * s[3] + d));
+  }
+  return out;
+}
 
 /// Each rank's row count: even (the first L % n ranks one more), or skewed (weights 1, 2,
 /// ..., n), never 0.
@@ -65,24 +72,44 @@ Graph whole_graph(const Case &c) {
 
 /// Runs the ring on this rank's rows of random q, k, v (the same on every rank) and checks
 /// them against `want` (the whole output, from one process).
-void check_ring(const Case &c, const TensorMap &whole, const Tensor &want) {
-  dist::Comm &comm = *g_comm;
+/// This rank's rows of the sequence under the case's layout.
+std::vector<std::pair<std::int64_t, std::int64_t>> my_rows(const Case &c, const dist::Comm &comm) {
+  if (c.zigzag) {
+    auto z = dist::zigzag_rows(c.L, comm.rank(), comm.size());
+    return {z[0], z[1]};
+  }
   std::vector<std::int64_t> rows = shares(c, comm.size());
   std::int64_t begin = std::accumulate(rows.begin(), rows.begin() + comm.rank(), std::int64_t{0});
-  std::int64_t n = rows[static_cast<std::size_t>(comm.rank())];
+  return {{begin, begin + rows[static_cast<std::size_t>(comm.rank())]}};
+}
+
+/// The blocks (query chunk x key chunk) a rank attends to: contiguous, causal: its own
+/// shard and those before it; zigzag, causal: 3 on its own shard (two diagonals, its
+/// second chunk over its first), 2 on each other's; not causal: every pair.
+int expected_blocks(const Case &c, int rank, int ranks) {
+  if (!c.zigzag)
+    return c.causal ? rank + 1 : ranks;
+  return c.causal ? 2 * ranks + 1 : 4 * ranks;
+}
+
+void check_ring(const Case &c, const TensorMap &whole, const Tensor &want) {
+  dist::Comm &comm = *g_comm;
+  auto mine = my_rows(c, comm);
   dist::RingOptions o;
   o.causal = c.causal;
+  o.zigzag = c.zigzag;
   dist::RingStats st;
   Tensor got =
-      dist::ring_attention(comm, rows_of(whole.at("q"), begin, n), rows_of(whole.at("k"), begin, n),
-                           rows_of(whole.at("v"), begin, n), o, &st);
+      dist::ring_attention(comm, rows_in(whole.at("q"), mine), rows_in(whole.at("k"), mine),
+                           rows_in(whole.at("v"), mine), o, &st);
   Tolerance tol = tolerance_rule(DType::F32, 1 + c.Dh + c.L, 1);
-  Comparison cmp = compare(got, rows_of(want, begin, n), tol.atol, tol.rtol);
-  EXPECT_TRUE(cmp.ok) << "rank " << comm.rank() << " rows [" << begin << ", " << begin + n
-                      << "): " << cmp.message;
+  Comparison cmp = compare(got, rows_in(want, mine), tol.atol, tol.rtol);
+  std::int64_t n = got.shape()[2];
+  EXPECT_TRUE(cmp.ok) << "rank " << comm.rank() << " rows from " << mine[0].first << ": "
+                      << cmp.message;
   EXPECT_EQ(st.steps, comm.size());
-  // Causal: rank r attends to the shards of ranks 0..r only.
-  EXPECT_EQ(st.computed, c.causal ? comm.rank() + 1 : comm.size());
+  if (!c.zigzag || mine[1].second > mine[1].first) // both chunks hold rows
+    EXPECT_EQ(st.computed, expected_blocks(c, comm.rank(), comm.size()));
   if (c.L >= 4096)
     std::printf("[rank %d] %s: rows %lld, compute %.3f s, merge %.3f s, wait %.3f s, sent %.1f MB, "
                 "total %.3f s\n",
@@ -107,16 +134,19 @@ TEST_P(Ring, MatchesTheInterpreterOverTheWholeSequence) {
   check_ring(c, whole, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Ring,
-                         ::testing::Values(Case{"two_rows", 2, 1, 1, 8, 8, false, false},
-                                           Case{"odd_7", 7, 2, 2, 8, 8, false, false},
-                                           Case{"odd_7_causal", 7, 2, 2, 8, 8, true, false},
-                                           Case{"gqa_33_causal_skewed", 33, 4, 2, 16, 8, true,
-                                                true},
-                                           Case{"gqa_33_skewed", 33, 4, 1, 16, 24, false, true},
-                                           Case{"even_128_causal", 128, 2, 2, 32, 32, true, false},
-                                           Case{"odd_257", 257, 2, 1, 16, 16, false, false}),
-                         [](const auto &i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Ring,
+    ::testing::Values(Case{"two_rows", 2, 1, 1, 8, 8, false, false},
+                      Case{"odd_7", 7, 2, 2, 8, 8, false, false},
+                      Case{"odd_7_causal", 7, 2, 2, 8, 8, true, false},
+                      Case{"gqa_33_causal_skewed", 33, 4, 2, 16, 8, true, true},
+                      Case{"gqa_33_skewed", 33, 4, 1, 16, 24, false, true},
+                      Case{"even_128_causal", 128, 2, 2, 32, 32, true, false},
+                      Case{"odd_257", 257, 2, 1, 16, 16, false, false},
+                      Case{"zigzag_9_causal", 9, 2, 2, 8, 8, true, false, true},
+                      Case{"zigzag_gqa_67_causal", 67, 4, 2, 16, 8, true, false, true},
+                      Case{"zigzag_64", 64, 2, 1, 16, 16, false, false, true}),
+    [](const auto &i) { return i.param.name; });
 
 /// One process's compiled kernel over the whole sequence is the reference at a length the
 /// interpreter would take hours over.
@@ -124,6 +154,9 @@ TEST(RingLarge, L32768MatchesOneProcess) {
   Case c{"causal_32768", 32768, 2, 1, 64, 64, true, false};
   TensorMap whole = random_whole(c);
   Tensor want = compile(whole_graph(c)).run(whole).at("o");
+  check_ring(c, whole, want);
+  c.name = "causal_32768_zigzag";
+  c.zigzag = true;
   check_ring(c, whole, want);
 }
 

@@ -77,6 +77,8 @@ public:
   /// joined along the last axis in rank order. Leading dims that differ are an error on
   /// every rank.
   Tensor all_gather_last(const Tensor &t, const std::string &what);
+  /// Returns once every rank has called it (`what` names the point in a timeout).
+  void barrier(const std::string &what);
   /// The same data on every rank as on rank `root` (sizes already equal).
   void broadcast(std::vector<std::int64_t> &data, int root, const std::string &what);
   /// Ends every rank of the job: prints "qkv::dist: rank R: why" and calls MPI_Abort.
