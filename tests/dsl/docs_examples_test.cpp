@@ -444,6 +444,39 @@ TEST_F(Ops, Attention) {
   EXPECT_EQ(o2.value().node().attrs.scale, 0.1);
 }
 
+TEST_F(Ops, PartialAttention) {
+  // [doc:partial-attention]
+  constexpr auto S = dim<"S">;
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto k1 = g.input<f32>("k1", B, H, S, Dh); // the first half of the keys
+  auto k2 = g.input<f32>("k2", B, H, S, Dh); // the second half
+  auto a = attention(q, k1, k1), b = attention(q, k2, k2);
+  auto la = a.lse(), lb = b.lse();           // (B, H, L)
+  auto o = merge_attention(a, la, b, lb);    // attention over k1 and k2 together
+  auto l = merge_lse(la, lb);                // and its log-sum-exp
+  // [/doc]
+  g.output("o", o.value());
+  g.output("l", l.value());
+  EXPECT_EQ(l.value().dims(), (std::vector<Dim>{B, H, L}));
+  // The merge is the attention over both halves of the keys.
+  TensorMap in{{"q", Tensor::random(DType::F32, {1, 8, 3, 64}, 1)},
+               {"k1", Tensor::random(DType::F32, {1, 8, 2, 64}, 2)},
+               {"k2", Tensor::random(DType::F32, {1, 8, 2, 64}, 3)}};
+  TensorMap got = reference::run(g, in);
+  Graph whole("whole");
+  auto wq = whole.input<f32>("q", B, H, L, Dh);
+  auto wk = whole.input<f32>("k", B, H, dim<"S2">, Dh);
+  whole.output("o", attention(wq, wk, wk).value());
+  Tensor k(DType::F32, {1, 8, 4, 64});
+  for (std::int64_t h = 0; h < 8; ++h)
+    for (std::int64_t j = 0; j < 4; ++j)
+      for (std::int64_t d = 0; d < 64; ++d)
+        k.set((h * 4 + j) * 64 + d, in.at(j < 2 ? "k1" : "k2").get((h * 2 + j % 2) * 64 + d));
+  Tensor want = reference::run(whole, {{"q", in.at("q")}, {"k", k}}).at("o");
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_NEAR(got.at("o").get(i), want.get(i), 1e-12);
+}
+
 TEST_F(Ops, Linformer) {
   // [doc:linformer]
   constexpr auto Kp = dim<"Kp", 64>;
