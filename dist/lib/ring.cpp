@@ -113,14 +113,21 @@ Graph merge_graph(const Shard &s) {
   return g;
 }
 
-/// Compiled once per process for each set of dims.
+/// Compiled once per process for each set of dims, scale (exact) and the compile options
+/// that change the code (the on-disk kernel cache would relink them on every call).
 const RingKernels &kernels_for(const Shard &s, const RingOptions &o) {
   static std::mutex m;
   static std::map<std::string, RingKernels> cache;
   std::lock_guard<std::mutex> lock(m);
   std::ostringstream key;
-  key << s.H << ' ' << s.Hkv << ' ' << s.Dh << ' ' << s.Dv << ' '
-      << (o.scale ? std::to_string(*o.scale) : "-");
+  const CompileOptions &c = o.compile;
+  const Schedule &sc = c.schedule;
+  key << std::hexfloat << s.H << ' ' << s.Hkv << ' ' << s.Dh << ' ' << s.Dv << ' '
+      << (o.scale ? *o.scale : -1.0) << ' ' << sc.threads << ' ' << sc.q_tile << ' ' << sc.kv_tile
+      << ' ' << sc.vector_bits << ' ' << sc.gemm_k_block << ' ' << sc.gemm_m_block << ' '
+      << sc.decode_rows << ' ' << c.recognize_attention << ' ' << c.share_repeated_layers << ' '
+      << c.opt_level << ' ' << (c.checked ? int(*c.checked) : -1) << ' ' << int(c.isa) << ' '
+      << int(c.matmul_precision);
   auto it = cache.find(key.str());
   if (it == cache.end()) {
     RingKernels k{compile(partial_graph(s, false, o.scale), Target::host(), o.compile),
@@ -184,16 +191,20 @@ struct Partial {
 void attend(const RingKernels &kern, const RingOptions &o, std::vector<Partial> &queries,
             const std::vector<Chunk> &mine, const Tensor &k, const Tensor &v,
             const std::vector<Chunk> &theirs, RingStats &st) {
+  std::vector<Tensor> ks, vs; // each key chunk's rows, copied once for every query chunk
+  for (const Chunk &kc : theirs) {
+    ks.push_back(rows(k, kc.first, kc.last));
+    vs.push_back(rows(v, kc.first, kc.last));
+  }
   for (std::size_t i = 0; i < queries.size(); ++i)
-    for (const Chunk &kc : theirs) {
+    for (std::size_t j = 0; j < theirs.size(); ++j) {
+      const Chunk &kc = theirs[j];
       std::int64_t qo = mine[i].order;
       if (o.causal && kc.order > qo) // every key after every query
         continue;
       double c0 = now_s();
       const Kernel &kernel = o.causal && kc.order == qo ? kern.causal : kern.full;
-      TensorMap part = kernel.run({{"q", queries[i].q},
-                                   {"k", rows(k, kc.first, kc.last)},
-                                   {"v", rows(v, kc.first, kc.last)}});
+      TensorMap part = kernel.run({{"q", queries[i].q}, {"k", ks[j]}, {"v", vs[j]}});
       double c1 = now_s();
       st.compute_s += c1 - c0;
       Partial &p = queries[i];

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <qkv/dsl/error.hpp>
+#include <qkv/dsl/graph.hpp>
 #include <qkv/runtime/safetensors.hpp>
 #include <qkv/runtime/tensor.hpp>
 
@@ -84,6 +85,18 @@ inline std::int64_t share_of(std::int64_t n, int ranks, const char *field) {
     user_error("tensor parallelism over " + std::to_string(ranks) + " ranks: " + field + " (" +
                std::to_string(n) + ") must be a multiple of the ranks");
   return n / ranks;
+}
+
+/// `in` plus those of `params` that graph `g` takes as arguments: a layer's weights serve
+/// the several kernels a layer is split into (tensor parallelism), each taking its own.
+inline TensorMap with_params(const Graph &g, const TensorMap &params, TensorMap in) {
+  for (NodeId id : g.arguments()) {
+    const std::string &name = g.node(id).name;
+    auto it = params.find(name);
+    if (it != params.end() && !in.count(name))
+      in.emplace(name, it->second);
+  }
+  return in;
 }
 
 } // namespace qkv::models_detail

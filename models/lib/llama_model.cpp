@@ -14,6 +14,8 @@
 #include <qkv/runtime/interpreter.hpp>
 #include <qkv/runtime/kernel.hpp>
 
+#include "checkpoint.hpp"
+
 namespace qkv {
 
 namespace {
@@ -47,13 +49,7 @@ public:
 
   /// `in` plus those of `params` the graph takes (a layer's weights serve both halves).
   TensorMap run_with(const TensorMap &params, TensorMap in) const {
-    for (NodeId id : graph_.arguments()) {
-      const std::string &name = graph_.node(id).name;
-      auto it = params.find(name);
-      if (it != params.end() && !in.count(name))
-        in.emplace(name, it->second);
-    }
-    return run(in);
+    return run(models_detail::with_params(graph_, params, std::move(in)));
   }
 
   TensorMap run(const TensorMap &in) const {

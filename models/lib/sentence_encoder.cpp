@@ -11,6 +11,8 @@
 #include <qkv/dsl/error.hpp>
 #include <qkv/runtime/interpreter.hpp>
 
+#include "checkpoint.hpp"
+
 namespace qkv {
 
 namespace fs = std::filesystem;
@@ -144,13 +146,7 @@ namespace {
 
 /// `extra` plus those of `params` kernel k's graph takes.
 TensorMap args_of(const Kernel &k, const TensorMap &params, TensorMap extra) {
-  for (NodeId id : k.graph().arguments()) {
-    const std::string &name = k.graph().node(id).name;
-    auto it = params.find(name);
-    if (it != params.end() && !extra.count(name))
-      extra.emplace(name, it->second);
-  }
-  return extra;
+  return models_detail::with_params(k.graph(), params, std::move(extra));
 }
 
 } // namespace
