@@ -113,6 +113,72 @@ TEST(CacheView, PagedCacheThroughItsBlockTable) {
   }
 }
 
+/// Attention without a mask of a dynamic count of queries over a cache view (contiguous,
+/// or paged with 4 rows a page): 7 to 32 queries take the short query tiles, which
+/// prefetch the rows the next products read, each within its segment.
+Graph unmasked_over_cache(bool paged) {
+  Graph g(paged ? "short_tiles_paged" : "short_tiles_cache");
+  Dim B = g.dim("B"), N = g.dim("n"), H = g.dim("H", 2), Dh = g.dim("Dh", 40);
+  Value len = g.input("len", DType::I64, {B});
+  Value kn = g.input("k_new", DType::F32, {B, H, N, Dh}),
+        vn = g.input("v_new", DType::F32, {B, H, N, Dh});
+  Value q = g.input("q", DType::F32, {B, H, N, Dh});
+  Value kk, vv;
+  if (paged) {
+    Dim P = g.dim("P"), M = g.dim("M"), page = g.dim("page", 4);
+    Value table = g.input("table", DType::I32, {B, M});
+    kk = paged_cache_view(g.input("pool_k", DType::F32, {P, H, page, Dh}), table, len, kn);
+    vv = paged_cache_view(g.input("pool_v", DType::F32, {P, H, page, Dh}), table, len, vn);
+  } else {
+    Dim C = g.dim("C");
+    kk = cache_view(g.input("past_k", DType::F32, {B, H, C, Dh}), len, kn);
+    vv = cache_view(g.input("past_v", DType::F32, {B, H, C, Dh}), len, vn);
+  }
+  g.output("o", attention(q, kk, vv).value());
+  return g;
+}
+
+TEST(CacheView, ShortQueryTilesPrefetchWithinEachSegment) {
+  // Stored rows over several key tiles of 256 (up to 599), a tile cut short by the stored
+  // segment's end, this step's rows after them, then the cache's zero rows.
+  for (bool paged : {false, true}) {
+    DiffCase c;
+    c.name = paged ? "short_tiles_paged" : "short_tiles_cache";
+    c.build = [paged] { return unmasked_over_cache(paged); };
+    c.shapes = paged ? std::vector<DB>{{{"B", 2}, {"P", 320}, {"M", 150}, {"n", 7}},
+                                       {{"B", 1}, {"P", 160}, {"M", 150}, {"n", 20}}}
+                     : std::vector<DB>{{{"B", 2}, {"C", 600}, {"n", 16}},
+                                       {{"B", 1}, {"C", 530}, {"n", 9}},
+                                       {{"B", 2}, {"C", 300}, {"n", 32}}};
+    c.sums(paged ? std::vector<std::string>{"Dh", "M", "n"}
+                 : std::vector<std::string>{"Dh", "C", "n"},
+           4);
+    c.inputs([paged](TensorMap &in) {
+      std::int64_t rows = paged ? in.at("table").shape()[1] * 4 : in.at("past_k").shape()[2];
+      Tensor &len = in.at("len");
+      for (std::int64_t b = 0; b < len.numel(); ++b)
+        len.set(b, static_cast<double>(rows - 1 - 37 * b));
+      if (paged) { // every sequence's pages distinct, scattered over the pool
+        Tensor &table = in.at("table");
+        std::int64_t pages = in.at("pool_k").shape()[0];
+        for (std::int64_t i = 0; i < table.numel(); ++i)
+          table.set(i, static_cast<double>((i * 7 + 1) % pages));
+      }
+    });
+    run_differential(c);
+  }
+  if (host_vector_bits() < 512)
+    return; // tiles of one vector of 16 f32 queries: AVX-512
+  Kernel k = compile(unmasked_over_cache(false));
+  TensorMap in = random_inputs(k.graph(), {{"B", 1}, {"C", 600}, {"n", 16}}, 3);
+  in.at("len").set(0, 599.0);
+  k.run(in);
+  bool ran = false;
+  for (const auto &[name, n] : k.schedule_runs())
+    ran = ran || (name.ends_with(":tiled(q=16)") && n == 1);
+  EXPECT_TRUE(ran) << "16 queries over a cache did not take the tiles of one vector";
+}
+
 } // namespace
 } // namespace qkv::test
 

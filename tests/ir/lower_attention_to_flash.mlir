@@ -241,9 +241,9 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // CHECK-LABEL: func.func @heads_in_place
 // DEFAULT-LABEL: func.func @heads_in_place
 // By default a dynamic query length without a mask gets four kernels with 16 lanes:
-// decode for up to 8 queries, tiles of one vector (16 queries, 256 keys), of two vectors
+// decode for up to 6 queries, tiles of one vector (16 queries, 256 keys), of two vectors
 // (32 queries, 256 keys), the default tiles (64 queries, 66 keys) beyond.
-// DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c6 : index
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
@@ -329,7 +329,7 @@ func.func @decode_paged(%q: tensor<2x4x1x16xf32>, %pool: tensor<?x2x8x16xf32>, %
 // no-mask tiles (64 queries by 66 keys) last, where a mask that reads the query takes
 // tiles of 32 x 32.
 // DEFAULT-LABEL: func.func @padding_schedules_as_no_mask
-// DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c6 : index
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index

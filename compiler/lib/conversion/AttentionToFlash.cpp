@@ -111,6 +111,18 @@ Value readRow(KernelBuilder &kb, Type ft, const RowSource &src, const KeySegment
   return kb.fconst(ft, 0.0);
 }
 
+/// A prefetch of the line holding element (b, h, row, col) of `src` for a key row in
+/// `seg` (none in the zeros segment): row must be one of the segment's.
+static void prefetchRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, Value b,
+                        Value h, Value row, Value col) {
+  if (seg.kind == KeySegment::Zeros)
+    return;
+  const HeadView &v = seg.kind == KeySegment::Stored ? src.stored : src.fresh;
+  Value r = seg.kind == KeySegment::Stored ? row : kb.sub(row, seg.len);
+  memref::PrefetchOp::create(kb.builder(), v.mem, v.at(kb, b, h, r, col), /*isWrite=*/false,
+                             /*localityHint=*/2, /*isDataCache=*/true);
+}
+
 Value readRowVector(KernelBuilder &kb, VectorType vt, const RowSource &src, const KeySegment &seg,
                     Value b, Value h, Value row, Value col, Value mask) {
   switch (seg.kind) {
@@ -269,6 +281,16 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   });
 }
 
+/// Rows of the f32 products' register tiles: gemmRowsFor's, or with tiles of one vector of
+/// queries (FlashSchedule::prefetch) up to 16, so that each step's loop and prefetch are
+/// shared by more FMAs.
+int64_t productRows(const FlashSchedule &s) {
+  int64_t nc = s.qTile / s.lanes;
+  if (s.prefetch && nc == 1)
+    return std::min<int64_t>(16, s.registers - 3);
+  return gemmRowsFor(nc, s.registers);
+}
+
 /// sT[j][i] = sum_d K[b, hk, j0 + j, d] * qT[d][i] for j < cols (`cols` is the whole
 /// key tile when `fullTile`: then the last register tile is one exact block).
 void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
@@ -278,7 +300,7 @@ void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   g.elem = a.ft;
   g.lanes = s.lanes;
   g.nc = s.qTile / s.lanes;
-  g.mr = gemmRowsFor(g.nc, s.registers);
+  g.mr = productRows(s);
   g.M = cols;
   if (fullTile)
     g.staticM = s.kvTile;
@@ -294,6 +316,18 @@ void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   g.store = [&](KernelBuilder &in, Value i, int64_t c, Value v) {
     in.vstore(v, t.sT, {i, in.idx(c * s.lanes)});
   };
+  // The register tile's value rows, for tileValuesF: its mr rows' lines (lv each) one a
+  // step, k taken modulo their number.
+  if (s.prefetch && a.staticDv) {
+    int64_t lv = (*a.staticDv + s.lanes - 1) / s.lanes, lines = g.mr * lv;
+    Value last = kb.sub(cols, kb.idx(1));
+    g.prefetch = [&, lv, lines, last](KernelBuilder &in, Value i0, Value k) {
+      Value n = in.remu(k, in.idx(lines));
+      Value row = in.add(j0, in.min(in.add(i0, in.divu(n, in.idx(lv))), last));
+      Value col = in.mul(in.remu(n, in.idx(lv)), s.lanes);
+      prefetchRow(in, a.v, seg, b, hk, row, col);
+    };
+  }
   emitGemm(kb, g);
 }
 
@@ -305,7 +339,7 @@ void tileValuesF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   g.elem = a.ft;
   g.lanes = s.lanes;
   g.nc = s.qTile / s.lanes;
-  g.mr = gemmRowsFor(g.nc, s.registers);
+  g.mr = productRows(s);
   // A static Dv in whole register tiles: the largest row count down to 4 that divides it
   // saves compiling a last, shorter tile (Dv = 64 with 6-row tiles ended in a 4-row one).
   if (a.staticDv)
@@ -334,6 +368,18 @@ void tileValuesF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   g.store = [&](KernelBuilder &in, Value i, int64_t c, Value v) {
     in.vstore(v, t.oT, {i, in.idx(c * s.lanes)});
   };
+  // The next key tile's rows, for the next tileScoresF: step k of the register tile over
+  // head dims [i0, i0 + mr) takes one line of key j0 + kvTile + k (the segment's last key
+  // past its end), the tile's index (modulo the lines of a key row) choosing which line.
+  if (s.prefetch) {
+    Value lk = kb.ceilDiv(a.nDh, s.lanes), last = kb.sub(seg.end, kb.idx(1));
+    Value next = kb.add(j0, kb.idx(s.kvTile));
+    g.prefetch = [&, lk, last, next](KernelBuilder &in, Value i0, Value k) {
+      Value line = in.remu(in.divu(i0, in.idx(g.mr)), lk);
+      Value row = in.min(in.add(next, k), last);
+      prefetchRow(in, a.k, seg, b, hk, row, in.mul(line, s.lanes));
+    };
+  }
   emitGemm(kb, g);
 }
 
@@ -358,7 +404,7 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
     // kernel end in one exact register tile when kv-tile is not a multiple of its rows.
     if (s.amx)
       tileScoresAmx(in, a, s, t, b, hk, j0, cols);
-    else if (s.kvTile % gemmRowsFor(s.qTile / s.lanes, s.registers) == 0)
+    else if (s.kvTile % productRows(s) == 0)
       tileScores(in, a, s, t, seg, b, hk, j0, cols, false);
     else
       in.ifThen(
@@ -862,13 +908,22 @@ struct FlashVariant {
 };
 
 /// Most queries the decode kernel takes by default when tiles of one vector of queries
-/// exist for the next lengths (a dynamic query length without a mask, vectors of more than
-/// this many lanes). Its cost grows with its query rows (dot products along the head dim);
-/// a tile's stays that of a whole vector. Measured with 2 threads, f32, over 8192 keys
-/// (H32 Dh128): on AVX-512 (Zen 5) the decode kernel took 11.0 ms at 8 queries, 13.5 at 10,
-/// 24.1 at 16, tiles of 16 queries by 256 keys 12.7-13.9 at 8-12 and 12.3 at 16; on AVX2
-/// (Zen 3) the decode kernel and the 8-query tiles crossed at 10-14 queries.
-constexpr int64_t kDecodeRowsBeforeShortTiles = 8;
+/// exist for the next lengths (a dynamic query length without a mask, vectors of 16 lanes
+/// or more: with 8, AVX2's f32, the decode kernel keeps the whole vector). Its cost grows
+/// with its query rows (dot products along the head dim, K and V read once per group of
+/// up to 4 rows); a tile's stays that of a whole vector. Measured with 2 threads, f32,
+/// over 8192 keys (H32 Dh128):
+/// - AVX-512, Intel Xeon (Emerald Rapids), with the tiles' prefetches and 16-row products:
+///   the decode kernel took 11-13 ms at 2 queries, 15-16 at 4, 13-17 at 5, 15.5-17 at 6,
+///   19-29 at 8; the tiles 16-19 ms at every length up to 16 (14.7-18.6 at 6, 16-18.5 at
+///   8). They cross at about 6.
+/// - AVX-512, AMD Zen 5, before those prefetches: the decode kernel 11.0 ms at 8 queries,
+///   13.5 at 10, 24.1 at 16; the tiles 12.7-13.9 at 8-12 and 12.3 at 16.
+/// - AVX2 (Zen 3): the decode kernel and the 8-query tiles crossed at 10-14 queries.
+constexpr int64_t kDecodeRowsBeforeShortTiles = 6;
+/// The same on bf16 pairs (FlashSchedule::dot), whose tiles do not prefetch: 8, as the
+/// f32 tiles' was before they did.
+constexpr int64_t kDecodeRowsBeforePairTiles = 8;
 
 /// The tiled kernel of an attention without a mask in tiles of `vectors` vectors of
 /// queries by kSmallQueryTileKeys keys (unless `o` sets the key tile), for at most that
@@ -881,6 +936,7 @@ FlashVariant shortTiles(const FlashOptions &o, const FlashSchedule &s, Type ft, 
   FlashSchedule ss = resolveSchedule(small, ft, /*masked=*/false);
   ss.dot = s.dot;
   chooseAmx(ss, o);
+  ss.prefetch = !ss.dot;
   return {false, ss, small.qTile};
 }
 
@@ -923,11 +979,12 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &opts) {
   // fixed work (the output's rescale, the softmax's bookkeeping) is shared by few
   // products; measured with 2 threads on AVX-512 (Zen 5), L = 17..32 over 8192 keys (H32
   // Dh128): 23-26 ms with the default 34 keys, 12.8-13.3 ms with 256. Tiles of one vector
-  // take the lengths past kDecodeRowsBeforeShortTiles from the decode kernel, when the
-  // decode kernel's count is the default.
+  // take the lengths past kDecodeRowsBeforeShortTiles (kDecodeRowsBeforePairTiles) from the
+  // decode kernel, when the decode kernel's count is the default.
   if (o.qTile == 0 && !masked) {
-    if (o.decodeRows == 0 && s.lanes > kDecodeRowsBeforeShortTiles && s.qTile > s.lanes) {
-      v.front().maxRows = v.front().s.decodeRows = kDecodeRowsBeforeShortTiles;
+    if (o.decodeRows == 0 && s.lanes >= 16 && s.qTile > s.lanes) {
+      v.front().maxRows = v.front().s.decodeRows =
+          s.dot ? kDecodeRowsBeforePairTiles : kDecodeRowsBeforeShortTiles;
       v.push_back(shortTiles(o, s, ft, 1));
     }
     if (s.qTile > 2 * s.lanes && v.back().maxRows < 2 * s.lanes)

@@ -29,6 +29,11 @@ struct FlashSchedule {
   /// layouts, K and V packed once per call. Needs 16-lane vectors and query and key tiles
   /// in whole blocks of 32.
   bool amx = false;
+  /// The f32 products prefetch what the next products read (tileScoresF: the tile's value
+  /// rows; tileValuesF: the next tile's key rows), spread one line per step. For tiles of
+  /// few queries, whose products are too short for the hardware's prefetchers to keep K
+  /// and V streaming in while they compute.
+  bool prefetch = false;
 };
 
 /// K and V packed for the AMX tiles (FlashAmx.cpp), once per call, as flat bf16 buffers:

@@ -51,6 +51,8 @@ void emitGemmTile(KernelBuilder &kb, const GemmSpec &s, Value i0, int64_t rows) 
       acc.push_back(s.init(kb, rowIdx[r], c));
   SmallVector<Value> res =
       kb.forLoop(kb.idx(0), s.K, kb.idx(1), acc, [&](KernelBuilder &in, Value k, ValueRange args) {
+        if (s.prefetch)
+          s.prefetch(in, i0, k);
         return gemmStep(in, s, rowIdx, k, args,
                         [&](KernelBuilder &b, Value i) { return s.a(b, i, k); });
       });

@@ -32,6 +32,9 @@ struct GemmSpec {
   std::function<mlir::Value(KernelBuilder &, mlir::Value i, int64_t c)> init;
   /// Writes C's vector (i, c).
   std::function<void(KernelBuilder &, mlir::Value i, int64_t c, mlir::Value v)> store;
+  /// When set, called at the start of every step k of a register tile whose first row is
+  /// i0, to prefetch what a later tile reads (memref.prefetch): a hint, not a read.
+  std::function<void(KernelBuilder &, mlir::Value i0, mlir::Value k)> prefetch;
 
   /// bf16 pairs on the dot-product instruction (x86vector.avx512.dot: vdpbf16ps), with f32
   /// accumulators: K counts pairs of A's columns (B's rows); `a` returns A's pair
