@@ -5,7 +5,8 @@
 #   ./qkv.sh demo     install, build, run the seed walkthrough example end to end
 #   ./qkv.sh demo three-matmuls
 #                     the same for the second walkthrough, "attention is three matmuls"
-#   ./qkv.sh test     install, build, fetch the test model if missing, run the ctest suite
+#   ./qkv.sh test     install, build, fetch the test model (and lizard) if missing, run the
+#                     ctest suite
 #   ./qkv.sh test --sanitize
 #                     the same in build-sanitize/ with ASan + UBSan and the libFuzzer
 #                     targets' short runs (docs/reliability.md)
@@ -19,7 +20,8 @@
 # Environment: QKV_BUILD_DIR (default build; build-sanitize with --sanitize, build-gcc
 # with --gcc), QKV_JOBS
 # (default: all cores),
-# QKV_MODEL_CACHE (where scripts/fetch-model.sh keeps models; default ~/.cache/qkv/models).
+# QKV_MODEL_CACHE (where scripts/fetch-model.sh keeps models; default ~/.cache/qkv/models),
+# QKV_TOOL_CACHE (where scripts/fetch-lizard.sh keeps lizard; default ~/.cache/qkv/tools).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -95,6 +97,8 @@ case "$cmd" in
     # The model tests (tests/models, examples/embed.cpp) need all-MiniLM-L6-v2: downloaded
     # once into the model cache ($QKV_MODEL_CACHE, default ~/.cache/qkv/models).
     scripts/fetch-model.sh minilm
+    # code_function_length counts lines with lizard: pinned wheels, downloaded once.
+    scripts/fetch-lizard.sh
     t=$(date +%s)
     say "running the test suite (ctest)"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" "$@"
@@ -117,7 +121,7 @@ case "$cmd" in
     rm -rf "$BUILD"
     ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
     [ "$cmd" = help ] || exit 2
     ;;
 esac

@@ -112,6 +112,30 @@ DimBindings parse_dims(const std::string &text) {
   return b;
 }
 
+/// A user's graph: the static sizes and the dtype are in its code, and a shape option
+/// sets the dynamic dim it names when the graph has it.
+void check_user_graph_opts(const gallery::Entry &e, const Args &a) {
+  for (const char *key : {"heads", "kv-heads", "head-dim", "dtype"})
+    if (a.opts.count(key))
+      user_error(std::string("--") + key + ": graph '" + e.name +
+                 "' has its static sizes and dtype in its own code (" +
+                 (e.statics.empty() ? std::string("no static dims") : e.statics) +
+                 "); only its dynamic dims take options");
+  const std::pair<const char *, const char *> sets[] = {
+      {"batch", "B"}, {"seq", "L"}, {"kv-len", "S"}};
+  for (auto [key, dim] : sets)
+    if (a.opts.count(key) &&
+        std::find(e.dynamic.begin(), e.dynamic.end(), dim) == e.dynamic.end()) {
+      std::string names;
+      for (const std::string &x : e.dynamic)
+        names += (names.empty() ? "" : ",") + x + "=N";
+      user_error(std::string("--") + key + " sets dim " + dim + ", which graph '" + e.name +
+                 "' does not have" +
+                 (names.empty() ? std::string(" (it has no dynamic dims)")
+                                : "; set its dynamic dims with --dims " + names));
+    }
+}
+
 } // namespace
 
 gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
@@ -143,29 +167,8 @@ gallery::GraphShape shape_from_opts(const gallery::Entry &e, const Args &a,
       user_error("--paged: graph '" + e.name + "' reads no KV cache (decode does)");
     s.paged = true;
   }
-  if (e.user) {
-    // A user's graph: the static sizes and the dtype are in its code, and a shape option
-    // sets the dynamic dim it names when the graph has it.
-    for (const char *key : {"heads", "kv-heads", "head-dim", "dtype"})
-      if (a.opts.count(key))
-        user_error(std::string("--") + key + ": graph '" + e.name +
-                   "' has its static sizes and dtype in its own code (" +
-                   (e.statics.empty() ? std::string("no static dims") : e.statics) +
-                   "); only its dynamic dims take options");
-    const std::pair<const char *, const char *> sets[] = {
-        {"batch", "B"}, {"seq", "L"}, {"kv-len", "S"}};
-    for (auto [key, dim] : sets)
-      if (a.opts.count(key) &&
-          std::find(e.dynamic.begin(), e.dynamic.end(), dim) == e.dynamic.end()) {
-        std::string names;
-        for (const std::string &x : e.dynamic)
-          names += (names.empty() ? "" : ",") + x + "=N";
-        user_error(std::string("--") + key + " sets dim " + dim + ", which graph '" + e.name +
-                   "' does not have" +
-                   (names.empty() ? std::string(" (it has no dynamic dims)")
-                                  : "; set its dynamic dims with --dims " + names));
-      }
-  }
+  if (e.user)
+    check_user_graph_opts(e, a);
   if (a.opts.count("dtype")) {
     const std::string &t = a.opts.at("dtype");
     if (t != "f32" && t != "f16" && t != "bf16")
