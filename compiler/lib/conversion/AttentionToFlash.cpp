@@ -100,39 +100,39 @@ Value gatherAs(KernelBuilder &kb, VectorType vt, const HeadView &v, ValueRange a
   return widenTo(kb, kb.gather(stored, v.mem, at, offsets, mask), vt);
 }
 
-Value readRow(KernelBuilder &kb, Type ft, const RowSource &src, const KeySegment &seg, Value b,
-              Value h, Value row, Value col) {
+/// Where key row `row` of `seg` lies: the view it is read in and its indices there (the
+/// fresh rows' view counts from the stored length); nothing in the zeros segment.
+static std::optional<std::pair<const HeadView *, SmallVector<Value>>>
+segmentAt(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, Value b, Value h,
+          Value row, Value col) {
   switch (seg.kind) {
-  case KeySegment::Stored: return loadAs(kb, ft, src.stored, src.stored.at(kb, b, h, row, col));
+  case KeySegment::Stored: return std::pair{&src.stored, src.stored.at(kb, b, h, row, col)};
   case KeySegment::Fresh:
-    return loadAs(kb, ft, src.fresh, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col));
+    return std::pair{&src.fresh, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col)};
   case KeySegment::Zeros: break;
   }
-  return kb.fconst(ft, 0.0);
+  return std::nullopt;
+}
+
+Value readRow(KernelBuilder &kb, Type ft, const RowSource &src, const KeySegment &seg, Value b,
+              Value h, Value row, Value col) {
+  auto at = segmentAt(kb, src, seg, b, h, row, col);
+  return at ? loadAs(kb, ft, *at->first, at->second) : kb.fconst(ft, 0.0);
 }
 
 /// A prefetch of the line holding element (b, h, row, col) of `src` for a key row in
 /// `seg` (none in the zeros segment): row must be one of the segment's.
 static void prefetchRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, Value b,
                         Value h, Value row, Value col) {
-  if (seg.kind == KeySegment::Zeros)
-    return;
-  const HeadView &v = seg.kind == KeySegment::Stored ? src.stored : src.fresh;
-  Value r = seg.kind == KeySegment::Stored ? row : kb.sub(row, seg.len);
-  memref::PrefetchOp::create(kb.builder(), v.mem, v.at(kb, b, h, r, col), /*isWrite=*/false,
-                             /*localityHint=*/2, /*isDataCache=*/true);
+  if (auto at = segmentAt(kb, src, seg, b, h, row, col))
+    memref::PrefetchOp::create(kb.builder(), at->first->mem, at->second, /*isWrite=*/false,
+                               /*localityHint=*/2, /*isDataCache=*/true);
 }
 
 Value readRowVector(KernelBuilder &kb, VectorType vt, const RowSource &src, const KeySegment &seg,
                     Value b, Value h, Value row, Value col, Value mask) {
-  switch (seg.kind) {
-  case KeySegment::Stored:
-    return loadAs(kb, vt, src.stored, src.stored.at(kb, b, h, row, col), mask);
-  case KeySegment::Fresh:
-    return loadAs(kb, vt, src.fresh, src.fresh.at(kb, b, h, kb.sub(row, seg.len), col), mask);
-  case KeySegment::Zeros: break;
-  }
-  return kb.fconst(vt, 0.0);
+  auto at = segmentAt(kb, src, seg, b, h, row, col);
+  return at ? loadAs(kb, vt, *at->first, at->second, mask) : kb.fconst(vt, 0.0);
 }
 
 Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value b, Value h,
