@@ -119,23 +119,14 @@ std::string hex16(std::uint64_t v) {
 } // namespace
 
 Key make_key(const Graph &g, const CompileOptions &o, int vector_bits, const std::string &target) {
-  const Schedule &s = o.schedule;
+  CompileOptions resolved = o;
+  resolved.schedule.vector_bits = vector_bits;
   Key k;
-  k.text =
-      toolchain() + "\ntarget " + jit::host_identity() + " " + target +
-      "\noptions threads=" + std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
-      " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(vector_bits) +
-      " gemm_k_block=" + std::to_string(s.gemm_k_block) +
-      " gemm_m_block=" + std::to_string(s.gemm_m_block) +
-      " decode_rows=" + std::to_string(s.decode_rows) +
-      " l1=" + std::to_string(host_cache_bytes(1)) + " l2=" + std::to_string(host_cache_bytes(2)) +
-      " opt_level=" + std::to_string(o.opt_level) +
-      " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) +
-      " recognize_attention=" + std::to_string(o.recognize_attention) +
-      " share_repeated_layers=" + std::to_string(o.share_repeated_layers) +
-      " checked=" + std::to_string(o.checked.value_or(false)) + " isa=" + isa_name(o.isa) +
-      " matmul_precision=" +
-      (o.matmul_precision == MatmulPrecision::Medium ? "medium" : "highest") + "\n" + g.key_text();
+  k.text = toolchain() + "\ntarget " + jit::host_identity() + " " + target + "\noptions " +
+           kernel_cache::options_text(resolved) + " l1=" + std::to_string(host_cache_bytes(1)) +
+           " l2=" + std::to_string(host_cache_bytes(2)) +
+           " codegen_parts=" + std::to_string(jit::codegen_parts(o.compile_threads)) + "\n" +
+           g.key_text();
   k.hash = llvm::xxh3_64bits(k.text);
   k.hex = hex16(k.hash);
   return k;
@@ -336,6 +327,21 @@ std::string write_entry(const Place &place, const Key &key, const Entry &entry) 
 // ---- the public side -----------------------------------------------------------------------
 
 namespace qkv::kernel_cache {
+
+std::string options_text(const CompileOptions &o) {
+  const Schedule &s = o.schedule;
+  return "threads=" + std::to_string(s.threads) + " q_tile=" + std::to_string(s.q_tile) +
+         " kv_tile=" + std::to_string(s.kv_tile) + " vector_bits=" + std::to_string(s.vector_bits) +
+         " gemm_k_block=" + std::to_string(s.gemm_k_block) +
+         " gemm_m_block=" + std::to_string(s.gemm_m_block) +
+         " decode_rows=" + std::to_string(s.decode_rows) +
+         " opt_level=" + std::to_string(o.opt_level) +
+         " recognize_attention=" + std::to_string(o.recognize_attention) +
+         " share_repeated_layers=" + std::to_string(o.share_repeated_layers) +
+         " checked=" + (o.checked ? std::to_string(*o.checked) : "default") +
+         " isa=" + isa_name(o.isa) + " matmul_precision=" +
+         (o.matmul_precision == MatmulPrecision::Medium ? "medium" : "highest");
+}
 
 std::string default_dir() {
   if (const char *d = std::getenv("QKV_CACHE_DIR"); d && *d)

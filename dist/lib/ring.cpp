@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include <qkv/compiler/kernel_cache.hpp>
 #include <qkv/dsl/error.hpp>
 #include <qkv/dsl/graph.hpp>
 
@@ -120,14 +121,8 @@ const RingKernels &kernels_for(const Shard &s, const RingOptions &o) {
   static std::map<std::string, RingKernels> cache;
   std::lock_guard<std::mutex> lock(m);
   std::ostringstream key;
-  const CompileOptions &c = o.compile;
-  const Schedule &sc = c.schedule;
   key << std::hexfloat << s.H << ' ' << s.Hkv << ' ' << s.Dh << ' ' << s.Dv << ' '
-      << (o.scale ? *o.scale : -1.0) << ' ' << sc.threads << ' ' << sc.q_tile << ' ' << sc.kv_tile
-      << ' ' << sc.vector_bits << ' ' << sc.gemm_k_block << ' ' << sc.gemm_m_block << ' '
-      << sc.decode_rows << ' ' << c.recognize_attention << ' ' << c.share_repeated_layers << ' '
-      << c.opt_level << ' ' << (c.checked ? int(*c.checked) : -1) << ' ' << int(c.isa) << ' '
-      << int(c.matmul_precision);
+      << (o.scale ? *o.scale : -1.0) << ' ' << kernel_cache::options_text(o.compile);
   auto it = cache.find(key.str());
   if (it == cache.end()) {
     RingKernels k{compile(partial_graph(s, false, o.scale), Target::host(), o.compile),

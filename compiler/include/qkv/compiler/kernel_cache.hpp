@@ -6,7 +6,17 @@
 #include <cstdint>
 #include <string>
 
+namespace qkv {
+struct CompileOptions;
+} // namespace qkv
+
 namespace qkv::kernel_cache {
+
+/// The compile options that change a kernel's code, as the cache's key spells them
+/// (`threads=2 q_tile=0 ... matmul_precision=highest`; Schedule::vector_bits as given, 0
+/// for the host's): a cache of kernels of one's own (qkv::dist's ring attention) keys on
+/// the same text, so that an option added later is never left out of it.
+std::string options_text(const CompileOptions &o);
 
 /// The folder compile() uses when CompileOptions::cache.dir is empty: $QKV_CACHE_DIR if
 /// set and not empty, else $HOME/.cache/qkv/kernels ("" when HOME is not set either).
