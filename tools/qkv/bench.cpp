@@ -89,6 +89,8 @@ const char *const kBenchHelp =
     "  --q-tile T, --kv-tile T\n"
     "                  the tiled attention kernel's queries and keys per tile\n"
     "                  (Schedule::q_tile, kv_tile; default 0: the kernel's own choice)\n"
+    "  --decode-rows N  attention over at most N queries takes the split-KV decode kernel\n"
+    "                  (Schedule::decode_rows; default 0: the kernel's own threshold)\n"
     "\n"
     "shape options:\n" QKV_SHAPE_HELP "\n"
     "JSON fields: name, shape (with dtype; decode: with paged, page_rows), mask (none, causal,\n"
@@ -97,7 +99,8 @@ const char *const kBenchHelp =
     "when the warm compiles did not come from the cache, e.g. under QKV_CACHE=0),\n"
     "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
     "median cold compile's stages), compile_parts (the parts LLVM compiled), schedules (the\n"
-    "attention kernels qkv's runs took, with their runs), flops, gflops, kept_pairs and pairs (over all batches and\n"
+    "attention kernels qkv's runs took, with their runs), flops, gflops, kept_pairs and pairs "
+    "(over all batches and\n"
     "heads), peak_gflops (the tier's), peak_kind (fma, vdpbf16ps, tdpbf16ps), fma_peak_gflops,\n"
     "bf16_peak_gflops, amx_peak_gflops, pct_peak, bytes, read_gbs, bandwidth_gbs, pct_bandwidth,\n"
     "baselines (name -> {ms, ratio = baseline ms / qkv ms, runs, gflops, pct_peak,\n"
@@ -132,6 +135,7 @@ struct Config {
   int compile_threads = 0; // CompileOptions::compile_threads
   Isa isa = Isa::Host;      // CompileOptions::isa
   int q_tile = 0, kv_tile = 0; // Schedule::q_tile, kv_tile (0: the kernel's defaults)
+  int decode_rows = 0;         // Schedule::decode_rows (0: the kernel's default)
 };
 
 struct Result {
@@ -185,7 +189,7 @@ std::string sig(double v) {
 
 Config config_of(const cli::Args &a) {
   cli::check_opts(a, {"threads", "compile-threads", "json", "repeat", "no-baselines", "isa",
-                      "q-tile", "kv-tile", QKV_SHAPE_OPTS});
+                      "q-tile", "kv-tile", "decode-rows", QKV_SHAPE_OPTS});
   for (const char *flag : {"json", "no-baselines"})
     if (a.opts.count(flag) && !a.opts.at(flag).empty())
       user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
@@ -201,6 +205,7 @@ Config config_of(const cli::Args &a) {
     c.isa = parse_isa(a.opts.at("isa"), "--isa");
   c.q_tile = static_cast<int>(cli::int_opt(a, "q-tile", 0).value_or(0));
   c.kv_tile = static_cast<int>(cli::int_opt(a, "kv-tile", 0).value_or(0));
+  c.decode_rows = static_cast<int>(cli::int_opt(a, "decode-rows", 0).value_or(0));
   return c;
 }
 
@@ -264,6 +269,7 @@ Kernel compile_timed(const Graph &g, Report &r) {
   o.schedule.threads = r.c.threads;
   o.schedule.q_tile = r.c.q_tile;
   o.schedule.kv_tile = r.c.kv_tile;
+  o.schedule.decode_rows = r.c.decode_rows;
   o.compile_threads = r.c.compile_threads;
   o.isa = r.c.isa;
   o.cache.dir = scratch.path();
