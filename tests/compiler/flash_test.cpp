@@ -367,8 +367,8 @@ TEST(Flash, ScheduleChosenPerCall) {
         {{{"B", 2}, {"L", 4}, {"S", 301}}, {{"B", 2}, {"L", 5}, {"S", 301}},
          {{"B", 1}, {"L", 6}, {"S", 301}}, {{"B", 1}, {"L", 1}, {"S", 3}}},
         o);
-  // By default one vector of f32 queries takes the decode kernel, at most 6 of them:
-  // with wider vectors, tiles of one vector take the lengths from 7 up to one vector.
+  // By default one vector of f32 queries takes the decode kernel, at most 8 of them:
+  // with wider vectors, tiles of one vector take the lengths from 9 up to one vector.
   // Without a mask, up to two vectors take tiles of two vectors, more the default tiles
   // of four.
   Kernel dflt = compile(plain(32));
@@ -379,7 +379,7 @@ TEST(Flash, ScheduleChosenPerCall) {
   std::vector<std::pair<std::int64_t, std::string>> edges = {
       {lanes + 1, two}, {2 * lanes, two}, {2 * lanes + 1, four}};
   if (lanes > 8)
-    edges.insert(edges.end(), {{6, "decode"}, {7, one}, {lanes, one}});
+    edges.insert(edges.end(), {{8, "decode"}, {9, one}, {lanes, one}});
   else
     edges.push_back({lanes, "decode"});
   ASSERT_EQ(dflt.schedule_runs().size(), lanes > 8 ? 4u : 3u);

@@ -241,9 +241,9 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // CHECK-LABEL: func.func @heads_in_place
 // DEFAULT-LABEL: func.func @heads_in_place
 // By default a dynamic query length without a mask gets four kernels with 16 lanes:
-// decode for up to 6 queries, tiles of one vector (16 queries, 256 keys), of two vectors
+// decode for up to 8 queries, tiles of one vector (16 queries, 256 keys), of two vectors
 // (32 queries, 256 keys), the default tiles (64 queries, 66 keys) beyond.
-// DEFAULT: arith.cmpi ule, %{{.*}}, %c6 : index
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
@@ -292,7 +292,16 @@ func.func @heads_in_place(%x: tensor<1x?x32xf32>) -> tensor<1x?x32xf32> {
 // stored rows, through the table
 // DEFAULT: %[[E1:.*]] = arith.minsi %{{.*}}, %[[L]] : index
 // DEFAULT: scf.for %[[J0:.*]] = %{{.*}} to %[[E1]] step %c32
-// DEFAULT: %[[SLOT:.*]] = arith.divui %[[J:.*]], %c8 : index
+// DEFAULT: %[[J:.*]] = arith.addi %[[J0]], %arg{{[0-9]+}} : index
+// each key's step first prefetches the next tile's row (32 keys on, at most the segment's
+// last), its group's share of the row's lines, through the table too
+// DEFAULT: %[[NJ:.*]] = arith.addi %[[J]], %c32 : index
+// DEFAULT: %[[NEXT:.*]] = arith.minsi %[[NJ]], %{{.*}} : index
+// DEFAULT: scf.for
+// DEFAULT: %[[NSLOT:.*]] = arith.divui %[[NEXT]], %c8 : index
+// DEFAULT: tensor.extract %[[TAB]][%[[B]], %[[NSLOT]]] : tensor<2x4xi32>
+// DEFAULT: memref.prefetch %[[PM]][
+// DEFAULT: %[[SLOT:.*]] = arith.divui %[[J]], %c8 : index
 // DEFAULT: %[[ID:.*]] = tensor.extract %[[TAB]][%[[B]], %[[SLOT]]] : tensor<2x4xi32>
 // DEFAULT: %[[PG:.*]] = arith.index_cast %[[ID]] : i32 to index
 // DEFAULT: %[[ROW:.*]] = arith.remui %[[J]], %c8 : index
@@ -300,8 +309,9 @@ func.func @heads_in_place(%x: tensor<1x?x32xf32>) -> tensor<1x?x32xf32> {
 // this step's row
 // DEFAULT: %[[S2:.*]] = arith.maxsi %{{.*}}, %[[L]] : index
 // DEFAULT: %[[E2:.*]] = arith.minsi %{{.*}}, %[[L1]] : index
-// DEFAULT: scf.for %{{.*}} = %[[S2]] to %[[E2]] step %c32
-// DEFAULT: %[[FR:.*]] = arith.subi %{{.*}}, %[[L]] : index
+// DEFAULT: scf.for %[[F0:.*]] = %[[S2]] to %[[E2]] step %c32
+// DEFAULT: %[[FJ:.*]] = arith.addi %[[F0]], %arg{{[0-9]+}} : index
+// DEFAULT: %[[FR:.*]] = arith.subi %[[FJ]], %[[L]] : index
 // DEFAULT: vector.load %[[KM]][%[[B]], %[[H]], %[[FR]], %c0]
 // the zero rows: a tile runs only if some key in it is visible (lengths[b] >= its first key)
 // DEFAULT: %[[S3:.*]] = arith.maxsi %{{.*}}, %[[L1]] : index
@@ -329,7 +339,7 @@ func.func @decode_paged(%q: tensor<2x4x1x16xf32>, %pool: tensor<?x2x8x16xf32>, %
 // no-mask tiles (64 queries by 66 keys) last, where a mask that reads the query takes
 // tiles of 32 x 32.
 // DEFAULT-LABEL: func.func @padding_schedules_as_no_mask
-// DEFAULT: arith.cmpi ule, %{{.*}}, %c6 : index
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index

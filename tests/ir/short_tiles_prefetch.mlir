@@ -1,15 +1,15 @@
 // qkv-lower-attention-to-flash: the short tiles' prefetches (FlashSchedule::prefetch).
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512},canonicalize,cse)" | FileCheck %s --check-prefix=DEFAULT
 
-// The short tiles (a dynamic length without a mask: 7..16 and 17..32 queries; the decode
-// kernel keeps at most 6) prefetch while they compute: each step of QK^T one line of the
+// The short tiles (a dynamic length without a mask: 9..16 and 17..32 queries; the decode
+// kernel keeps at most 8) prefetch while they compute: each step of QK^T one line of the
 // value rows of its register tile's keys (16 rows with tiles of one vector), the row kept
 // inside the key tile; each step of P.V one line of the next key tile's key rows, the row
 // kept inside the segment. The default tiles (64 queries) do not.
 // DEFAULT-LABEL: func.func @short_tiles_prefetch
 // DEFAULT: %[[K:.*]] = bufferization.to_buffer %arg1
 // DEFAULT: %[[V:.*]] = bufferization.to_buffer %arg2
-// DEFAULT: arith.cmpi ule, %{{.*}}, %c6 : index
+// DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
 // DEFAULT: %{{.*}}:16 = scf.for %{{.*}} = %c0 to %c128 step %c1 iter_args(

@@ -122,8 +122,8 @@ Value readRow(KernelBuilder &kb, Type ft, const RowSource &src, const KeySegment
 
 /// A prefetch of the line holding element (b, h, row, col) of `src` for a key row in
 /// `seg` (none in the zeros segment): row must be one of the segment's.
-static void prefetchRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, Value b,
-                        Value h, Value row, Value col) {
+void prefetchRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, Value b, Value h,
+                 Value row, Value col) {
   if (auto at = segmentAt(kb, src, seg, b, h, row, col))
     memref::PrefetchOp::create(kb.builder(), at->first->mem, at->second, /*isWrite=*/false,
                                /*localityHint=*/2, /*isDataCache=*/true);
@@ -909,21 +909,19 @@ struct FlashVariant {
 
 /// Most queries the decode kernel takes by default when tiles of one vector of queries
 /// exist for the next lengths (a dynamic query length without a mask, vectors of 16 lanes
-/// or more: with 8, AVX2's f32, the decode kernel keeps the whole vector). Its cost grows
-/// with its query rows (dot products along the head dim, K and V read once per group of
-/// up to 4 rows); a tile's stays that of a whole vector. Measured with 2 threads, f32,
-/// over 8192 keys (H32 Dh128):
-/// - AVX-512, Intel Xeon (Emerald Rapids), with the tiles' prefetches and 16-row products:
-///   the decode kernel took 11-13 ms at 2 queries, 15-16 at 4, 13-17 at 5, 15.5-17 at 6,
-///   19-29 at 8; the tiles 16-19 ms at every length up to 16 (14.7-18.6 at 6, 16-18.5 at
-///   8). They cross at about 6.
-/// - AVX-512, AMD Zen 5, before those prefetches: the decode kernel 11.0 ms at 8 queries,
-///   13.5 at 10, 24.1 at 16; the tiles 12.7-13.9 at 8-12 and 12.3 at 16.
+/// or more: with 8, AVX2's f32, the decode kernel keeps the whole vector), f32 or bf16
+/// pairs alike. Its cost grows with its query rows (dot products along the head dim, K and
+/// V read once per group of up to 4 rows); a tile's stays that of a whole vector. Measured
+/// with 2 threads, f32, over 8192 keys (H32 Dh128):
+/// - AVX-512, Intel Xeon (Emerald Rapids), the decode kernel prefetching the next key tile
+///   (FlashDecode.cpp, NextTile), the tiles' prefetches and 16-row products: 7 queries
+///   12.3-12.9 ms in the decode kernel against 14.3-15.3 in tiles, 8 queries 12.8-13.1
+///   against 13.7-15.6, 12 queries 16.7-19.5 against 14.2-17.1 (medians, rounds
+///   alternated). Before the decode kernel prefetched, they crossed at about 6.
+/// - AVX-512, AMD Zen 5, before any of those prefetches: the decode kernel 11.0 ms at 8
+///   queries, 13.5 at 10, 24.1 at 16; the tiles 12.7-13.9 at 8-12 and 12.3 at 16.
 /// - AVX2 (Zen 3): the decode kernel and the 8-query tiles crossed at 10-14 queries.
-constexpr int64_t kDecodeRowsBeforeShortTiles = 6;
-/// The same on bf16 pairs (FlashSchedule::dot), whose tiles do not prefetch: 8, as the
-/// f32 tiles' was before they did.
-constexpr int64_t kDecodeRowsBeforePairTiles = 8;
+constexpr int64_t kDecodeRowsBeforeShortTiles = 8;
 
 /// The tiled kernel of an attention without a mask in tiles of `vectors` vectors of
 /// queries by kSmallQueryTileKeys keys (unless `o` sets the key tile), for at most that
@@ -979,12 +977,11 @@ SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &opts) {
   // fixed work (the output's rescale, the softmax's bookkeeping) is shared by few
   // products; measured with 2 threads on AVX-512 (Zen 5), L = 17..32 over 8192 keys (H32
   // Dh128): 23-26 ms with the default 34 keys, 12.8-13.3 ms with 256. Tiles of one vector
-  // take the lengths past kDecodeRowsBeforeShortTiles (kDecodeRowsBeforePairTiles) from the
-  // decode kernel, when the decode kernel's count is the default.
+  // take the lengths past kDecodeRowsBeforeShortTiles from the decode kernel, when the
+  // decode kernel's count is the default.
   if (o.qTile == 0 && !masked) {
     if (o.decodeRows == 0 && s.lanes >= 16 && s.qTile > s.lanes) {
-      v.front().maxRows = v.front().s.decodeRows =
-          s.dot ? kDecodeRowsBeforePairTiles : kDecodeRowsBeforeShortTiles;
+      v.front().maxRows = v.front().s.decodeRows = kDecodeRowsBeforeShortTiles;
       v.push_back(shortTiles(o, s, ft, 1));
     }
     if (s.qTile > 2 * s.lanes && v.back().maxRows < 2 * s.lanes)

@@ -156,6 +156,10 @@ mlir::Value gatherAs(KernelBuilder &kb, mlir::VectorType vt, const HeadView &v,
 mlir::Value readRow(KernelBuilder &kb, mlir::Type ft, const RowSource &src,
                     const KeySegment &seg, mlir::Value b, mlir::Value h, mlir::Value row,
                     mlir::Value col);
+/// A prefetch (into L2) of the line holding element (b, h, row, col) of `src` for a key row
+/// in `seg` (none in the zeros segment): row must be one of the segment's.
+void prefetchRow(KernelBuilder &kb, const RowSource &src, const KeySegment &seg, mlir::Value b,
+                 mlir::Value h, mlir::Value row, mlir::Value col);
 /// The vector at (b, h, row, col .. col + lanes) (lanes off in `mask` read 0).
 mlir::Value readRowVector(KernelBuilder &kb, mlir::VectorType vt, const RowSource &src,
                           const KeySegment &seg, mlir::Value b, mlir::Value h, mlir::Value row,

@@ -60,9 +60,8 @@ struct Schedule {
   /// Attention over at most this many queries takes the split-KV decode kernel instead
   /// of query tiles; a query length bound at run time picks one or the other on each
   /// call (docs/compiler.md, "The fused attention kernel"). 0: one vector of queries, at
-  /// most 6 where tiles of one vector take the lengths after it: 8 f32 with AVX2; with
-  /// AVX-512, 6 for attention without a mask (8 for bf16 attention on bf16 pairs), 16
-  /// with one.
+  /// most 8 where tiles of one vector take the lengths after it: 8 f32 with AVX2; with
+  /// AVX-512, 8 for attention without a mask, 16 with one.
   int decode_rows = 0;
 };
 
