@@ -25,6 +25,15 @@ class PerfMapPlugin : public llvm::orc::LinkGraphLinkingLayer::Plugin {
 public:
   void modifyPassConfig(llvm::orc::MaterializationResponsibility &, llvm::jitlink::LinkGraph &,
                         llvm::jitlink::PassConfiguration &config) override {
+    // Functions of internal linkage (the GEMM's block functions, most OpenMP bodies) are
+    // not live roots: the pruning pass drops their symbols (keeping their code, which
+    // the entry points reach) unless they are marked live first.
+    config.PrePrunePasses.push_back([](llvm::jitlink::LinkGraph &g) {
+      for (llvm::jitlink::Symbol *s : g.defined_symbols())
+        if (s->hasName() && s->isCallable())
+          s->setLive(true);
+      return llvm::Error::success();
+    });
     config.PostFixupPasses.push_back([this](llvm::jitlink::LinkGraph &g) {
       write(g);
       return llvm::Error::success();

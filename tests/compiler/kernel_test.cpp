@@ -407,14 +407,14 @@ TEST(Compile, PipelineStagesArePrintable) {
 }
 
 // QKV_PERF_MAP=1 (the kernel_perf_map test runs this file with it): every kernel linked
-// writes its functions to /tmp/perf-<pid>.map, where perf finds names for JIT code;
-// without it, no file.
+// writes its functions to /tmp/perf-<pid>.map, where perf finds names for JIT code,
+// internal ones (the GEMM's block functions) included; without it, no file.
 TEST(KernelPerfMap, WrittenWhenAskedOnly) {
   std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
   std::filesystem::remove(path);
   Graph g("perf_map_probe");
-  Dim L = g.dim("L"), D = g.dim("D", 8);
-  g.output("y", gelu(g.input("x", DType::F32, {L, D})));
+  Dim L = g.dim("L"), D = g.dim("D", 64);
+  g.output("y", gelu(linear(g.input("x", DType::F32, {L, D}), g.param("w", DType::F32, {D, D}))));
   Kernel k = compile(g); // a cache hit links its object too
   k.run(random_inputs(g, {{"L", 3}}, 1));
   const char *env = std::getenv("QKV_PERF_MAP");
@@ -424,7 +424,7 @@ TEST(KernelPerfMap, WrittenWhenAskedOnly) {
     return;
   std::ifstream in(path);
   std::string line;
-  bool entry = false;
+  bool entry = false, gemm = false;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::string start, size, name;
@@ -432,8 +432,10 @@ TEST(KernelPerfMap, WrittenWhenAskedOnly) {
     EXPECT_GT(std::stoull(start, nullptr, 16), 0u) << line;
     EXPECT_GT(std::stoull(size, nullptr, 16), 0u) << line;
     entry = entry || name == "_mlir_ciface_perf_map_probe";
+    gemm = gemm || name.rfind("qkv_gemm_", 0) == 0;
   }
   EXPECT_TRUE(entry) << path << " does not name the kernel's entry point";
+  EXPECT_TRUE(gemm) << path << " does not name the GEMM's functions (internal linkage)";
   std::filesystem::remove(path);
 }
 
