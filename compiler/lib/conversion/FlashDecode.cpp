@@ -71,8 +71,8 @@ void prefetchNext(KernelBuilder &kb, const FlashSchedule &s, const RowSource &sr
 /// all their steps. The memory then streams while the cores compute: without it a tile's
 /// first group waited on its loads and the DRAM idled while the other groups reread the
 /// tile from L2. Measured with 2 threads on AVX-512 (Xeon, Emerald Rapids), 4 queries over
-/// 8192 keys (H32 Dh128, two groups of 2): medians of 21 in 4 rounds 11.5-13.6 ms ->
-/// 10.1-10.8 ms. A kv head of one query row (MHA decoding one token) prefetches nothing:
+/// 8192 keys (H32 Dh128, two groups of 2): medians of 21 in 8 rounds 11.5-13.6 ms ->
+/// 10.1-10.8 ms (12.2 in one). A kv head of one query row (MHA decoding one token) prefetches nothing:
 /// its products are few, there is nothing to overlap, and the prefetches cost (9 rounds:
 /// 8.5 -> 9.3 ms on average).
 NextTile nextTileShare(KernelBuilder &kb, const AttentionInfo &a, const DecodeState &st, Value last,
