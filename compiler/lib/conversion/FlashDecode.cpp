@@ -41,13 +41,19 @@ struct DecodeRow {
   Value r, h, i;
 };
 
-/// What one group of rows prefetches of the next key tile while it computes: lines
-/// [kLo, kHi) of each key row during its scores, [vLo, vHi) of each value row during its
-/// values (a 64-byte line holds kElems or vElems elements). Key row j's step prefetches
-/// row min(j + kvTile, last): never past the split's keys in this segment.
+/// Lines [lo, hi) of each row of one operand, `elems` elements to a 64-byte line.
+struct RowLines {
+  Value lo, hi;
+  int64_t elems = 16;
+};
+
+/// What one group of rows prefetches of the next key tile while it computes: lines `k`
+/// of each key row during its scores, `v` of each value row during its values. Key row
+/// j's step prefetches row min(j + kvTile, last): never past the split's keys in this
+/// segment.
 struct NextTile {
-  Value last, kLo, kHi, vLo, vHi;
-  int64_t kElems = 16, vElems = 16;
+  Value last;
+  RowLines k, v;
 };
 
 /// Elements of src's storage in a 64-byte cache line.
@@ -56,13 +62,14 @@ int64_t lineElements(const RowSource &src) {
   return std::max<int64_t>(1, 512 / t.getElementTypeBitWidth());
 }
 
-/// Lines [lo, hi) of the row kvTile past `row` (at most next.last) of src.
+/// The group's lines of src's row kvTile past `row` (at most next.last); src is the key
+/// or the value operand, `lines` its share in `next`.
 void prefetchNext(KernelBuilder &kb, const FlashSchedule &s, const RowSource &src,
-                  const KeySegment &seg, const NextTile &next, Value b, Value hk, Value row,
-                  Value lo, Value hi, int64_t elems) {
+                  const KeySegment &seg, const NextTile &next, const RowLines &lines, Value b,
+                  Value hk, Value row) {
   Value ahead = kb.min(kb.add(row, kb.idx(s.kvTile)), next.last);
-  kb.forLoop(lo, hi, 1, [&](KernelBuilder &x, Value line) {
-    prefetchRow(x, src, seg, b, hk, ahead, x.mul(line, elems));
+  kb.forLoop(lines.lo, lines.hi, 1, [&](KernelBuilder &x, Value line) {
+    prefetchRow(x, src, seg, b, hk, ahead, x.mul(line, lines.elems));
   });
 }
 
@@ -72,27 +79,24 @@ void prefetchNext(KernelBuilder &kb, const FlashSchedule &s, const RowSource &sr
 /// first group waited on its loads and the DRAM idled while the other groups reread the
 /// tile from L2. Measured with 2 threads on AVX-512 (Xeon, Emerald Rapids), 4 queries over
 /// 8192 keys (H32 Dh128, two groups of 2): medians of 21 in 8 rounds 11.5-13.6 ms ->
-/// 10.1-10.8 ms (12.2 in one). A kv head of one query row (MHA decoding one token) prefetches nothing:
-/// its products are few, there is nothing to overlap, and the prefetches cost (9 rounds:
-/// 8.5 -> 9.3 ms on average).
+/// 10.1-10.8 ms (12.2 in one). A kv head of one query row (MHA decoding one token)
+/// prefetches nothing: its products are few, there is nothing to overlap, and the
+/// prefetches cost (9 rounds: 8.5 -> 9.3 ms on average).
 NextTile nextTileShare(KernelBuilder &kb, const AttentionInfo &a, const DecodeState &st, Value last,
                        Value g, Value n) {
-  NextTile t;
-  t.last = last;
-  t.kElems = lineElements(a.k);
-  t.vElems = lineElements(a.v);
   auto share = [&](Value lines, Value at) { return kb.divu(kb.mul(at, lines), n); };
-  Value kLines = kb.ceilDiv(a.nDh, kb.idx(t.kElems)), vLines = kb.ceilDiv(a.nDv, kb.idx(t.vElems));
   Value g1 = kb.add(g, kb.idx(1));
   Value rowsToOverlap = kb.cmp(arith::CmpIPredicate::sge, st.rows, kb.idx(2));
-  auto upTo = [&](Value hi, Value lo) {
-    return arith::SelectOp::create(kb.builder(), rowsToOverlap, hi, lo).getResult();
+  // The share of a row of `dim` elements of src.
+  auto rowLines = [&](const RowSource &src, Value dim) {
+    RowLines r;
+    r.elems = lineElements(src);
+    Value lines = kb.ceilDiv(dim, kb.idx(r.elems));
+    r.lo = share(lines, g);
+    r.hi = arith::SelectOp::create(kb.builder(), rowsToOverlap, share(lines, g1), r.lo);
+    return r;
   };
-  t.kLo = share(kLines, g);
-  t.kHi = upTo(share(kLines, g1), t.kLo);
-  t.vLo = share(vLines, g);
-  t.vHi = upTo(share(vLines, g1), t.vLo);
-  return t;
+  return {last, rowLines(a.k, a.nDh), rowLines(a.v, a.nDv)};
 }
 
 /// How many query rows share each key's and value's loads: with a static Dv whose output
@@ -272,8 +276,7 @@ void scoreBlock(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   VectorType vt = kb.vec(a.ft, s.lanes);
   size_t n = rows.size();
   for (int64_t k = 0; k < keys; ++k)
-    prefetchNext(kb, s, a.k, seg, next, b, hk, kb.add(kb.add(j0, j), kb.idx(k)), next.kLo, next.kHi,
-                 next.kElems);
+    prefetchNext(kb, s, a.k, seg, next, next.k, b, hk, kb.add(kb.add(j0, j), kb.idx(k)));
   SmallVector<Value> sums = keySums(kb, a, s, seg, b, rows, hk, kb.add(j0, j), 0, keys, q);
   Value scores =
       arith::MulFOp::create(kb.builder(), transposeSums(kb, sums, keys), kb.splat(st.qScale, vt));
@@ -305,7 +308,7 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
     });
   }
   kb.forLoop(blocked, cols, 1, [&](KernelBuilder &in, Value j) {
-    prefetchNext(in, s, a.k, seg, next, b, hk, in.add(j0, j), next.kLo, next.kHi, next.kElems);
+    prefetchNext(in, s, a.k, seg, next, next.k, b, hk, in.add(j0, j));
     SmallVector<Value> sums = keyDots(in, a, s, seg, b, rows, hk, in.add(j0, j), q);
     for (size_t r = 0; r < n; ++r) {
       Value dot = vector::ReductionOp::create(in.builder(), vector::CombiningKind::ADD, sums[r],
@@ -406,8 +409,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
         in.forLoop(in.idx(0), cols, in.idx(1), acc, [&](KernelBuilder &x, Value j, ValueRange cur) {
           SmallVector<Value> p = probs(x, j), out(cur.begin(), cur.end());
           auto fetch = [&](KernelBuilder &y) {
-            prefetchNext(y, s, a.v, seg, next, b, hk, y.add(j0, j), next.vLo, next.vHi,
-                         next.vElems);
+            prefetchNext(y, s, a.v, seg, next, next.v, b, hk, y.add(j0, j));
           };
           if (first)
             x.ifThen(first, fetch);
