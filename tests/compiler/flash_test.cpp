@@ -84,6 +84,26 @@ TEST_P(HeadDim, DecodeKernelMatchesInterpreter) {
 INSTANTIATE_TEST_SUITE_P(Flash, HeadDim, ::testing::Values(32, 40, 64, 80, 96, 128, 256),
                          [](const auto &info) { return "dh" + std::to_string(info.param); });
 
+// With AVX2's 16 registers on any host: at Dh 40 to 128 two rows' outputs do not fit beside
+// a value row, so groups of four rows take their values in passes over column slices (4
+// queries: one group; 7: a group and three rows one by one; Dh 100 ends in a masked
+// vector, alone in the last slice).
+TEST(Flash, DecodeValuePassesMatchInterpreter) {
+  CompileOptions avx2;
+  avx2.schedule.vector_bits = 256;
+  for (std::int64_t dh : {40, 100, 128})
+    for (std::int64_t lq : {4, 7})
+      check(
+          "decode_256_dh" + std::to_string(dh) + "_lq" + std::to_string(lq),
+          [dh, lq] { return plain(dh, lq); }, {{{"B", 2}, {"S", 300}}}, avx2);
+  // The same with AVX-512's 32 registers at Dh 200 (13 vectors; 3 passes, the last slice
+  // ending in a masked vector); LLVM splits the vectors on hosts without AVX-512.
+  CompileOptions avx512;
+  avx512.schedule.vector_bits = 512;
+  check(
+      "decode_512_dh200_lq7", [] { return plain(200, 7); }, {{{"B", 2}, {"S", 300}}}, avx512);
+}
+
 TEST(Flash, DynamicHeadDim) {
   check("dynamic_dh",
         [] {

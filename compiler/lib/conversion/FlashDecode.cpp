@@ -99,11 +99,15 @@ NextTile nextTileShare(KernelBuilder &kb, const AttentionInfo &a, const DecodeSt
   return {last, rowLines(a.k, a.nDh), rowLines(a.v, a.nDv)};
 }
 
-/// How many query rows share each key's and value's loads: with a static Dv whose output
-/// rows stay in registers, as many as fit beside one value row (at most 4); else 2.
-/// Rows one at a time load every key and value vector once per row: measured with 2
-/// threads on AVX-512 (Zen 5), 8 queries over 8192 keys (H32 Dh128) took 11.0-12.2 ms
-/// so and 8.8-9.3 ms in pairs.
+/// How many query rows share each key's and value's loads: with a static Dv, as many as
+/// fit in registers with their output rows beside one value row (at most 4); where fewer
+/// than 2 fit, 4, their values in passes over column slices (valuePasses); with a dynamic
+/// Dv, 2. Rows one at a time load every key and value vector once per row: measured with
+/// 2 threads on AVX-512 (Zen 5), 8 queries over 8192 keys (H32 Dh128) took 11.0-12.2 ms
+/// so and 8.8-9.3 ms in pairs; on AVX2 (Zen 3), where one row of Dh 128 (16 vectors)
+/// fills the 16 registers, 4 queries over 8192 keys (H32) took 15.9-16.2 ms one at a time
+/// and 13.8-16.1 in a group of 4, a GQA decode step over 32768 keys 15.4-18.8 -> 12.8-14.0
+/// (4 rows per kv head), Dh 64 7.4-8.7 -> 6.8-8.2 (medians of 3-4 alternated rounds).
 int64_t rowGroup(const AttentionInfo &a, const FlashSchedule &s) {
   if (!a.staticDv)
     return 2;
@@ -111,7 +115,21 @@ int64_t rowGroup(const AttentionInfo &a, const FlashSchedule &s) {
   if (nv > 16)
     return 2;
   // n rows of nv accumulators, one value row and n broadcasts.
-  return std::clamp<int64_t>((s.registers - nv) / (nv + 1), 1, 4);
+  int64_t fit = (s.registers - nv) / (nv + 1);
+  return fit < 2 ? 4 : std::min<int64_t>(fit, 4);
+}
+
+/// Passes over a tile's keys for the values of a group of `rows` rows of nv vectors each:
+/// one when all the rows' accumulators fit in the vector registers beside one value
+/// vector and a broadcast per row, else as few as make each pass's share fit. A lone row
+/// takes one pass whatever its width: on AVX2 (Zen 3) one row of Dv = 128 keeps two of
+/// its 16 accumulators in memory, and two passes were slower still (one token over 8192
+/// keys, H32: 9.4-10.0 ms -> 9.3-11.8, 5 rounds).
+int64_t valuePasses(int64_t nv, int64_t rows, int64_t registers) {
+  if (rows == 1)
+    return 1;
+  int64_t perPass = std::max<int64_t>(1, (registers - 1 - rows) / rows);
+  return (nv + perPass - 1) / perPass;
 }
 
 /// Vector width chunks over [0, n): full vectors, then one masked vector for the tail.
@@ -396,8 +414,10 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   };
   // The vectors of columns starting at ds (each masked by its mask) of every row of the
   // group, in registers over the tile's keys.
-  // `first` (null: always) says when this pass over the keys is the first.
-  auto run = [&](KernelBuilder &in, ArrayRef<Value> ds, ArrayRef<Value> masks, Value first) {
+  // `first` (null: always) says when this pass over the keys is the first; `prefetch`
+  // false: a later pass of a static Dv, which prefetches nothing.
+  auto run = [&](KernelBuilder &in, ArrayRef<Value> ds, ArrayRef<Value> masks, Value first,
+                 bool prefetch) {
     size_t nv = ds.size();
     SmallVector<Value> acc;
     for (size_t r = 0; r < n; ++r)
@@ -413,7 +433,7 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
           };
           if (first)
             x.ifThen(first, fetch);
-          else
+          else if (prefetch)
             fetch(x);
           for (size_t c = 0; c < nv; ++c) {
             Value vv = readRowVector(x, vt, a.v, seg, b, hk, x.add(j0, j), ds[c], masks[c]);
@@ -429,15 +449,22 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   if (a.staticDv && *a.staticDv <= 16 * s.lanes) {
     int64_t nv = (*a.staticDv + s.lanes - 1) / s.lanes;
     Value tailMask = staticTailMask(kb, a.staticDv, s.lanes);
-    SmallVector<Value> ds, masks;
-    for (int64_t c = 0; c < nv; ++c) {
-      ds.push_back(kb.idx(c * s.lanes));
-      masks.push_back(c == nv - 1 ? tailMask : Value());
+    // Passes over the keys, each for as many of the rows' vectors as fit in registers
+    // beside one value vector and the rows' broadcasts, of equal width.
+    int64_t passes = valuePasses(nv, int64_t(n), s.registers);
+    int64_t width = (nv + passes - 1) / passes;
+    for (int64_t c0 = 0; c0 < nv; c0 += width) {
+      SmallVector<Value> ds, masks;
+      for (int64_t c = c0; c < std::min(nv, c0 + width); ++c) {
+        ds.push_back(kb.idx(c * s.lanes));
+        masks.push_back(c == nv - 1 ? tailMask : Value());
+      }
+      run(kb, ds, masks, Value(), c0 == 0);
     }
-    return run(kb, ds, masks, Value());
+    return;
   }
   overVectors(kb, a.nDv, a.staticDv, s.lanes, [&](KernelBuilder &in, Value d, Value mask) {
-    run(in, {d}, {mask}, in.cmp(arith::CmpIPredicate::eq, d, in.idx(0)));
+    run(in, {d}, {mask}, in.cmp(arith::CmpIPredicate::eq, d, in.idx(0)), true);
   });
 }
 
