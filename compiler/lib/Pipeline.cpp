@@ -198,6 +198,9 @@ void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
   // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
   // alloca scopes OpenMP wraps around each task must still be single blocks then.
   pm.addPass(createLowerChecks());
+  // Without AVX512-BF16 LLVM rounds to bf16 by a call per element.
+  if (o.isa == "f32")
+    pm.addPass(createExpandBf16Conversions());
   mlir::ConvertSCFToOpenMPPassOptions omp;
   omp.numThreads = static_cast<unsigned>(o.threads);
   pm.addPass(mlir::createConvertSCFToOpenMPPass(omp));

@@ -99,6 +99,10 @@ TEST(Bf16Gemm, TheTiersInstructionsAreInTheKernel) {
     EXPECT_NE(loops.find("@qkv_gemm_block_bf16_f32_"), std::string::npos);
     EXPECT_EQ(p.dtype, DType::F32);
     EXPECT_EQ(p.panel_rows, 1);
+    // The rounding to bf16 is integer vector code (qkv-expand-bf16-conversions), not a
+    // call per element.
+    std::string as = k.ir("asm");
+    EXPECT_EQ(as.find("__truncsfbf2"), std::string::npos) << as;
   }
 }
 

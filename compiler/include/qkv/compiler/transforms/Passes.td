@@ -63,6 +63,19 @@ def UnshareFills : Pass<"qkv-unshare-fills", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def ExpandBf16Conversions : Pass<"qkv-expand-bf16-conversions", "::mlir::ModuleOp"> {
+  let summary = "Widen and round bf16 with integer ops where the CPU has no bf16 converts";
+  let description = [{
+    Without AVX512-BF16 (the f32 tier), LLVM lowers each `arith.truncf` f32 -> bf16, scalar
+    or vector, to a call of `__truncsfbf2` per element: a bf16 graph's every rounded
+    result (an attention's output, a projection's epilogue) paid a call per value. Upstream's
+    `arith::populateExpandBFloat16Patterns` rewrites `truncf` to bf16 (round to nearest even,
+    NaN to a quiet NaN) and `extf` from bf16 as bitcasts, shifts, adds and selects on
+    integers of the same shape, which LLVM vectorizes.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def DeallocateBuffers : Pass<"qkv-deallocate-buffers", "::mlir::ModuleOp"> {
   let summary = "Free bufferization's heap buffers at the end of their function";
   let description = [{
