@@ -71,7 +71,9 @@ def ExpandBf16Conversions : Pass<"qkv-expand-bf16-conversions", "::mlir::ModuleO
     result (an attention's output, a projection's epilogue) paid a call per value. Upstream's
     `arith::populateExpandBFloat16Patterns` rewrites `truncf` to bf16 (round to nearest even,
     NaN to a quiet NaN) and `extf` from bf16 as bitcasts, shifts, adds and selects on
-    integers of the same shape, which LLVM vectorizes.
+    integers of the same shape, which LLVM vectorizes. Upstream's `arith-expand` pass would
+    also rewrite every other op it knows (maximumf, minimumf, ceildivsi, ...), which the
+    rest of the pipeline lowers as it is; this pass applies the bf16 patterns alone.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
