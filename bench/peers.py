@@ -61,8 +61,63 @@ CASES = [
     ("attn", "none", 1, 32, 8, 8192, 128),
     ("attn", "none", 1, 32, 16, 8192, 128),
     ("mha", "none", 1, 8, 2048, 2048, 64),
+    # masks that read their lengths or ids from tensors, at the gallery's shape for them
+    # (`qkv bench packed_documents --seq 8192`), with the gallery's inputs (DATA_MASKS)
+    ("packed_documents", "documents", 1, 8, 8192, 8192, 64),
+    ("prefix_lm_lengths", "prefix", 1, 8, 8192, 8192, 64),
+    ("padding", "padding", 1, 8, 8192, 8192, 64),
 ]
 WINDOW = 256
+DATA_MASKS = ("documents", "prefix", "padding")
+MASK64 = (1 << 64) - 1
+
+
+def mt19937_64(seed):
+    """C++'s std::mt19937_64 seeded with `seed`: a function returning its next output."""
+    n, m = 312, 156
+    mt = [seed & MASK64]
+    for i in range(1, n):
+        mt.append((6364136223846793005 * (mt[-1] ^ (mt[-1] >> 62)) + i) & MASK64)
+    at = [n]
+
+    def next_value():
+        if at[0] >= n:
+            for i in range(n):
+                x = (mt[i] & ~0x7FFFFFFF & MASK64) | (mt[(i + 1) % n] & 0x7FFFFFFF)
+                mt[i] = mt[(i + m) % n] ^ (x >> 1) ^ (0xB5026F5AA96619E9 if x & 1 else 0)
+            at[0] = 0
+        y = mt[at[0]]
+        at[0] += 1
+        y ^= (y >> 29) & 0x5555555555555555
+        y ^= (y << 17) & 0x71D67FFFEDA60000
+        y ^= (y << 37) & 0xFFF7EEE000000000
+        return (y ^ (y >> 43)) & MASK64
+
+    return next_value
+
+
+def mask_data(mask, b, l):
+    """The tensor a data mask reads, as examples/gallery/ makes it (same generator, seed and
+    rule): documents: doc[b, i], lengths 1 to L/4 numbered along each row (packed_documents);
+    prefix: prefix[b], L/4 + [0, L/2] (prefix_lm_lengths); padding: lengths[b], L/4 + [0,
+    3L/4], at least 1 (padding)."""
+    if mask == "documents":
+        random, longest = mt19937_64(7), max(1, l // 4)
+        doc = np.empty((b, l), dtype=np.int32)
+        for r in range(b):
+            ident, end = -1, 0
+            for i in range(l):
+                if i == end:
+                    end += 1 + random() % longest
+                    ident += 1
+                doc[r, i] = ident
+        return doc
+    if mask == "prefix":
+        random = mt19937_64(11)
+        return np.array([l // 4 + random() % (l // 2 + 1) for _ in range(b)], dtype=np.int32)
+    random = mt19937_64(13)
+    return np.array([max(1, l // 4 + random() % (l - l // 4 + 1)) for _ in range(b)],
+                    dtype=np.int32)
 
 
 def kept(mask, i, s, w):
@@ -75,7 +130,10 @@ def kept(mask, i, s, w):
 
 def flops(c):
     name, mask, b, h, l, s, dh = c
-    pairs = sum(max(0, hi - lo) for lo, hi in (kept(mask, i, s, WINDOW) for i in range(l)))
+    if mask in DATA_MASKS:
+        pairs = sum(int(allowed(mask, l, s, r).sum()) for r in range(b))
+    else:
+        pairs = sum(max(0, hi - lo) for lo, hi in (kept(mask, i, s, WINDOW) for i in range(l)))
     f = 4 * b * h * dh * pairs
     if name == "mha":
         d = h * dh
@@ -83,24 +141,32 @@ def flops(c):
     return f
 
 
-def allowed(mask, l, s):
-    """Boolean (L, S): True where the mask keeps the pair (query i, key j)."""
+def allowed(mask, l, s, b=0):
+    """Boolean (L, S): True where the mask keeps the pair (query i, key j) of sequence b."""
     i = np.arange(l)[:, None]
     j = np.arange(s)[None, :]
     if mask == "none":
         return np.ones((l, s), dtype=bool)
     if mask == "causal":
         return j <= i
+    if mask == "documents":
+        doc = mask_data(mask, b + 1, l)[b]
+        return (j <= i) & (doc[:, None] == doc[None, :s])
+    if mask == "prefix":
+        return (j <= i) | (j < mask_data(mask, b + 1, l)[b])
+    if mask == "padding":
+        return np.broadcast_to(j < mask_data(mask, b + 1, l)[b], (l, s))
     return (j <= i) & (i - j < WINDOW)
 
 
 def np_attention(q, k, v, keep):
-    """q (B, H, L, Dh), k/v (B, H, S, Dh): the definition, in f64 one head at a time."""
+    """q (B, H, L, Dh), k/v (B, H, S, Dh), keep[b] the kept pairs (L, S) of sequence b: the
+    definition, in f64 one head at a time."""
     out = np.empty(q.shape, dtype=np.float32)
     for b in range(q.shape[0]):
         for h in range(q.shape[1]):
             sc = (q[b, h].astype(np.float64) @ k[b, h].astype(np.float64).T)
-            sc = np.where(keep, sc / math.sqrt(q.shape[-1]), -np.inf)
+            sc = np.where(keep[b], sc / math.sqrt(q.shape[-1]), -np.inf)
             m = sc.max(-1, keepdims=True)
             p = np.exp(sc - np.where(np.isfinite(m), m, 0))
             den = p.sum(-1, keepdims=True)
@@ -121,7 +187,7 @@ def make_inputs(c, rng):
 
 def reference(c, x):
     name, mask, b, h, l, s, dh = c
-    keep = allowed(mask, l, s)
+    keep = [allowed(mask, l, s, r) for r in range(b)]
     if name != "mha":
         return np_attention(x["q"], x["k"], x["v"], keep)
     split = lambda t: t.reshape(b, -1, h, dh).transpose(0, 2, 1, 3)
@@ -161,7 +227,9 @@ def torch_sdpa(c, x, threads, dtype="f32"):
     name, mask, b, h, l, s, dh = c
     tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
     t = {k: torch.from_numpy(v).to(tdtype) for k, v in x.items()}
-    attn_mask = None if mask != "window" else torch.from_numpy(allowed(mask, l, s))
+    attn_mask = None
+    if mask == "window" or mask in DATA_MASKS:  # (B, 1, L, S), built before the timed runs
+        attn_mask = torch.from_numpy(np.stack([allowed(mask, l, s, r) for r in range(b)])[:, None])
     causal = mask == "causal"
 
     def attend(q, k, v):
@@ -188,18 +256,31 @@ def torch_flex(c, x, threads, dtype="f32"):
     name, mask, b, h, l, s, dh = c
     if name == "mha":
         raise NotImplementedError("measured for attention alone")
+    data = torch.from_numpy(mask_data(mask, b, l)) if mask in DATA_MASKS else None
     mods = {
         "none": None,
         "causal": lambda b_, h_, q, kv: q >= kv,
         "window": lambda b_, h_, q, kv: (q >= kv) & (q - kv < WINDOW),
+        "documents": lambda b_, h_, q, kv: (q >= kv) & (data[b_, q] == data[b_, kv]),
+        "prefix": lambda b_, h_, q, kv: (q >= kv) | (kv < data[b_]),
+        "padding": lambda b_, h_, q, kv: kv < data[b_],
     }
-    block_mask = None
-    if mods[mask] is not None:
-        block_mask = create_block_mask(mods[mask], None, None, l, s, device="cpu")
     fn = torch.compile(flex_attention)
     tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
     t = {k: torch.from_numpy(v).to(tdtype) for k, v in x.items()}
-    return lambda: fn(t["q"], t["k"], t["v"], block_mask=block_mask).float().numpy()
+    if mask in DATA_MASKS:
+        # The block mask depends on the tensor's values: built again for each call, as a
+        # user whose documents or lengths change from batch to batch must, and timed with it.
+        def run():
+            bm = create_block_mask(mods[mask], b, None, l, s, device="cpu")
+            return fn(t["q"], t["k"], t["v"], block_mask=bm).float().numpy()
+    else:
+        block_mask = None
+        if mods[mask] is not None:
+            block_mask = create_block_mask(mods[mask], None, None, l, s, device="cpu")
+        run = lambda: fn(t["q"], t["k"], t["v"], block_mask=block_mask).float().numpy()
+    run()  # torch.compile's first call compiles (seconds): not what is measured
+    return run
 
 
 def ort_mha(c, x, threads, dtype="f32"):

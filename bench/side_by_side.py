@@ -5,7 +5,7 @@ Run by hand, never by the tests or CI, with a Python that has the peers (the ven
 bench/peers.py and bench/embed_peer.py):
 
     python3 bench/side_by_side.py --python /tmp/peers/bin/python --threads 2 [--rounds 3]
-                                  [--suite gemm,attention,minilm,llama] [--build build]
+                                  [--suite gemm,attention,masks,minilm,llama] [--build build]
                                   [--dtype f32,bf16]
 
 On a machine shared with other work the time of one run says little: the load moves in
@@ -24,6 +24,13 @@ Cases:
   attention  attention alone, B1 H16 L=S=2048 Dh64, no mask and causal: `qkv bench attn`
           / `attn_causal` against PyTorch's SDPA (`bench/peers.py --case ... --peers
           torch_sdpa`).
+  masks   masks that read tensors (the gallery's packed_documents, prefix_lm_lengths and
+          padding at B1 H8 L=S=8192 Dh64, with the gallery's inputs): `qkv bench NAME`
+          against FlexAttention with `create_block_mask` built in each call, as a user whose
+          documents or lengths change per batch must (`bench/peers.py --case NAME --peers
+          torch_flex`); also qkv's time against its ideal, the no-mask kernel's time
+          (`qkv bench attn --heads 8`, same round) scaled by the kept pairs. f32 only (the
+          gallery's variants are f32).
   llama   the Llama-shaped decoder of `qkv-generate --random` (2 layers, hidden 512, vocab
           32000), prefill of 512 and 4096 tokens and a decode step after it: `bench_llama`
           (contiguous cache) against transformers (`bench/peers.py --suite llama --json`).
@@ -123,6 +130,34 @@ def attention(a, dtype):
         report(f"{case} {dtype} B1 H16 L2048 Dh64", "ms", qkv, peer)
 
 
+def masks(a, dtype):
+    if dtype != "f32":
+        print(f"masks {dtype}: skipped (the gallery's variants are f32)")
+        return
+    common = ["--seq", "8192", "--threads", str(a.threads), "--no-baselines", "--json"]
+    for case in ("packed_documents", "prefix_lm_lengths", "padding"):
+        qkv, peer, ideal = [], [], []
+        for _ in range(a.rounds):
+            j = json.loads(run([a.qkv, "bench", case] + common))
+            none = json.loads(run([a.qkv, "bench", "attn", "--heads", "8", "--head-dim", "64"]
+                                  + common))
+            p = json_lines(run([a.python, os.path.join(HERE, "peers.py"), "--case", case,
+                                "--peers", "torch_flex", "--threads", str(a.threads), "--json"]))
+            r = p[0]["peers"][0]
+            if not r.get("ok"):
+                sys.exit(f"side_by_side: FlexAttention {case} is unavailable or wrong: {r}")
+            if p[0]["flops"] != j["flops"]:
+                sys.exit(f"side_by_side: {case}: qkv and the peer keep different pairs "
+                         f"({j['flops']} vs {p[0]['flops']} flops)")
+            qkv.append(j["ms"])
+            peer.append(r["ms"])
+            ideal.append(j["ms"] / (none["ms"] * j["kept_pairs"] / j["pairs"]))
+        report(f"{case} B1 H8 L8192 vs Flex+mask", "ms", qkv, peer)
+        print(f"{'':<34} kept {100 * j['kept_pairs'] / j['pairs']:.1f}% of the pairs; qkv's time "
+              f"vs ideal (no-mask time x kept share): {statistics.median(ideal):.2f} (rounds: "
+              f"{', '.join(f'{x:.2f}' for x in ideal)})", flush=True)
+
+
 def minilm(a, dtype):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     cases = [(256, 18, 32), (256, 300, 16)]
@@ -187,10 +222,11 @@ def main():
         ap.error("--rounds and --threads must be at least 1")
     a.qkv = os.path.join(a.build, "bin", "qkv")
     a.bench_llama = os.path.join(a.build, "bin", "bench_llama")
-    suites = {"gemm": gemm, "attention": attention, "minilm": minilm, "llama": llama}
+    suites = {"gemm": gemm, "attention": attention, "masks": masks, "minilm": minilm,
+              "llama": llama}
     for s in a.suite.split(","):
         if s not in suites:
-            ap.error(f"unknown suite '{s}' (gemm, attention, minilm, llama)")
+            ap.error(f"unknown suite '{s}' (gemm, attention, masks, minilm, llama)")
     dtypes = a.dtype.split(",")
     if any(d not in ("f32", "bf16") for d in dtypes):
         ap.error(f"--dtype takes f32, bf16 or both, got '{a.dtype}'")
