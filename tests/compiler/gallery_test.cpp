@@ -3,6 +3,7 @@
 #include "gallery.hpp"
 #include "half_cases.hpp"
 
+#include <qkv/runtime/checks.hpp>
 #include <qkv/runtime/cuda.hpp>
 
 #include <map>
@@ -238,6 +239,23 @@ TEST(GalleryShapes, DefaultAndBenchShapes) {
         EXPECT_TRUE(dims.count(name)) << "dynamic dim " << name << " has no extent";
       }
   }
+}
+
+// Kernels are checked by default, and a checked kernel costs nothing where every load and
+// division in its mods is proved safe from the dims (docs/compiler.md, "Checked kernels"):
+// then it is the unchecked kernel. Every gallery entry is so, at its default and its
+// benchmark shape; an entry that needs checks must say why here, with what they cost.
+TEST(GalleryChecks, EveryEntryIsProvedSoCheckedCostsNothing) {
+  for (const auto &e : gallery::entries())
+    for (const gallery::GraphShape &s : {e.shape, e.bench_shape}) {
+      Graph g = e.build(s);
+      std::string unproved;
+      for (const checks::Site &site : checks::sites(g))
+        if (!site.proven)
+          unproved += std::string(" ") + site.mod + " of node " + std::to_string(site.node);
+      EXPECT_FALSE(checks::needs_checks(g)) << e.name << " at " << e.sizes(s)
+                                            << " has unproved sites:" << unproved;
+    }
 }
 
 // Static sizes come from the shape: heads, head dim and window change the graph.
