@@ -277,6 +277,70 @@ TEST(Checked, CorrectGraphsRunAsUnchecked) {
   }
 }
 
+/// A table of relative offsets q - kv + len_kv - 1 with R bound at run time (not
+/// provable from the dims), in the score_mod or (i32) in the mask. The tiled kernel
+/// proves the check per key tile from the tile's positions and runs those tiles without
+/// it: with R = 2 L - 1 every tile does, and the outputs are the unchecked kernel's, bit
+/// for bit; with R = L + 20 the tiles near the diagonal pass and those 21 or more rows
+/// below it fail, and the error is still the interpreter's first. L = 1 and 5 run the
+/// decode kernel, which proves each key tile for all its rows.
+TEST(Checked, TilesThatProveTheirChecksRunWithoutThem) {
+  constexpr auto R = dim<"R">;
+  for (bool inMask : {false, true}) {
+    Graph g("rel_dyn");
+    auto q = g.input<f32>("q", B, H, L, Dh);
+    auto bias = g.param<f32>("bias", H, R);
+    auto keep = g.param<i32>("keep", R);
+    auto o = attention(q, q, q).named("att");
+    if (inMask)
+      o = o.mask([&](auto, auto, auto qi, auto ki) { return keep(qi - ki + len_kv() - 1) >= 0; });
+    else
+      o = o.score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+        return s + bias(h, qi - ki + len_kv() - 1);
+      });
+    g.output("o", o.value());
+    CompileOptions plain;
+    plain.checked = false;
+    plain.cache = CacheOptions::off();
+    Kernel fast = compile(g, Target::host(), plain), safe = compile(g, Target::host(), checked());
+    for (std::int64_t len : {1, 5, 37, 300}) { // 1 and 5: the decode kernel
+      SCOPED_TRACE(std::string(inMask ? "mask" : "score_mod") + " L=" + std::to_string(len));
+      TensorMap in =
+          random_inputs(g, {{"B", 2}, {"L", len}, {"R", 2 * len - 1}}, 12, {{"keep", {-1.0, 3.0}}});
+      Comparison c = compare(safe.run(in).at("o"), fast.run(in).at("o"), 0, 0);
+      EXPECT_TRUE(c.ok) << c.message;
+      c = compare(safe.run(in).at("o"), reference::run(g, in).at("o"), 1e-5, 1e-4);
+      EXPECT_TRUE(c.ok) << c.message;
+    }
+    for (auto [len, r] : {std::pair{300, 320}, {6, 6}})
+      expect_same_error(
+          g, random_inputs(g, {{"B", 2}, {"L", len}, {"R", r}}, 13, {{"keep", {-1.0, 3.0}}}),
+          checked());
+  }
+}
+
+/// Two checked loads in one mod, each failing where the other passes (below and above the
+/// diagonal, 41 or more rows away): a tile runs unchecked only where both are proved. In
+/// 32 x 32 tiles the first failure, (q 0, kv 41), is the second load's, in a tile where
+/// the first load is proved.
+TEST(Checked, EveryCheckOfAModMustPassForATileToSkipThem) {
+  constexpr auto R = dim<"R">;
+  Graph g("two_sites");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto bias = g.param<f32>("bias", H, R);
+  auto o = attention(q, q, q).named("att").score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
+    return s + bias(h, qi - ki + len_kv() - 1) + bias(h, ki - qi + len_kv() - 1);
+  });
+  g.output("o", o.value());
+  CompileOptions o32 = checked();
+  o32.schedule.q_tile = o32.schedule.kv_tile = 32;
+  std::string want = error_of([&] {
+    reference::run(g, random_inputs(g, {{"B", 1}, {"L", 300}, {"R", 340}}, 14));
+  });
+  EXPECT_NE(want.find("at (b=0, h=0, q=0, kv=41)"), std::string::npos) << want;
+  expect_same_error(g, random_inputs(g, {{"B", 1}, {"L", 300}, {"R", 340}}, 14), o32);
+}
+
 TEST(Checked, OnByDefaultAndTheEnvironmentTurnsThemOff) {
   Graph g = rel_bias_graph();
   TensorMap in = random_inputs(g, {{"B", 1}, {"L", 2}}, 1);

@@ -136,11 +136,11 @@ Value readRowVector(KernelBuilder &kb, VectorType vt, const RowSource &src, cons
 }
 
 Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value b, Value h,
-                       Value qi, Value kv, bool withMask, int64_t lanes) {
+                       Value qi, Value kv, bool withMask, int64_t lanes, bool checksHold) {
   ImplicitLocOpBuilder &ib = kb.builder();
   Type t = s.getType();
   if (a.score) {
-    s = emitModRegion(kb, *a.score, {s, b, h, qi, kv, a.nL, a.nS}, a.captures, lanes);
+    s = emitModRegion(kb, *a.score, {s, b, h, qi, kv, a.nL, a.nS}, a.captures, lanes, checksHold);
     s = arith::MulFOp::create(ib, kb.splat(s, t), kb.fconst(t, M_LOG2E));
   }
   Value ninf = kb.fconst(t, -std::numeric_limits<double>::infinity());
@@ -148,7 +148,7 @@ Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, Value s, Value
   // sum and output become NaN, as the interpreter says.
   Value keep = arith::CmpFOp::create(ib, arith::CmpFPredicate::UNE, s, ninf);
   if (withMask && a.mask) {
-    Value m = emitModRegion(kb, *a.mask, {b, h, qi, kv, a.nL, a.nS}, a.captures, lanes);
+    Value m = emitModRegion(kb, *a.mask, {b, h, qi, kv, a.nL, a.nS}, a.captures, lanes, checksHold);
     keep = arith::AndIOp::create(ib, keep, kb.splat(m, keep.getType()));
   }
   return arith::SelectOp::create(ib, keep, s, ninf);
@@ -163,19 +163,50 @@ Value rowOffsets(KernelBuilder &kb, const HeadView &v, int64_t lanes) {
   return arith::MulIOp::create(kb.builder(), step, kb.splat(stride, vt));
 }
 
+/// The positions of queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h), as the
+/// intervals of a mod's b, h, q, kv, len_q and len_kv.
+static SmallVector<Interval> tileRanges(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
+                                        Value i0, Value rows, Value j0, Value cols) {
+  Value one = kb.idx(1);
+  return {{b, b},
+          {h, h},
+          {i0, kb.sub(kb.add(i0, rows), one)},
+          {j0, kb.sub(kb.add(j0, cols), one)},
+          {a.nL, a.nL},
+          {a.nS, a.nS}};
+}
+
 /// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h).
 std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
                                       Value i0, Value rows, Value j0, Value cols) {
   if (!a.mask)
     return std::nullopt;
-  Value one = kb.idx(1);
-  SmallVector<Interval> ranges = {{b, b},
-                                  {h, h},
-                                  {i0, kb.sub(kb.add(i0, rows), one)},
-                                  {j0, kb.sub(kb.add(j0, cols), one)},
-                                  {a.nL, a.nL},
-                                  {a.nS, a.nS}};
-  return classifyTile(kb, *a.mask, ranges, a.captures, a.tables);
+  return classifyTile(kb, *a.mask, tileRanges(kb, a, b, h, i0, rows, j0, cols), a.captures,
+                      a.tables);
+}
+
+Value modChecksPass(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h, Value i0,
+                    Value rows, Value j0, Value cols, bool withMask) {
+  return modChecksPass(kb, a, tileRanges(kb, a, b, h, i0, rows, j0, cols), withMask);
+}
+
+Value modChecksPass(KernelBuilder &kb, const AttentionInfo &a, ArrayRef<Interval> ranges,
+                    bool withMask) {
+  SmallVector<Value> passes;
+  for (auto [mod, first, runs] :
+       {std::tuple{a.score, 1u, true}, std::tuple{a.mask, 0u, withMask}}) {
+    if (!mod || !runs ||
+        !mod->walk([](CheckOp) { return WalkResult::interrupt(); }).wasInterrupted())
+      continue;
+    Value pass = checksPass(kb, *mod, first, ranges, a.captures, a.tables);
+    if (!pass) // this mod's checks cannot be proved for a tile: every element checks
+      return {};
+    passes.push_back(pass);
+  }
+  Value all;
+  for (Value p : passes)
+    all = all ? arith::AndIOp::create(kb.builder(), all, p).getResult() : p;
+  return all;
 }
 
 } // namespace qkv::ir
@@ -228,7 +259,7 @@ void packQueries(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
 /// the running sum.
 void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                  const TileBuffers &t, Value b, Value h, Value i0, Value j0, Value cols,
-                 bool withMask) {
+                 bool withMask, bool checksHold) {
   VectorType vt = kb.vec(a.ft, s.lanes);
   // The pairs tier's scores are unscaled (its q is never rounded scaled): scaled before a
   // score mod, or else only in the max and in exp2's argument (max commutes with a
@@ -248,7 +279,7 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
           if (scaleV && !raw)
             sc = arith::MulFOp::create(in2.builder(), sc, scaleV);
           Value kv = in2.name(in2.add(j0, j), "kv");
-          sc = emitScoreAndMask(in2, a, sc, b, h, qi, kv, withMask, s.lanes);
+          sc = emitScoreAndMask(in2, a, sc, b, h, qi, kv, withMask, s.lanes, checksHold);
           in2.vstore(sc, t.sT, {j, c});
           // Scores are never NaN here: a compare and select is
           // one vmaxps, where maximumf would also propagate NaN.
@@ -396,8 +427,18 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   Value cols = kb.min(kb.idx(s.kvTile), kb.sub(seg.end, j0));
   auto tileScores = s.dot ? tileScorePairs : tileScoresF;
   auto tileValues = s.dot ? tileValuePairs : tileValuesF;
+  // A checked mod runs without its checks in the tiles whose positions prove they pass.
   auto tileSoftmax = [&](KernelBuilder &x, bool withMask) {
-    ::tileSoftmax(x, a, s, t, b, h, i0, j0, cols, withMask);
+    Value pass = modChecksPass(x, a, b, h, i0, rows, j0, cols, withMask);
+    auto run = [&](bool hold) {
+      return [&, hold](KernelBuilder &y) {
+        ::tileSoftmax(y, a, s, t, b, h, i0, j0, cols, withMask, hold);
+      };
+    };
+    if (pass)
+      x.ifThen(pass, run(true), run(false));
+    else
+      run(false)(x);
   };
   auto work = [&](KernelBuilder &in, std::optional<Value> full) {
     // Every key tile but a segment's last has kv-tile keys: a static count lets the score

@@ -171,13 +171,24 @@ mlir::Value readRowVector(KernelBuilder &kb, mlir::VectorType vt, const RowSourc
 /// or vectors of positions; `withMask` says whether the mask must run.
 mlir::Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, mlir::Value s,
                              mlir::Value b, mlir::Value h, mlir::Value qi, mlir::Value kv,
-                             bool withMask, int64_t lanes);
+                             bool withMask, int64_t lanes, bool checksHold = false);
 
 /// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h)
 /// (TileClassifier.h): nullopt without a mask or when it cannot tell.
 std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b,
                                       mlir::Value h, mlir::Value i0, mlir::Value rows,
                                       mlir::Value j0, mlir::Value cols);
+
+/// Whether every check of the mods that run in queries [i0, i0 + rows) x keys [j0, j0 +
+/// cols) of (b, h) passes there (checksPass, TileClassifier.h; the mask's only
+/// `withMask`): an i1 to branch on, emitting the tile's mods with checksHold (no check)
+/// where it is true; null when no mod checks anything or one's checks cannot be proved.
+mlir::Value modChecksPass(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b, mlir::Value h,
+                          mlir::Value i0, mlir::Value rows, mlir::Value j0, mlir::Value cols,
+                          bool withMask);
+/// The same over the positions in `ranges` (b, h, q, kv, len_q, len_kv).
+mlir::Value modChecksPass(KernelBuilder &kb, const AttentionInfo &a,
+                          llvm::ArrayRef<Interval> ranges, bool withMask);
 
 /// Offsets, in elements, from a row of `v`'s buffer to the next `lanes` rows (lane i: i
 /// rows down), for gathering a column of a tile or scattering one.

@@ -345,7 +345,7 @@ void rowScores(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
 /// online-softmax update of the row: returns the rescale factor of its output row.
 Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                  const DecodeState &st, Value b, const DecodeRow &row, Value pr, Value j0,
-                 Value cols, bool withMask) {
+                 Value cols, bool withMask, bool checksHold) {
   Value h = row.h, i = row.i, r = row.r;
   ImplicitLocOpBuilder &ib = kb.builder();
   VectorType vt = kb.vec(a.ft, s.lanes);
@@ -357,7 +357,7 @@ Value rowSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
                  [&](KernelBuilder &in, Value c, ValueRange acc) {
                    Value sc = in.vload(vt, st.p, {pr, c});
                    Value kv = in.name(in.laneIds(in.add(j0, c), lastKv, s.lanes), "kv");
-                   sc = emitScoreAndMask(in, a, sc, b, h, i, kv, withMask, s.lanes);
+                   sc = emitScoreAndMask(in, a, sc, b, h, i, kv, withMask, s.lanes, checksHold);
                    // Lanes past the tile's keys stay -inf whatever a mod made of them.
                    Value lane = in.laneIds(c, in.idx(st.pLen), s.lanes);
                    Value valid =
@@ -480,6 +480,16 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
     return DecodeRow{r, x.add(h0, x.divu(r, a.nL)), x.remu(r, a.nL)};
   };
   // Rows [r0, r0 + n) as group g of `groups`.
+  // The tile's positions: every query row of the kv head's group of heads.
+  SmallVector<Interval> ranges = {{b, b},
+                                  {h0, kb.sub(kb.add(h0, a.group), one)},
+                                  {kb.idx(0), kb.sub(a.nL, one)},
+                                  {j0, kb.sub(kb.add(j0, cols), one)},
+                                  {a.nL, a.nL},
+                                  {a.nS, a.nS}};
+  // Whether the mods' checks pass in the whole tile (the mask's too, also where a full
+  // tile does not run it): then its rows run the mods without them.
+  Value pass = modChecksPass(kb, a, ranges, /*withMask=*/true);
   auto group = [&](KernelBuilder &x, Value r0, int64_t n, Value g, Value groups,
                    std::optional<Value> full) {
     SmallVector<DecodeRow> rows;
@@ -489,10 +499,19 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
     rowScores(x, a, s, st, seg, b, rows, hk, j0, cols, next);
     auto soft = [&](KernelBuilder &y, bool withMask) {
       // The softmax row by row in a loop (one copy of the mods' code per group size).
-      y.forLoop(y.idx(0), y.idx(n), 1, [&](KernelBuilder &z, Value k) {
-        Value corr = rowSoftmax(z, a, s, st, b, rowAt(z, z.add(r0, k)), k, j0, cols, withMask);
-        z.store(corr, st.corr, {k});
-      });
+      auto rowsSoftmax = [&](bool hold) {
+        return [&, hold](KernelBuilder &w) {
+          w.forLoop(w.idx(0), w.idx(n), 1, [&](KernelBuilder &z, Value k) {
+            Value corr =
+                rowSoftmax(z, a, s, st, b, rowAt(z, z.add(r0, k)), k, j0, cols, withMask, hold);
+            z.store(corr, st.corr, {k});
+          });
+        };
+      };
+      if (pass)
+        y.ifThen(pass, rowsSoftmax(true), rowsSoftmax(false));
+      else
+        rowsSoftmax(false)(y);
       SmallVector<Value> corrs;
       for (int64_t k = 0; k < n; ++k)
         corrs.push_back(y.load(st.corr, {y.idx(k)}));
@@ -519,15 +538,8 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
     });
   };
   std::optional<TileClass> cls;
-  if (a.mask) {
-    SmallVector<Interval> ranges = {{b, b},
-                                    {h0, kb.sub(kb.add(h0, a.group), one)},
-                                    {kb.idx(0), kb.sub(a.nL, one)},
-                                    {j0, kb.sub(kb.add(j0, cols), one)},
-                                    {a.nL, a.nL},
-                                    {a.nS, a.nS}};
+  if (a.mask)
     cls = classifyTile(kb, *a.mask, ranges, a.captures, a.tables);
-  }
   if (!cls)
     return work(kb, std::nullopt);
   Value notEmpty = arith::XOrIOp::create(

@@ -1,5 +1,6 @@
 #include "ModVectorizer.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -135,7 +136,7 @@ void emitCheck(KernelBuilder &kb, CheckOp check, IRMapping &map, int64_t lanes) 
 } // namespace
 
 Value emitModRegion(KernelBuilder &kb, Region &region, ValueRange lead, ValueRange captures,
-                    int64_t lanes) {
+                    int64_t lanes, bool checksHold) {
   Block &block = region.front();
   IRMapping map;
   unsigned i = 0;
@@ -143,7 +144,19 @@ Value emitModRegion(KernelBuilder &kb, Region &region, ValueRange lead, ValueRan
     map.map(block.getArgument(i++), v);
   for (Value v : captures)
     map.map(block.getArgument(i++), v);
+  // Where the caller proved every check passes, each check's condition is true: the
+  // checks go, and the clamps and safe divisors that select on them fold away.
+  DenseSet<Value> held;
+  if (checksHold)
+    region.walk([&](CheckOp check) {
+      held.insert(check.getOk());
+      map.map(check.getOk(),
+              arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)).getResult());
+    });
   for (Operation &op : block.without_terminator()) {
+    if (checksHold && (isa<CheckOp>(op) ||
+                       llvm::any_of(op.getResults(), [&](Value r) { return held.contains(r); })))
+      continue;
     if (auto ex = dyn_cast<tensor::ExtractOp>(op)) {
       map.map(ex.getResult(), emitExtract(kb, ex, map, lanes));
       continue;

@@ -14,8 +14,10 @@ namespace qkv::ir {
 /// `lead` replaces the leading block arguments ([score,] b, h, q, kv, len_q, len_kv),
 /// each a scalar or a vector<lanes x T>; `captures` replaces the captured tensors with
 /// memrefs of identity layout. tensor.extract at per-lane indices becomes vector.gather;
-/// an op that has no vector form is computed lane by lane.
+/// an op that has no vector form is computed lane by lane. `checksHold`: the caller has
+/// proved that every qkv.check of the region passes at the positions it is emitted for
+/// (checksPass, TileClassifier.h), so none is emitted and their conditions are true.
 mlir::Value emitModRegion(KernelBuilder &kb, mlir::Region &region, mlir::ValueRange lead,
-                          mlir::ValueRange captures, int64_t lanes);
+                          mlir::ValueRange captures, int64_t lanes, bool checksHold = false);
 
 } // namespace qkv::ir

@@ -20,7 +20,11 @@ class IntervalEval {
 public:
   /// `guarded`: the mask checks its loads (a checked compile's qkv.check), so the
   /// classifier must not read outside a tensor nor skip a tile where the mask would.
-  IntervalEval(KernelBuilder &kb, bool guarded) : kb_(kb), b_(kb.builder()), guarded_(guarded) {}
+  /// `noWrap`: a product of two non-constant intervals is unknown. The ends of such a
+  /// product (positions up to 2^40 each) may wrap past i64 where the values between them
+  /// do not, which a proof that a check passes must never rest on.
+  IntervalEval(KernelBuilder &kb, bool guarded, bool noWrap = false)
+      : kb_(kb), b_(kb.builder()), guarded_(guarded), noWrap_(noWrap) {}
 
   void bind(Value v, Interval i) { map_[v] = i; }
   void bindCapture(Value arg, Value mem, std::optional<RangeTable> table) {
@@ -211,8 +215,11 @@ private:
       return Interval{kb_.min(in[0].lo, in[1].lo), kb_.min(in[0].hi, in[1].hi)};
     if (isa<arith::MaxSIOp>(op))
       return Interval{kb_.max(in[0].lo, in[1].lo), kb_.max(in[0].hi, in[1].hi)};
-    if (isa<arith::MulIOp>(op))
+    if (isa<arith::MulIOp>(op)) {
+      if (noWrap_ && !constantOf(op.getOperand(0)) && !constantOf(op.getOperand(1)))
+        return std::nullopt;
       return mulInterval(in[0], in[1]);
+    }
     if (isa<arith::DivSIOp, arith::FloorDivSIOp>(op))
       return divInterval(op, in[0], constantOf(op.getOperand(1)));
     if (isa<arith::RemSIOp>(op))
@@ -332,7 +339,7 @@ private:
   llvm::DenseMap<Value, Interval> map_;
   llvm::DenseMap<Value, Value> captures_;
   llvm::DenseMap<Value, RangeTable> tables_;
-  bool guarded_;
+  bool guarded_, noWrap_;
 };
 
 bool isConstant(Value v, bool expected) {
@@ -446,6 +453,32 @@ std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<
   Value empty = arith::XOrIOp::create(
       kb.builder(), r->hi, arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
   return TileClass{r->lo, empty};
+}
+
+Value checksPass(KernelBuilder &kb, Region &mod, unsigned first, ArrayRef<Interval> ranges,
+                 ValueRange captures, ArrayRef<std::optional<RangeTable>> tables) {
+  SmallVector<CheckOp> checks;
+  mod.walk([&](CheckOp c) { checks.push_back(c); });
+  if (checks.empty())
+    return {};
+  Block &block = mod.front();
+  IntervalEval ev(kb, /*guarded=*/true, /*noWrap=*/true);
+  for (unsigned i = 0; i < ranges.size(); ++i)
+    ev.bind(block.getArgument(first + i), ranges[i]);
+  unsigned c0 = first + ranges.size();
+  for (unsigned i = 0; i < captures.size(); ++i)
+    ev.bindCapture(block.getArgument(c0 + i), captures[i],
+                   i < tables.size() ? tables[i] : std::nullopt);
+  for (Operation &op : block.without_terminator())
+    ev.eval(op);
+  Value all;
+  for (CheckOp c : checks) {
+    Value lo = ev.get(c.getOk())->lo; // i1: always known, "certainly true" at worst false
+    if (isConstant(lo, false))
+      return {};
+    all = all ? kb.builder().createOrFold<arith::AndIOp>(all, lo) : lo;
+  }
+  return all;
 }
 
 } // namespace qkv::ir

@@ -65,4 +65,16 @@ std::optional<TileClass> classifyTile(KernelBuilder &kb, mlir::Region &mask,
                                       mlir::ValueRange captures = {},
                                       llvm::ArrayRef<std::optional<RangeTable>> tables = {});
 
+/// Whether every qkv.check of `mod` (a checked compile's guard of a load or a division)
+/// passes at every position in `ranges` (b, h, q, kv, len_q, len_kv), from the mod
+/// evaluated on intervals as classifyTile evaluates a mask; `first` is the index of the
+/// mod's b argument (1 in a score_mod, after the score; 0 in a mask). An i1, true where
+/// the tile may run the mod without its checks (emitModRegion's checksHold); null when
+/// the mod has no checks, or when the analysis cannot prove one of them for any tile
+/// (then every element is checked, as before). A check whose indices the tile's ranges
+/// keep within the tensor, `rel_bias[h, q - kv + len_kv - 1]` in most tiles, passes.
+mlir::Value checksPass(KernelBuilder &kb, mlir::Region &mod, unsigned first,
+                       llvm::ArrayRef<Interval> ranges, mlir::ValueRange captures = {},
+                       llvm::ArrayRef<std::optional<RangeTable>> tables = {});
+
 } // namespace qkv::ir
