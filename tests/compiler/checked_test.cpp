@@ -4,6 +4,7 @@
 // checked kernel of a correct graph computes what the unchecked one does.
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -283,18 +284,21 @@ TEST(Checked, CorrectGraphsRunAsUnchecked) {
 /// it: with R = 2 L - 1 every tile does, and the outputs are the unchecked kernel's, bit
 /// for bit; with R = L + 20 the tiles near the diagonal pass and those 21 or more rows
 /// below it fail, and the error is still the interpreter's first. L = 1 and 5 run the
-/// decode kernel, which proves each key tile for all its rows.
+/// decode kernel, which proves each key tile for all its rows. With both mods, the mask's
+/// table (R2) is the short one.
 TEST(Checked, TilesThatProveTheirChecksRunWithoutThem) {
   constexpr auto R = dim<"R">;
-  for (bool inMask : {false, true}) {
+  constexpr auto R2 = dim<"R2">;
+  enum Mods { Score, Mask, Both };
+  for (Mods mods : {Score, Mask, Both}) {
     Graph g("rel_dyn");
     auto q = g.input<f32>("q", B, H, L, Dh);
     auto bias = g.param<f32>("bias", H, R);
-    auto keep = g.param<i32>("keep", R);
+    auto keep = g.param<i32>("keep", R2);
     auto o = attention(q, q, q).named("att");
-    if (inMask)
+    if (mods != Score)
       o = o.mask([&](auto, auto, auto qi, auto ki) { return keep(qi - ki + len_kv() - 1) >= 0; });
-    else
+    if (mods != Mask)
       o = o.score_mod([&](auto s, auto, auto h, auto qi, auto ki) {
         return s + bias(h, qi - ki + len_kv() - 1);
       });
@@ -303,18 +307,24 @@ TEST(Checked, TilesThatProveTheirChecksRunWithoutThem) {
     plain.checked = false;
     plain.cache = CacheOptions::off();
     Kernel fast = compile(g, Target::host(), plain), safe = compile(g, Target::host(), checked());
+    const char *name[] = {"score_mod", "mask", "both"};
     for (std::int64_t len : {1, 5, 37, 300}) { // 1 and 5: the decode kernel
-      SCOPED_TRACE(std::string(inMask ? "mask" : "score_mod") + " L=" + std::to_string(len));
+      SCOPED_TRACE(std::string(name[mods]) + " L=" + std::to_string(len));
       TensorMap in =
-          random_inputs(g, {{"B", 2}, {"L", len}, {"R", 2 * len - 1}}, 12, {{"keep", {-1.0, 3.0}}});
+          random_inputs(g, {{"B", 2}, {"L", len}, {"R", 2 * len - 1}, {"R2", 2 * len - 1}}, 12,
+                        {{"keep", {-1.0, 3.0}}});
       Comparison c = compare(safe.run(in).at("o"), fast.run(in).at("o"), 0, 0);
       EXPECT_TRUE(c.ok) << c.message;
       c = compare(safe.run(in).at("o"), reference::run(g, in).at("o"), 1e-5, 1e-4);
       EXPECT_TRUE(c.ok) << c.message;
     }
+    // Both: the score_mod's table holds every offset, the mask's does not: a tile that
+    // proves the score_mod's check must still check the mask.
     for (auto [len, r] : {std::pair{300, 320}, {6, 6}})
       expect_same_error(
-          g, random_inputs(g, {{"B", 2}, {"L", len}, {"R", r}}, 13, {{"keep", {-1.0, 3.0}}}),
+          g,
+          random_inputs(g, {{"B", 2}, {"L", len}, {"R", mods == Both ? 2 * len - 1 : r}, {"R2", r}},
+                        13, {{"keep", {-1.0, 3.0}}}),
           checked());
   }
 }
@@ -339,6 +349,24 @@ TEST(Checked, EveryCheckOfAModMustPassForATileToSkipThem) {
   });
   EXPECT_NE(want.find("at (b=0, h=0, q=0, kv=41)"), std::string::npos) << want;
   expect_same_error(g, random_inputs(g, {{"B", 1}, {"L", 300}, {"R", 340}}, 14), o32);
+}
+
+/// An index whose interval ends wrap: (q - kv) * 2^63 + 2^63 (mod 2^64) is 0 where q - kv
+/// is odd and -2^63 where it is even. At the ends of a tile's range (odd differences)
+/// both products are -2^63, so interval arithmetic without a guard would "prove" the
+/// index is 0 in every tile and run it unchecked (reading 2^63 elements before the
+/// table). The proof requires sums within +-2^62 and products within +-2^31, so the
+/// tiles check every element and the error is the interpreter's.
+TEST(Checked, ATileProofNeverRestsOnWrappedArithmetic) {
+  Graph g("wraps");
+  auto q = g.input<f32>("q", B, H, L, Dh);
+  auto table = g.param<f32>("table", dim<"R">);
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  auto o = attention(q, q, q).named("att").score_mod(
+      [&](auto s, auto, auto, auto qi, auto ki) { return s + table((qi - ki) * kMin + kMin); });
+  g.output("o", o.value());
+  for (std::int64_t len : {4, 64})
+    expect_same_error(g, random_inputs(g, {{"B", 1}, {"L", len}, {"R", 8}}, 15), checked());
 }
 
 TEST(Checked, OnByDefaultAndTheEnvironmentTurnsThemOff) {

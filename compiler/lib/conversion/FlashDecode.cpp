@@ -479,7 +479,6 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   auto rowAt = [&](KernelBuilder &x, Value r) {
     return DecodeRow{r, x.add(h0, x.divu(r, a.nL)), x.remu(r, a.nL)};
   };
-  // Rows [r0, r0 + n) as group g of `groups`.
   // The tile's positions: every query row of the kv head's group of heads.
   SmallVector<Interval> ranges = {{b, b},
                                   {h0, kb.sub(kb.add(h0, a.group), one)},
@@ -490,6 +489,7 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   // Whether the mods' checks pass in the whole tile (the mask's too, also where a full
   // tile does not run it): then its rows run the mods without them.
   Value pass = modChecksPass(kb, a, ranges, /*withMask=*/true);
+  // Rows [r0, r0 + n) as group g of `groups`.
   auto group = [&](KernelBuilder &x, Value r0, int64_t n, Value g, Value groups,
                    std::optional<Value> full) {
     SmallVector<DecodeRow> rows;

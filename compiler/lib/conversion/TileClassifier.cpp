@@ -20,11 +20,16 @@ class IntervalEval {
 public:
   /// `guarded`: the mask checks its loads (a checked compile's qkv.check), so the
   /// classifier must not read outside a tensor nor skip a tile where the mask would.
-  /// `noWrap`: a product of two non-constant intervals is unknown. The ends of such a
-  /// product (positions up to 2^40 each) may wrap past i64 where the values between them
-  /// do not, which a proof that a check passes must never rest on.
+  /// `noWrap`: also keep, in `inRange()`, whether every interval stayed where its ends
+  /// are its true bounds: the ends of a sum or a product that passes i64 (or of a value
+  /// cast to a narrower integer) wrap where the values between them need not, and a
+  /// proof that a check passes must never rest on them.
   IntervalEval(KernelBuilder &kb, bool guarded, bool noWrap = false)
       : kb_(kb), b_(kb.builder()), guarded_(guarded), noWrap_(noWrap) {}
+
+  /// An i1: no interval's ends wrapped (noWrap), checked from the operands' ends: sums
+  /// and differences of i64 values within +-2^62, products within +-2^31.
+  Value inRange() { return inRange_ ? inRange_ : boolean(true); }
 
   void bind(Value v, Interval i) { map_[v] = i; }
   void bindCapture(Value arg, Value mem, std::optional<RangeTable> table) {
@@ -81,6 +86,8 @@ private:
       if (!in)
         return std::nullopt;
       Type t = op.getResult(0).getType();
+      if (noWrap_ && !t.isIndex() && t.getIntOrFloatBitWidth() < 64)
+        requireWithin(*in, false, t.getIntOrFloatBitWidth());
       auto cast = [&](Value v) -> Value {
         if (isa<arith::IndexCastOp>(op))
           return arith::IndexCastOp::create(b_, t, v);
@@ -215,11 +222,10 @@ private:
       return Interval{kb_.min(in[0].lo, in[1].lo), kb_.min(in[0].hi, in[1].hi)};
     if (isa<arith::MaxSIOp>(op))
       return Interval{kb_.max(in[0].lo, in[1].lo), kb_.max(in[0].hi, in[1].hi)};
-    if (isa<arith::MulIOp>(op)) {
-      if (noWrap_ && !constantOf(op.getOperand(0)) && !constantOf(op.getOperand(1)))
-        return std::nullopt;
+    if (noWrap_ && !op.getResult(0).getType().isInteger(1))
+      requireWithin(in, isa<arith::MulIOp>(op));
+    if (isa<arith::MulIOp>(op))
       return mulInterval(in[0], in[1]);
-    }
     if (isa<arith::DivSIOp, arith::FloorDivSIOp>(op))
       return divInterval(op, in[0], constantOf(op.getOperand(1)));
     if (isa<arith::RemSIOp>(op))
@@ -234,6 +240,21 @@ private:
       return Interval{lo, hi};
     }
     return std::nullopt;
+  }
+
+  /// inRange() &= every interval of `in` lies where a sum of two (`product`: a product
+  /// of two) such values cannot wrap in `width` bits (default: the values' own width):
+  /// within +-2^(width - 2) (+-2^(width / 2 - 1)).
+  void requireWithin(ArrayRef<Interval> in, bool product, int width = 0) {
+    for (const Interval &i : in) {
+      Type t = i.lo.getType();
+      int w = width ? width : t.isIndex() ? 64 : static_cast<int>(t.getIntOrFloatBitWidth());
+      int bits = product ? w / 2 - 1 : w - 2;
+      Value limit = cst(i.lo, int64_t{1} << bits), neg = cst(i.lo, -(int64_t{1} << bits));
+      Value within =
+          andI1(cmp(CmpIPredicate::sge, i.lo, neg), cmp(CmpIPredicate::sle, i.hi, limit));
+      inRange_ = inRange_ ? andI1(inRange_, within) : within;
+    }
   }
 
   Interval mulInterval(Interval a, Interval c) {
@@ -340,6 +361,7 @@ private:
   llvm::DenseMap<Value, Value> captures_;
   llvm::DenseMap<Value, RangeTable> tables_;
   bool guarded_, noWrap_;
+  Value inRange_;
 };
 
 bool isConstant(Value v, bool expected) {
@@ -471,12 +493,12 @@ Value checksPass(KernelBuilder &kb, Region &mod, unsigned first, ArrayRef<Interv
                    i < tables.size() ? tables[i] : std::nullopt);
   for (Operation &op : block.without_terminator())
     ev.eval(op);
-  Value all;
+  Value all = ev.inRange();
   for (CheckOp c : checks) {
     Value lo = ev.get(c.getOk())->lo; // i1: always known, "certainly true" at worst false
     if (isConstant(lo, false))
       return {};
-    all = all ? kb.builder().createOrFold<arith::AndIOp>(all, lo) : lo;
+    all = kb.builder().createOrFold<arith::AndIOp>(all, lo);
   }
   return all;
 }

@@ -72,7 +72,9 @@ std::optional<TileClass> classifyTile(KernelBuilder &kb, mlir::Region &mask,
 /// the tile may run the mod without its checks (emitModRegion's checksHold); null when
 /// the mod has no checks, or when the analysis cannot prove one of them for any tile
 /// (then every element is checked, as before). A check whose indices the tile's ranges
-/// keep within the tensor, `rel_bias[h, q - kv + len_kv - 1]` in most tiles, passes.
+/// keep within the tensor, `rel_bias[h, q - kv + len_kv - 1]` in most tiles, passes. The
+/// proof also requires that no interval's ends wrapped (sums of values within +-2^62,
+/// products within +-2^31): wrapped ends say nothing of the values between them.
 mlir::Value checksPass(KernelBuilder &kb, mlir::Region &mod, unsigned first,
                        llvm::ArrayRef<Interval> ranges, mlir::ValueRange captures = {},
                        llvm::ArrayRef<std::optional<RangeTable>> tables = {});
