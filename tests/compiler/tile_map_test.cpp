@@ -4,6 +4,7 @@
 // combinations the interval analysis sees through.
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include <qkv/compiler/compile.hpp>
 
@@ -177,6 +178,32 @@ TEST(TileMap, BoxesOfTilesGiveTheSameMap) {
   TileMapOptions bad;
   bad.one_by_one = -1;
   EXPECT_THROW(tile_map(gallery::find("causal_lm").build(), {{"B", 1}, {"L", 8}}, bad), Error);
+}
+
+// A mask whose interval ends wrap: (q - kv) * 2^63 + 2^63 == 0 (mod 2^64) keeps the
+// pairs where q - kv is odd. At a tile's range ends (odd differences) both products are
+// -2^63 and the sum 0, so unguarded interval arithmetic would call every tile full and
+// run it without the mask (keeping every pair). The classifier requires sums within
+// +-2^62 and products within +-2^31 (TileClassifier.cpp, IntervalEval::inRange): the
+// tiles are partial, and the kernel computes the interpreter's outputs.
+TEST(TileMap, NeverRestsOnWrappedArithmetic) {
+  constexpr auto B = dim<"B">;
+  constexpr auto L = dim<"L">;
+  Graph g("odd_offsets");
+  auto q = g.input<f32>("q", B, dim<"H", 2>, L, dim<"Dh", 8>);
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  auto o = attention(q, q, q).mask(
+      [&](auto, auto, auto qi, auto ki) { return (qi - ki) * kMin + kMin == 0; });
+  g.output("o", o.value());
+  TensorMap in = random_inputs(g, {{"B", 1}, {"L", 96}}, 3);
+  TileMapOptions opts;
+  opts.q_tile = opts.kv_tile = 32;
+  TileComparison c = compare_tiles(g, in, opts);
+  EXPECT_EQ(c.unsound, 0) << describe(c);
+  EXPECT_EQ(c.compiler.count(TileKind::Full), 0);
+  Kernel k = compile(g);
+  Comparison d = compare(k.run(in).at("o"), reference::run(g, in).at("o"), 1e-5, 1e-4);
+  EXPECT_TRUE(d.ok) << d.message;
 }
 
 TEST(TileMap, NoMaskIsAllFull) {

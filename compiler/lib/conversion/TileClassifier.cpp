@@ -20,15 +20,13 @@ class IntervalEval {
 public:
   /// `guarded`: the mask checks its loads (a checked compile's qkv.check), so the
   /// classifier must not read outside a tensor nor skip a tile where the mask would.
-  /// `noWrap`: also keep, in `inRange()`, whether every interval stayed where its ends
-  /// are its true bounds: the ends of a sum or a product that passes i64 (or of a value
-  /// cast to a narrower integer) wrap where the values between them need not, and a
-  /// proof that a check passes must never rest on them.
-  IntervalEval(KernelBuilder &kb, bool guarded, bool noWrap = false)
-      : kb_(kb), b_(kb.builder()), guarded_(guarded), noWrap_(noWrap) {}
+  IntervalEval(KernelBuilder &kb, bool guarded) : kb_(kb), b_(kb.builder()), guarded_(guarded) {}
 
-  /// An i1: no interval's ends wrapped (noWrap), checked from the operands' ends: sums
-  /// and differences of i64 values within +-2^62, products within +-2^31.
+  /// An i1: no interval's ends wrapped, checked from the operands' ends (sums and
+  /// differences of i64 values within +-2^62, products within +-2^31, a cast to a
+  /// narrower integer of values that fit). The ends of a sum or a product that passes
+  /// i64 wrap where the values between them need not: neither a tile's class nor a proof
+  /// that a check passes may rest on them.
   Value inRange() { return inRange_ ? inRange_ : boolean(true); }
 
   void bind(Value v, Interval i) { map_[v] = i; }
@@ -86,7 +84,7 @@ private:
       if (!in)
         return std::nullopt;
       Type t = op.getResult(0).getType();
-      if (noWrap_ && !t.isIndex() && t.getIntOrFloatBitWidth() < 64)
+      if (!t.isIndex() && t.getIntOrFloatBitWidth() < 64)
         requireWithin(*in, false, t.getIntOrFloatBitWidth());
       auto cast = [&](Value v) -> Value {
         if (isa<arith::IndexCastOp>(op))
@@ -222,7 +220,7 @@ private:
       return Interval{kb_.min(in[0].lo, in[1].lo), kb_.min(in[0].hi, in[1].hi)};
     if (isa<arith::MaxSIOp>(op))
       return Interval{kb_.max(in[0].lo, in[1].lo), kb_.max(in[0].hi, in[1].hi)};
-    if (noWrap_ && !op.getResult(0).getType().isInteger(1))
+    if (!op.getResult(0).getType().isInteger(1))
       requireWithin(in, isa<arith::MulIOp>(op));
     if (isa<arith::MulIOp>(op))
       return mulInterval(in[0], in[1]);
@@ -360,7 +358,7 @@ private:
   llvm::DenseMap<Value, Interval> map_;
   llvm::DenseMap<Value, Value> captures_;
   llvm::DenseMap<Value, RangeTable> tables_;
-  bool guarded_, noWrap_;
+  bool guarded_;
   Value inRange_;
 };
 
@@ -472,9 +470,12 @@ std::optional<TileClass> classifyTile(KernelBuilder &kb, Region &mask, ArrayRef<
   auto r = ev.get(cast<YieldOp>(block.getTerminator()).getValue());
   if (!r || (isConstant(r->lo, false) && isConstant(r->hi, true)))
     return std::nullopt;
-  Value empty = arith::XOrIOp::create(
-      kb.builder(), r->hi, arith::ConstantOp::create(kb.builder(), kb.builder().getBoolAttr(true)));
-  return TileClass{r->lo, empty};
+  // Where an interval's ends wrapped, the tile is partial: neither full nor empty.
+  ImplicitLocOpBuilder &b = kb.builder();
+  Value sure = ev.inRange();
+  Value empty = arith::XOrIOp::create(b, r->hi, arith::ConstantOp::create(b, b.getBoolAttr(true)));
+  return TileClass{b.createOrFold<arith::AndIOp>(r->lo, sure),
+                   b.createOrFold<arith::AndIOp>(empty, sure)};
 }
 
 Value checksPass(KernelBuilder &kb, Region &mod, unsigned first, ArrayRef<Interval> ranges,
@@ -484,7 +485,7 @@ Value checksPass(KernelBuilder &kb, Region &mod, unsigned first, ArrayRef<Interv
   if (checks.empty())
     return {};
   Block &block = mod.front();
-  IntervalEval ev(kb, /*guarded=*/true, /*noWrap=*/true);
+  IntervalEval ev(kb, /*guarded=*/true);
   for (unsigned i = 0; i < ranges.size(); ++i)
     ev.bind(block.getArgument(first + i), ranges[i]);
   unsigned c0 = first + ranges.size();
