@@ -19,7 +19,11 @@ Cases and counting are those of `qkv bench` (docs/compiler.md, "Benchmarks"): at
 alone (no mask, causal, sliding window of 256 keys) at B=1 H=16 Dh=64 and L=S=2048, 8192;
 decode (1 query over 32768 keys, H=8, Dh=128); 1, 4, 8 and 16 queries over 8192 keys (H=32,
 Dh=128, `qkv bench attn --seq L --kv-len 8192 --heads 32 --head-dim 128`); the MHA block
-(B=1 L=2048 H=8 Dh=64, D=512).
+(B=1 L=2048 H=8 Dh=64, D=512); the gallery's masks that read tensors (packed_documents,
+prefix_lm_lengths, padding at B=1 H=8 L=S=8192 Dh=64), with the gallery's doc ids,
+prefixes and lengths (its std::mt19937_64 stream, same seeds), where FlexAttention builds
+its block mask with create_block_mask in every call (the tensors may change per batch)
+and SDPA gets a boolean mask built before its timed runs.
 --suite gemm: torch.matmul (f32; --dtype bf16 for bf16) of x (M, K) and w (K, N) at the shapes
 of `qkv bench gemm` (2048x512x2048, 4096x384x1536, 8192x1536x384, 4096x4096x4096 and the
 all-MiniLM-L6-v2 projections at 20 tokens x 32 sentences, 640x384x384, 640x384x1536,
