@@ -468,6 +468,31 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   });
 }
 
+/// The positions of a key tile: every query row of the heads [h0, h0 + group), keys
+/// [j0, j0 + cols).
+SmallVector<Interval> tileRanges(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h0,
+                                 Value j0, Value cols) {
+  Value one = kb.idx(1);
+  return {{b, b},
+          {h0, kb.sub(kb.add(h0, a.group), one)},
+          {kb.idx(0), kb.sub(a.nL, one)},
+          {j0, kb.sub(kb.add(j0, cols), one)},
+          {a.nL, a.nL},
+          {a.nS, a.nS}};
+}
+
+/// Whether the mods' checks pass in the whole tile (`ranges`; the mask's too, also where
+/// a full tile does not run it): then its rows run the mods without them. The mods also
+/// run on the lanes past the tile's keys up to pLen (their scores then dropped), at keys
+/// up to the last: the proof covers those too.
+Value tileChecksPass(KernelBuilder &kb, const AttentionInfo &a, const DecodeState &st,
+                     ArrayRef<Interval> ranges, Value j0) {
+  SmallVector<Interval> lanes(ranges);
+  Value lastLane = kb.min(kb.add(j0, kb.idx(st.pLen - 1)), kb.sub(a.nS, kb.idx(1)));
+  lanes[3].hi = kb.max(lanes[3].hi, lastLane);
+  return modChecksPass(kb, a, lanes, /*withMask=*/true);
+}
+
 /// One key tile of one task, for every query row of the kv head.
 void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                 const DecodeState &st, const KeySegment &seg, Value b, Value hk, Value j0,
@@ -479,16 +504,8 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   auto rowAt = [&](KernelBuilder &x, Value r) {
     return DecodeRow{r, x.add(h0, x.divu(r, a.nL)), x.remu(r, a.nL)};
   };
-  // The tile's positions: every query row of the kv head's group of heads.
-  SmallVector<Interval> ranges = {{b, b},
-                                  {h0, kb.sub(kb.add(h0, a.group), one)},
-                                  {kb.idx(0), kb.sub(a.nL, one)},
-                                  {j0, kb.sub(kb.add(j0, cols), one)},
-                                  {a.nL, a.nL},
-                                  {a.nS, a.nS}};
-  // Whether the mods' checks pass in the whole tile (the mask's too, also where a full
-  // tile does not run it): then its rows run the mods without them.
-  Value pass = modChecksPass(kb, a, ranges, /*withMask=*/true);
+  SmallVector<Interval> ranges = tileRanges(kb, a, b, h0, j0, cols);
+  Value pass = tileChecksPass(kb, a, st, ranges, j0);
   // Rows [r0, r0 + n) as group g of `groups`.
   auto group = [&](KernelBuilder &x, Value r0, int64_t n, Value g, Value groups,
                    std::optional<Value> full) {
