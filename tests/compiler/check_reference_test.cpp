@@ -1,5 +1,6 @@
 // check_against_reference: the suite's tolerance rule for a user's kernel (n and M from
 // the graph and the interpreter's values), and random_inputs' fan-in scaling of params.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -169,6 +170,33 @@ TEST(CheckAgainstReference, PlainActivationsAddTheirBound) {
     ASSERT_TRUE(c.ok) << name << ": " << c.message;
     EXPECT_DOUBLE_EQ(c.outputs[0].magnitude, max_abs(in.at("x")) + bound) << name;
   }
+}
+
+// Layer norm of rows whose values are close: x - mean loses the digits the values share,
+// and the division by the row's small deviation scales that error up, so M is at least
+// max |x| / sigma per row (times gamma), not just the output's magnitude (about 1). A
+// row of two values 1e-3 apart: sigma = 5e-4, M = 0.7 / 5e-4 ~ 1400; found by the graph
+// fuzzer (`qkv-fuzz-graphs --seed 1546 --count 1`), where a layer_norm over an axis of 2
+// missed the old rule by 1.4x.
+TEST(CheckAgainstReference, LayerNormOfCloseValuesScalesByTheirDeviation) {
+  Graph g("ln2");
+  Dim R = g.dim("R"), C = g.dim("C", 2);
+  g.output("y", layer_norm(g.input("x", DType::F32, {R, C}), 0.0));
+  Tensor x(DType::F32, {3, 2});
+  const double values[] = {0.7, 0.701, -0.25, 0.5, 0.3, 0.3002};
+  for (std::int64_t i = 0; i < 6; ++i)
+    x.set(i, static_cast<float>(values[i]));
+  TensorMap in = {{"x", x}};
+  ReferenceCheck c = check_against_reference(compile(g), g, in);
+  ASSERT_TRUE(c.ok) << c.message;
+  // Per row (as f32): the larger |x| over sigma, half the difference; the closest row wins.
+  double want = 0;
+  for (int r = 0; r < 3; ++r) {
+    double a = static_cast<float>(values[2 * r]), b = static_cast<float>(values[2 * r + 1]);
+    want = std::max(want, std::max(std::fabs(a), std::fabs(b)) / (std::fabs(b - a) / 2));
+  }
+  EXPECT_NEAR(c.outputs[0].magnitude, want, 1e-6 * want);
+  EXPECT_GT(c.outputs[0].magnitude, 2000); // row 2: 0.3002 / 1e-4
 }
 
 // random_inputs with scale_params: the same draws, params (float ones, without a range of
