@@ -192,7 +192,7 @@ Value modChecksPass(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
 
 Value modChecksPass(KernelBuilder &kb, const AttentionInfo &a, ArrayRef<Interval> ranges,
                     bool withMask) {
-  SmallVector<Value> passes;
+  Value all;
   for (auto [mod, first, runs] :
        {std::tuple{a.score, 1u, true}, std::tuple{a.mask, 0u, withMask}}) {
     if (!mod || !runs ||
@@ -201,11 +201,8 @@ Value modChecksPass(KernelBuilder &kb, const AttentionInfo &a, ArrayRef<Interval
     Value pass = checksPass(kb, *mod, first, ranges, a.captures, a.tables);
     if (!pass) // this mod's checks cannot be proved for a tile: every element checks
       return {};
-    passes.push_back(pass);
+    all = all ? arith::AndIOp::create(kb.builder(), all, pass).getResult() : pass;
   }
-  Value all;
-  for (Value p : passes)
-    all = all ? arith::AndIOp::create(kb.builder(), all, p).getResult() : p;
   return all;
 }
 

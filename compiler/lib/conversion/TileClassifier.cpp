@@ -4,6 +4,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include "qkv/compiler/ir/QkvDialect.h"
 
@@ -492,8 +493,20 @@ Value checksPass(KernelBuilder &kb, Region &mod, unsigned first, ArrayRef<Interv
   for (unsigned i = 0; i < captures.size(); ++i)
     ev.bindCapture(block.getArgument(c0 + i), captures[i],
                    i < tables.size() ? tables[i] : std::nullopt);
+  // Only what the checks' conditions depend on: the rest of the mod (its float math,
+  // loads whose values no index uses) would be evaluated per tile for nothing.
+  llvm::SmallPtrSet<Operation *, 32> needed;
+  SmallVector<Value> work;
+  for (CheckOp c : checks)
+    work.push_back(c.getOk());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (def && def->getBlock() == &block && needed.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  }
   for (Operation &op : block.without_terminator())
-    ev.eval(op);
+    if (needed.contains(&op))
+      ev.eval(op);
   Value all = ev.inRange();
   for (CheckOp c : checks) {
     Value lo = ev.get(c.getOk())->lo; // i1: always known, "certainly true" at worst false
