@@ -47,31 +47,6 @@ double max_abs(const Tensor &t) {
   return m;
 }
 
-/// Layer norm's sensitivity to its input's rounding: max over rows (the last axis) of
-/// max |x| / sqrt(var + eps). x - mean carries an error of about eps * |x|, which the
-/// division by the row's deviation scales: a row of two close values (sigma small)
-/// amplifies it far past the output's magnitude. (RMS norm divides by sqrt(mean x^2 +
-/// eps) >= max |x| / sqrt(n): no cancellation, no such term.)
-double layer_norm_condition(const Tensor &x, double eps) {
-  const Shape &s = x.shape();
-  std::int64_t d = s.empty() ? 1 : s.back(), rows = d > 0 ? x.numel() / d : 0;
-  double worst = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double sum = 0, big = 0;
-    for (std::int64_t i = 0; i < d; ++i) {
-      sum += x.get(r * d + i);
-      big = std::max(big, std::fabs(x.get(r * d + i)));
-    }
-    double mean = sum / static_cast<double>(d), var = 0;
-    for (std::int64_t i = 0; i < d; ++i)
-      var += (x.get(r * d + i) - mean) * (x.get(r * d + i) - mean);
-    double sd = std::sqrt(var / static_cast<double>(d) + eps);
-    if (std::isfinite(big) && sd > 0)
-      worst = std::max(worst, big / sd);
-  }
-  return worst;
-}
-
 /// What one node adds to the rule: the length of the reduction it does and the magnitude
 /// of the terms it adds (or of the arguments of its exp, sin and cos).
 struct Bound {
@@ -227,6 +202,26 @@ std::string line_of(const OutputCheck &c, const Tensor &got) {
 }
 
 } // namespace
+
+double layer_norm_condition(const Tensor &x, double eps) {
+  const Shape &s = x.shape();
+  std::int64_t d = s.empty() ? 1 : s.back(), rows = d > 0 ? x.numel() / d : 0;
+  double worst = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0, big = 0;
+    for (std::int64_t i = 0; i < d; ++i) {
+      sum += x.get(r * d + i);
+      big = std::max(big, std::fabs(x.get(r * d + i)));
+    }
+    double mean = sum / static_cast<double>(d), var = 0;
+    for (std::int64_t i = 0; i < d; ++i)
+      var += (x.get(r * d + i) - mean) * (x.get(r * d + i) - mean);
+    double sd = std::sqrt(var / static_cast<double>(d) + eps);
+    if (std::isfinite(big) && sd > 0)
+      worst = std::max(worst, big / sd);
+  }
+  return worst;
+}
 
 ReferenceCheck check_against_reference(const Kernel &kernel, const Graph &graph,
                                        const TensorMap &inputs) {
