@@ -4,8 +4,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <limits>
+#include <map>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -165,6 +166,39 @@ TEST_F(KernelTest, EveryStageHasIr) {
   EXPECT_NE(as.find(kernel_->symbol()), std::string::npos);
   std::string e = error_of([&] { kernel_->ir("ptx"); });
   EXPECT_NE(e.find("unknown IR stage 'ptx'"), std::string::npos) << e;
+}
+
+// The entry point (glue: descriptors unpacked, buffers allocated, regions called) is
+// scheduled for a generic x86 CPU, which keeps the host's post-RA scheduler, quadratic in a
+// block's length, off its one long block; every other function is tuned for the host.
+TEST_F(KernelTest, EntryGlueIsTunedGenericKernelsForTheHost) {
+  // The IR is one module per part, each with its own attribute groups.
+  const std::string tuned = "\"tune-cpu\"=\"generic\"";
+  int entries = 0, others = 0;
+  std::istringstream parts(kernel_->ir("llvm-ir") + "\n; ModuleID");
+  std::map<std::string, std::string> groups;            // "#N" -> its attributes
+  std::vector<std::pair<std::string, std::string>> fns; // name, "#N"
+  for (std::string line; std::getline(parts, line);) {
+    if (line.rfind("; ModuleID", 0) == 0) {
+      for (const auto &[name, group] : fns) {
+        bool entry = name.rfind("_mlir_", 0) == 0;
+        (entry ? entries : others)++;
+        EXPECT_EQ(groups[group].find(tuned) != std::string::npos, entry)
+            << name << ": " << groups[group];
+      }
+      groups.clear(), fns.clear();
+    }
+    if (line.rfind("attributes #", 0) == 0)
+      groups[line.substr(11, line.find(' ', 11) - 11)] = line;
+    if (line.rfind("define ", 0) == 0) {
+      std::size_t at = line.find('@'), open = line.find('(', at), hash = line.rfind(" #");
+      ASSERT_NE(hash, std::string::npos) << line;
+      fns.emplace_back(line.substr(at + 1, open - at - 1),
+                       line.substr(hash + 1, line.find(' ', hash + 1) - hash - 1));
+    }
+  }
+  EXPECT_EQ(entries, 2); // the C interface and its packed wrapper
+  EXPECT_GT(others, 0);
 }
 
 TEST_F(KernelTest, StagesByEnumAndByName) {
