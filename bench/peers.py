@@ -40,6 +40,7 @@ peer's output is checked against a NumPy reference on the same inputs (f32, max 
 <= 1e-3 * max(1, max |reference|)); a peer that disagrees is reported as wrong.
 """
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -100,11 +101,13 @@ def mt19937_64(seed):
     return next_value
 
 
+@functools.lru_cache(maxsize=None)
 def mask_data(mask, b, l):
     """The tensor a data mask reads, as examples/gallery/ makes it (same generator, seed and
     rule): documents: doc[b, i], lengths 1 to L/4 numbered along each row (packed_documents);
     prefix: prefix[b], L/4 + [0, L/2] (prefix_lm_lengths); padding: lengths[b], L/4 + [0,
-    3L/4], at least 1 (padding)."""
+    3L/4], at least 1 (padding). Made once per (mask, b, l): row r is the same whatever b
+    (one stream, rows in order), and callers read it row by row."""
     if mask == "documents":
         random, longest = mt19937_64(7), max(1, l // 4)
         doc = np.empty((b, l), dtype=np.int32)
@@ -135,7 +138,7 @@ def kept(mask, i, s, w):
 def flops(c):
     name, mask, b, h, l, s, dh = c
     if mask in DATA_MASKS:
-        pairs = sum(int(allowed(mask, l, s, r).sum()) for r in range(b))
+        pairs = sum(int(allowed(mask, l, s, r, b).sum()) for r in range(b))
     else:
         pairs = sum(max(0, hi - lo) for lo, hi in (kept(mask, i, s, WINDOW) for i in range(l)))
     f = 4 * b * h * dh * pairs
@@ -145,8 +148,10 @@ def flops(c):
     return f
 
 
-def allowed(mask, l, s, b=0):
-    """Boolean (L, S): True where the mask keeps the pair (query i, key j) of sequence b."""
+def allowed(mask, l, s, b=0, batch=None):
+    """Boolean (L, S): True where the mask keeps the pair (query i, key j) of sequence b (of
+    `batch`, b + 1 if not given: the data is made once per batch size)."""
+    rows = batch or b + 1
     i = np.arange(l)[:, None]
     j = np.arange(s)[None, :]
     if mask == "none":
@@ -154,12 +159,12 @@ def allowed(mask, l, s, b=0):
     if mask == "causal":
         return j <= i
     if mask == "documents":
-        doc = mask_data(mask, b + 1, l)[b]
+        doc = mask_data(mask, rows, l)[b]
         return (j <= i) & (doc[:, None] == doc[None, :s])
     if mask == "prefix":
-        return (j <= i) | (j < mask_data(mask, b + 1, l)[b])
+        return (j <= i) | (j < mask_data(mask, rows, l)[b])
     if mask == "padding":
-        return np.broadcast_to(j < mask_data(mask, b + 1, l)[b], (l, s))
+        return np.broadcast_to(j < mask_data(mask, rows, l)[b], (l, s))
     return (j <= i) & (i - j < WINDOW)
 
 
@@ -191,7 +196,7 @@ def make_inputs(c, rng):
 
 def reference(c, x):
     name, mask, b, h, l, s, dh = c
-    keep = [allowed(mask, l, s, r) for r in range(b)]
+    keep = [allowed(mask, l, s, r, b) for r in range(b)]
     if name != "mha":
         return np_attention(x["q"], x["k"], x["v"], keep)
     split = lambda t: t.reshape(b, -1, h, dh).transpose(0, 2, 1, 3)
@@ -233,7 +238,7 @@ def torch_sdpa(c, x, threads, dtype="f32"):
     t = {k: torch.from_numpy(v).to(tdtype) for k, v in x.items()}
     attn_mask = None
     if mask == "window" or mask in DATA_MASKS:  # (B, 1, L, S), built before the timed runs
-        attn_mask = torch.from_numpy(np.stack([allowed(mask, l, s, r) for r in range(b)])[:, None])
+        attn_mask = torch.from_numpy(np.stack([allowed(mask, l, s, r, b) for r in range(b)])[:, None])
     causal = mask == "causal"
 
     def attend(q, k, v):
@@ -260,7 +265,7 @@ def torch_flex(c, x, threads, dtype="f32"):
     name, mask, b, h, l, s, dh = c
     if name == "mha":
         raise NotImplementedError("measured for attention alone")
-    data = torch.from_numpy(mask_data(mask, b, l)) if mask in DATA_MASKS else None
+    data = torch.from_numpy(mask_data(mask, b, l).copy()) if mask in DATA_MASKS else None
     mods = {
         "none": None,
         "causal": lambda b_, h_, q, kv: q >= kv,
