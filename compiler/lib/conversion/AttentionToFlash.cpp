@@ -163,17 +163,18 @@ Value rowOffsets(KernelBuilder &kb, const HeadView &v, int64_t lanes) {
   return arith::MulIOp::create(kb.builder(), step, kb.splat(stride, vt));
 }
 
-/// The positions of queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h), as the
-/// intervals of a mod's b, h, q, kv, len_q and len_kv.
+SmallVector<Interval> tileRanges(const AttentionInfo &a, Value b, Interval h, Interval q,
+                                 Interval kv) {
+  return {{b, b}, h, q, kv, {a.nL, a.nL}, {a.nS, a.nS}};
+}
+
+/// Queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h) as tileRanges.
 static SmallVector<Interval> tileRanges(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h,
                                         Value i0, Value rows, Value j0, Value cols) {
   Value one = kb.idx(1);
-  return {{b, b},
-          {h, h},
-          {i0, kb.sub(kb.add(i0, rows), one)},
-          {j0, kb.sub(kb.add(j0, cols), one)},
-          {a.nL, a.nL},
-          {a.nS, a.nS}};
+  Value lastQ = kb.sub(kb.add(i0, rows), one);
+  Value lastKv = kb.sub(kb.add(j0, cols), one);
+  return tileRanges(a, b, {h, h}, {i0, lastQ}, {j0, lastKv});
 }
 
 /// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h).

@@ -173,6 +173,12 @@ mlir::Value emitScoreAndMask(KernelBuilder &kb, const AttentionInfo &a, mlir::Va
                              mlir::Value b, mlir::Value h, mlir::Value qi, mlir::Value kv,
                              bool withMask, int64_t lanes, bool checksHold = false);
 
+/// A tile's positions as the intervals of a mod's b, h, q, kv, len_q and len_kv (what
+/// classifyTile and checksPass take): batch b, heads `h`, queries `q`, keys `kv` (each
+/// [lo, hi], both ends in), the lengths as bound.
+llvm::SmallVector<Interval> tileRanges(const AttentionInfo &a, mlir::Value b, Interval h,
+                                       Interval q, Interval kv);
+
 /// What the mask says about queries [i0, i0 + rows) x keys [j0, j0 + cols) of (b, h)
 /// (TileClassifier.h): nullopt without a mask or when it cannot tell.
 std::optional<TileClass> classifyKeys(KernelBuilder &kb, const AttentionInfo &a, mlir::Value b,

@@ -470,15 +470,13 @@ void rowValues(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
 
 /// The positions of a key tile: every query row of the heads [h0, h0 + group), keys
 /// [j0, j0 + cols).
-SmallVector<Interval> tileRanges(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h0,
-                                 Value j0, Value cols) {
+SmallVector<Interval> keyTileRanges(KernelBuilder &kb, const AttentionInfo &a, Value b, Value h0,
+                                    Value j0, Value cols) {
   Value one = kb.idx(1);
-  return {{b, b},
-          {h0, kb.sub(kb.add(h0, a.group), one)},
-          {kb.idx(0), kb.sub(a.nL, one)},
-          {j0, kb.sub(kb.add(j0, cols), one)},
-          {a.nL, a.nL},
-          {a.nS, a.nS}};
+  Value lastH = kb.sub(kb.add(h0, a.group), one);
+  Value zero = kb.idx(0), lastQ = kb.sub(a.nL, one);
+  Value lastKv = kb.sub(kb.add(j0, cols), one);
+  return tileRanges(a, b, {h0, lastH}, {zero, lastQ}, {j0, lastKv});
 }
 
 /// Whether the mods' checks pass in the whole tile (`ranges`; the mask's too, also where
@@ -504,7 +502,7 @@ void decodeTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &
   auto rowAt = [&](KernelBuilder &x, Value r) {
     return DecodeRow{r, x.add(h0, x.divu(r, a.nL)), x.remu(r, a.nL)};
   };
-  SmallVector<Interval> ranges = tileRanges(kb, a, b, h0, j0, cols);
+  SmallVector<Interval> ranges = keyTileRanges(kb, a, b, h0, j0, cols);
   Value pass = tileChecksPass(kb, a, st, ranges, j0);
   // Rows [r0, r0 + n) as group g of `groups`.
   auto group = [&](KernelBuilder &x, Value r0, int64_t n, Value g, Value groups,
