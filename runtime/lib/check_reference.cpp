@@ -47,6 +47,31 @@ double max_abs(const Tensor &t) {
   return m;
 }
 
+/// Layer norm's sensitivity to its input's rounding: max over rows (the last axis) of
+/// max |x| / sqrt(var + eps). x - mean carries an error of about eps * |x|, which the
+/// division by the row's deviation scales: a row of two close values (sigma small)
+/// amplifies it far past the output's magnitude. (RMS norm divides by sqrt(mean x^2 +
+/// eps) >= max |x| / sqrt(n): no cancellation, no such term.)
+double layer_norm_condition(const Tensor &x, double eps) {
+  const Shape &s = x.shape();
+  std::int64_t d = s.empty() ? 1 : s.back(), rows = d > 0 ? x.numel() / d : 0;
+  double worst = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0, big = 0;
+    for (std::int64_t i = 0; i < d; ++i) {
+      sum += x.get(r * d + i);
+      big = std::max(big, std::fabs(x.get(r * d + i)));
+    }
+    double mean = sum / static_cast<double>(d), var = 0;
+    for (std::int64_t i = 0; i < d; ++i)
+      var += (x.get(r * d + i) - mean) * (x.get(r * d + i) - mean);
+    double sd = std::sqrt(var / static_cast<double>(d) + eps);
+    if (std::isfinite(big) && sd > 0)
+      worst = std::max(worst, big / sd);
+  }
+  return worst;
+}
+
 /// What one node adds to the rule: the length of the reduction it does and the magnitude
 /// of the terms it adds (or of the arguments of its exp, sin and cos).
 struct Bound {
@@ -72,11 +97,8 @@ Bound bound_of(const Graph &g, const Node &n, const std::vector<Tensor> &vals,
     axis = axis < 0 ? axis + static_cast<std::int64_t>(s.size()) : axis;
     return {static_cast<double>(s[static_cast<std::size_t>(axis)]), mag(0)};
   }
-  case OpKind::LayerNorm: {
-    double gamma = n.attrs.has_gamma ? mag(1) : 1.0;
-    double cond = layer_norm_condition(in(0), n.attrs.eps) * gamma;
-    return {2 * extent(0, 1), std::max(max_abs(vals[n.id]), cond)};
-  }
+  case OpKind::LayerNorm:
+    return {2 * extent(0, 1), std::max(max_abs(vals[n.id]), layer_norm_magnitude(n, vals))};
   case OpKind::RmsNorm: return {2 * extent(0, 1), max_abs(vals[n.id])};
   case OpKind::Attention: {
     double scores = reference::max_abs_score(g, inputs, vals, n.id);
@@ -203,24 +225,9 @@ std::string line_of(const OutputCheck &c, const Tensor &got) {
 
 } // namespace
 
-double layer_norm_condition(const Tensor &x, double eps) {
-  const Shape &s = x.shape();
-  std::int64_t d = s.empty() ? 1 : s.back(), rows = d > 0 ? x.numel() / d : 0;
-  double worst = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double sum = 0, big = 0;
-    for (std::int64_t i = 0; i < d; ++i) {
-      sum += x.get(r * d + i);
-      big = std::max(big, std::fabs(x.get(r * d + i)));
-    }
-    double mean = sum / static_cast<double>(d), var = 0;
-    for (std::int64_t i = 0; i < d; ++i)
-      var += (x.get(r * d + i) - mean) * (x.get(r * d + i) - mean);
-    double sd = std::sqrt(var / static_cast<double>(d) + eps);
-    if (std::isfinite(big) && sd > 0)
-      worst = std::max(worst, big / sd);
-  }
-  return worst;
+double layer_norm_magnitude(const Node &n, const std::vector<Tensor> &vals) {
+  double gamma = n.attrs.has_gamma ? max_abs(vals[n.inputs.at(1)]) : 1.0;
+  return layer_norm_condition(vals[n.inputs.at(0)], n.attrs.eps) * gamma;
 }
 
 ReferenceCheck check_against_reference(const Kernel &kernel, const Graph &graph,

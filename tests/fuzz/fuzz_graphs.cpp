@@ -861,29 +861,20 @@ struct Failure {
 };
 
 // The M a layer norm among output `out`'s ancestors takes from the data, as the library's
-// rule takes it (layer_norm_condition, times |gamma|): rows of close values amplify the
-// rounding of x - mean past anything the static bounds, which see ranges only, can say.
-double norm_condition(const Graph &g, const std::vector<Tensor> &vals, NodeId out) {
-  auto max_abs = [](const Tensor &t) {
-    double m = 0;
-    for (std::int64_t i = 0; i < t.numel(); ++i)
-      m = std::max(m, std::fabs(t.get(i)));
-    return m;
-  };
-  std::vector<bool> seen(g.nodes().size());
-  std::vector<NodeId> todo = {out};
+// rule takes it (qkv::layer_norm_magnitude): rows of close values amplify the rounding of
+// x - mean past anything the static bounds, which see ranges only, can say.
+double norm_magnitude(const Graph &g, const std::vector<Tensor> &vals, NodeId out) {
+  std::vector<bool> live(g.nodes().size(), false);
+  live[out] = true;
   double worst = 0;
-  while (!todo.empty()) {
-    NodeId id = todo.back();
-    todo.pop_back();
-    if (seen[id])
+  for (std::size_t i = g.nodes().size(); i-- > 0;) { // inputs come before their users
+    if (!live[i])
       continue;
-    seen[id] = true;
-    const Node &n = g.nodes()[id];
+    const Node &n = g.nodes()[i];
+    for (NodeId x : n.inputs)
+      live[x] = true;
     if (n.op == OpKind::LayerNorm)
-      worst = std::max(worst, layer_norm_condition(vals[n.inputs[0]], n.attrs.eps) *
-                                  (n.attrs.has_gamma ? max_abs(vals[n.inputs[1]]) : 1.0));
-    todo.insert(todo.end(), n.inputs.begin(), n.inputs.end());
+      worst = std::max(worst, layer_norm_magnitude(n, vals));
   }
   return worst;
 }
@@ -929,7 +920,7 @@ std::string check_graph(const Fuzzed &f, std::uint64_t seed) {
                  " at flat index " + std::to_string(i) + where +
                  ": a generator bug (it must make finite graphs)";
       double n = 1 + v.red(full),
-             M = std::max(v.big(full), norm_condition(g, vals, node_of.at(name)));
+             M = std::max(v.big(full), norm_magnitude(g, vals, node_of.at(name)));
       double r = kTolC * machine_eps(got.at(name).dtype()) * n;
       Comparison c = compare(got.at(name), w, r * M, r);
       if (!c.ok)

@@ -31,13 +31,14 @@ struct Tolerance {
 };
 Tolerance tolerance_rule(DType dtype, double n, double magnitude);
 
-/// A layer norm's sensitivity to its input's rounding, the factor the rule's M takes for
-/// it: the largest over the rows of `x` (its last axis) of max |x| / sqrt(var + eps).
+/// The M the rule takes for layer norm node `n` (`vals`: every node's value, as
+/// reference::run_all gives them): max |gamma| (1 without) times its input's
+/// conditioning, the largest over the rows (the last axis) of max |x| / sqrt(var + eps).
 /// x - mean carries an error of about eps(f32) * |x|, which the division by the row's
 /// deviation scales: a row of close values (two values 1e-3 apart: about 1400) amplifies
 /// it far past the output's magnitude. (An RMS norm divides by sqrt(mean x^2 + eps) >=
 /// max |x| / sqrt(n): no cancellation, no such term.)
-double layer_norm_condition(const Tensor &x, double eps);
+double layer_norm_magnitude(const Node &n, const std::vector<Tensor> &vals);
 
 /// One output of check_against_reference.
 struct OutputCheck {
