@@ -152,6 +152,46 @@ TEST(Gemm, FusedStartsAndEpilogues) {
   }
 }
 
+TEST(Gemm, SiblingsShareOneParallelLoop) {
+  // Projections of one input run as one GEMM (one parallel loop, each task over its rows
+  // of every weight): Q, K and V of different widths, with and without a bias, and
+  // SwiGLU's gate and up, whose product is the up projection's epilogue (it reads the
+  // gate's block that the same task wrote). Odd widths, rows on both sides of the
+  // skinny form, small and host blocks.
+  DiffCase c;
+  c.name = "siblings";
+  c.build = [] {
+    Graph g("siblings");
+    Dim b("B"), l("L"), k("K", 37);
+    Value x = g.input("x", DType::F32, {b, l, k});
+    Dim nq("Nq", 45), nk("Nk", 19), nv("Nv", 50), f("F", 50);
+    auto w = [&](const char *name, Dim n) { return g.param(name, DType::F32, {k, n}); };
+    auto bias = [&](const char *name, Dim n) { return g.param(name, DType::F32, {n}); };
+    g.output("q", linear(x, w("wq", nq), bias("bq", nq)));
+    g.output("k", linear(x, w("wk", nk)));
+    g.output("v", linear(x, w("wv", nv), bias("bv", nv)));
+    Value h = g.input("h", DType::F32, {b, l, k});
+    g.output("mlp", swiglu(linear(h, w("wg", f)), linear(h, w("wu", f))));
+    return g;
+  };
+  for (auto [bs, ls] : {std::pair{1, 1}, {1, 2}, {1, 7}, {3, 11}, {2, 33}})
+    c.shapes.push_back({{"B", bs}, {"L", ls}});
+  c.sums({"K"}, 2);
+  for (const CompileOptions &o : {small_blocks(), small_blocks(3)}) {
+    Kernel kern = compile(c.build(), Target::host(), o);
+    std::string loops = kern.ir("loops");
+    std::size_t parallel = 0;
+    for (std::size_t at = loops.find("scf.parallel"); at != std::string::npos;
+         at = loops.find("scf.parallel", at + 1))
+      ++parallel;
+    EXPECT_EQ(parallel, 2u) << "Q, K, V and gate, up: one parallel loop each\n" << loops;
+    EXPECT_EQ(loops.find("linalg.generic"), std::string::npos)
+        << "SwiGLU was not the up projection's epilogue:\n"
+        << loops;
+    check_kernel(kern, c);
+  }
+}
+
 TEST(Gemm, SameBitsOnAnyThreadCount) {
   // A task's share of C depends on the thread count; the sum each element gets does not
   // (its K blocks in order), so every count gives the same bits. At most 4: LLVM 22's

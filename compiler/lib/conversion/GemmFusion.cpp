@@ -44,7 +44,8 @@ Value broadcastRow(linalg::GenericOp op) {
   return v;
 }
 
-/// Whether `op` touches memory at most by allocating (a view, index math, an alloc).
+} // namespace
+
 bool onlyAllocates(Operation *op) {
   auto iface = dyn_cast<MemoryEffectOpInterface>(op);
   if (!iface)
@@ -54,9 +55,7 @@ bool onlyAllocates(Operation *op) {
   return llvm::all_of(effects, [](auto &e) { return isa<MemoryEffects::Allocate>(e.getEffect()); });
 }
 
-/// The generic that reads `c` right after `op` (only ops that at most allocate between),
-/// if it is elementwise and can take C's value per element from its output buffer.
-linalg::GenericOp consumerAfter(Operation *op, Value c) {
+linalg::GenericOp gemmConsumer(Operation *op, Value c) {
   for (Operation *n = op->getNextNode(); n; n = n->getNextNode()) {
     auto g = dyn_cast<linalg::GenericOp>(n);
     if (!g)
@@ -68,8 +67,6 @@ linalg::GenericOp consumerAfter(Operation *op, Value c) {
   }
   return nullptr;
 }
-
-} // namespace
 
 GemmStart gemmStartOf(Operation *op, Value c) {
   GemmStart s;
@@ -87,9 +84,9 @@ GemmStart gemmStartOf(Operation *op, Value c) {
 }
 
 /// Whether `g` can take C's value per element where it writes its output: it reads C
-/// with the identity map, nothing else where it writes (unless C is its output already:
-/// a generic bufferized in place), and not its output's old value; and the matmul does
-/// not read the output.
+/// with the identity map, and its output, when it reads it (a generic bufferized in place
+/// on C, or on another operand: SwiGLU written over its gate), with the identity map too,
+/// not through the output's own argument; and the matmul does not read the output.
 bool epilogueFits(Operation *op, linalg::GenericOp g, const VectorizedGeneric &v, Value c,
                   Value out) {
   auto ct = cast<MemRefType>(c.getType()), ot = cast<MemRefType>(out.getType());
@@ -97,23 +94,24 @@ bool epilogueFits(Operation *op, linalg::GenericOp g, const VectorizedGeneric &v
       ot.getLayout() != ct.getLayout() ||
       !g.getRegion().front().getArguments().back().use_empty())
     return false;
-  for (OpOperand *in : g.getDpsInputOperands()) {
-    if (in->get() == c ? !g.getMatchingIndexingMap(in).isIdentity() : in->get() == out)
+  for (OpOperand *in : g.getDpsInputOperands())
+    if ((in->get() == c || in->get() == out) && !g.getMatchingIndexingMap(in).isIdentity())
       return false;
-  }
   return !llvm::any_of(op->getOperands(), [&](Value x) { return x == out && x != c; });
 }
 
 std::optional<GemmEpilogue> takeGemmEpilogue(Operation *op, Value c, const GemmStart &start,
                                              int64_t vectorBits) {
-  linalg::GenericOp g = consumerAfter(op, c);
+  linalg::GenericOp g = gemmConsumer(op, c);
   if (!g)
     return std::nullopt;
   std::optional<VectorizedGeneric> v = VectorizedGeneric::analyse(g, vectorBits);
   Value out = g.getDpsInits()[0];
-  // An output of another element type (a bf16 graph's rounding of the product): C stays,
-  // f32, and each task writes its block's output from it right after the block.
-  bool narrowing = getElementTypeOrSelf(out.getType()) != getElementTypeOrSelf(c.getType());
+  // An output of another element type (a bf16 graph's rounding of the product), or one
+  // that holds another of the generic's operands (SwiGLU in place on its gate): C stays,
+  // and each task writes its block's output from it right after the block.
+  bool readsOut = llvm::any_of(g.getDpsInputs(), [&](Value x) { return x == out && x != c; });
+  bool keepC = readsOut || getElementTypeOrSelf(out.getType()) != getElementTypeOrSelf(c.getType());
   // C is the output already (the generic bufferized in place on it: other ops may use the
   // buffer before the start or after the generic, nothing between them does), or a
   // buffer of its own that only the start, the matmul and the generic use.
@@ -124,7 +122,7 @@ std::optional<GemmEpilogue> takeGemmEpilogue(Operation *op, Value c, const GemmS
     return user == op || user == start.op || user == g || isa<memref::DeallocOp>(user);
   };
   if (!v || !epilogueFits(op, g, *v, c, out) ||
-      (!inPlace && (!alloc || !llvm::all_of(c.getUses(), known))) || (narrowing && inPlace))
+      (!inPlace && (!alloc || !llvm::all_of(c.getUses(), known))) || (keepC && inPlace))
     return std::nullopt;
   // Everything the epilogue reads must exist where the GEMM starts; the output's
   // allocation moves there when it can.
@@ -139,7 +137,7 @@ std::optional<GemmEpilogue> takeGemmEpilogue(Operation *op, Value c, const GemmS
   for (Value x : g->getOperands())
     if (x != c && !dom.properlyDominates(x, first))
       return std::nullopt;
-  if (narrowing)
+  if (keepC)
     return GemmEpilogue{*v, SmallVector<Value>(g->getOperands()), c};
   if (!inPlace) {
     // The start, the matmul and the epilogue write the output; C goes.

@@ -9,8 +9,9 @@
 //               block is in cache, writing the generic's output; C itself is then never
 //               allocated: the GEMM writes the output buffer, and the epilogue updates it
 //               in place. An epilogue whose output has another element type (a bf16
-//               graph's rounding of the product) leaves C as it is, f32, and writes the
-//               output from each task's block of it.
+//               graph's rounding of the product), or whose output holds another of its
+//               operands (SwiGLU bufferized in place on its gate), leaves C as it is and
+//               writes the output from each task's block of it.
 #pragma once
 
 #include <optional>
@@ -27,15 +28,22 @@ struct GemmStart {
   mlir::Operation *op = nullptr;   ///< the fill or the broadcast, erased with the matmul
 };
 
+/// Whether `op` touches memory at most by allocating (a view, index math, an alloc).
+bool onlyAllocates(mlir::Operation *op);
+
+/// The generic that reads `c` right after `op` (only ops that at most allocate between),
+/// or null: the candidate for `op`'s epilogue.
+mlir::linalg::GenericOp gemmConsumer(mlir::Operation *op, mlir::Value c);
+
 /// How the matmul `op` writing `c` starts.
 GemmStart gemmStartOf(mlir::Operation *op, mlir::Value c);
 
 struct GemmEpilogue {
   VectorizedGeneric generic;
-  /// The generic's operands with C replaced by its output buffer (a narrowing one's, as
+  /// The generic's operands with C replaced by its output buffer (one that keeps C: as
   /// they are).
   llvm::SmallVector<mlir::Value> operands;
-  mlir::Value out; ///< the buffer the GEMM writes instead of C (a narrowing one's: C)
+  mlir::Value out; ///< the buffer the GEMM writes instead of C (one that keeps C: C)
 };
 
 /// The elementwise generic that consumes the result of matmul `op` (whose C is `c` and

@@ -89,52 +89,155 @@ public:
   MatmulLowering(ModuleOp module, const LowerMatmulToMicrokernelsOptions &o)
       : module(module), options(o) {}
 
-  /// Replaces `op` (a matmul or batch_matmul on buffers) when it qualifies.
-  void lower(linalg::LinalgOp op) {
+  /// `op`'s operands when it can become the blocked GEMM (on buffers, unit inner strides,
+  /// operand types the tiers take); nothing is changed.
+  std::optional<MatmulOperands> analyse(linalg::LinalgOp op) const {
     auto bmm = dyn_cast<linalg::BatchMatmulOp>(op.getOperation());
     std::optional<bool> shared = bmm ? sharedBMaps(bmm) : std::optional<bool>(false);
     if (!op.hasPureBufferSemantics() || !shared)
-      return;
+      return std::nullopt;
     if (auto mm = dyn_cast<linalg::MatmulOp>(op.getOperation()); mm && mm.hasUserDefinedMaps())
-      return;
+      return std::nullopt;
     MatmulOperands o{op.getDpsInputs()[0], op.getDpsInputs()[1], op.getDpsInits()[0],
                      bmm != nullptr, getElementTypeOrSelf(op.getDpsInits()[0].getType())};
     if (!operandTypesTaken(o.aElem(), o.bElem(), o.elem) || !unitInnerStride(o.a) ||
         !unitInnerStride(o.b) || !unitInnerStride(o.c))
-      return;
-    // The start and the epilogue fused into the GEMM (GemmFusion.h): a fill or a bias
-    // row instead of a pass over C before; the elementwise op after, applied per task.
-    GemmStart start = gemmStartOf(op, o.c);
-    std::optional<GemmEpilogue> epilogue = takeGemmEpilogue(op, o.c, start, options.vectorBits);
-    if (epilogue)
-      o.c = epilogue->out;
-    ImplicitLocOpBuilder ib(op->getLoc(), op);
-    KernelBuilder kb(ib);
-    Value full = o.c;
-    // A weight shared by every batch, A and C dense: one matmul over all the batches'
-    // rows, so that a panel of B serves a block of rows of any batch (a batch of 32
-    // sentences of 20 tokens is 640 rows, not 32 matmuls of 20).
-    if (o.batched && cast<MemRefType>(o.b.getType()).getRank() == 2 && denseRows(o.a) &&
-        denseRows(o.c)) {
-      SmallVector<ReassociationIndices> rows = {{0, 1}, {2}};
-      o.a = memref::CollapseShapeOp::create(ib, o.a, rows);
-      o.c = memref::CollapseShapeOp::create(ib, o.c, rows);
-      o.batched = false;
+      return std::nullopt;
+    return o;
+  }
+
+  /// Whether `o` is one matmul over rows: not batched, or batched over a weight shared by
+  /// every batch with A and C dense (one matmul over all the batches' rows, so that a
+  /// panel of B serves a block of rows of any batch: a batch of 32 sentences of 20 tokens
+  /// is 640 rows, not 32 matmuls of 20).
+  static bool overRows(const MatmulOperands &o) {
+    return !o.batched ||
+           (cast<MemRefType>(o.b.getType()).getRank() == 2 && denseRows(o.a) && denseRows(o.c));
+  }
+
+  /// Whether matmul `next` (operands `n`) can join the group that `prev` (operands `p`)
+  /// ends: the same A, both over rows with the same types and tier, in the same block
+  /// with nothing between them but `next`'s start and ops that at most allocate, and
+  /// `next` not reading what `prev` writes. The group then runs as one GEMM over its
+  /// weights' panels (Q, K and V of one input; SwiGLU's gate and up).
+  bool joins(linalg::LinalgOp prev, const MatmulOperands &p, linalg::LinalgOp next,
+             const MatmulOperands &n) const {
+    if (prev->getBlock() != next->getBlock() || p.a != n.a || !overRows(p) || !overRows(n) ||
+        p.aElem() != n.aElem() || p.bElem() != n.bElem() || p.elem != n.elem ||
+        onPairs(p) != onPairs(n) || n.b == p.c)
+      return false;
+    Operation *start = gemmStartOf(next, n.c).op;
+    for (Operation *x = prev->getNextNode(); x && x != next.getOperation(); x = x->getNextNode())
+      if (x != start && !onlyAllocates(x))
+        return false;
+    return true;
+  }
+
+  /// Lowers `ops` (matmuls in program order): runs of siblings (joins) as one GEMM each,
+  /// the others alone.
+  void lowerAll(ArrayRef<linalg::LinalgOp> ops) {
+    SmallVector<Member, 3> group;
+    for (linalg::LinalgOp op : ops) {
+      std::optional<MatmulOperands> o = analyse(op);
+      if (!o)
+        continue;
+      if (!group.empty() && !joins(group.back().op, group.back().o, op, *o)) {
+        lowerGroup(group);
+        group.clear();
+      }
+      group.emplace_back();
+      group.back().op = op;
+      group.back().o = *o;
     }
-    bool pairs = onPairs(o);
+    if (!group.empty())
+      lowerGroup(group);
+  }
+
+private:
+  /// One matmul of a group: its operands (A and C collapsed to rows when its batches share
+  /// B), how it starts, its epilogue, and C as the epilogue sees it.
+  struct Member {
+    linalg::LinalgOp op;
+    MatmulOperands o;
+    GemmStart start;
+    std::optional<GemmEpilogue> epilogue;
+    Value full;
+    // Made where the group is emitted:
+    Value packed, size, panels, n, fill, fromC;
+    bool param = false, bias = false, batchedB = false;
+    func::FuncOp fn, skinny;
+  };
+
+  /// The start and epilogue (GemmFusion.h) of each member: a fill or a bias row instead of
+  /// a pass over C before; the elementwise op after, applied per task. Only the last
+  /// member can have an epilogue (its siblings' results are read after the group); one
+  /// that reads another member's result with another width or another map than the
+  /// identity is not taken (that member's block of it would not be its task's).
+  void fuse(MutableArrayRef<Member> group) {
+    for (Member &m : group) {
+      m.start = gemmStartOf(m.op, m.o.c);
+      m.full = m.o.c;
+    }
+    Member &last = group.back();
+    if (linalg::GenericOp g = gemmConsumer(last.op, last.o.c))
+      for (const Member &m : group.drop_back())
+        if (llvm::is_contained(g->getOperands(), m.o.c) && !sameTileOf(g, m, last))
+          return;
+    last.epilogue = takeGemmEpilogue(last.op, last.o.c, last.start, options.vectorBits);
+    if (last.epilogue)
+      last.o.c = last.full = last.epilogue->out;
+  }
+
+  /// Whether epilogue `g` of `last` reads member `m`'s C element for element with its own
+  /// (the identity map, the same static width; the rows are A's for both), so that a
+  /// task's block of it is the block the task wrote.
+  static bool sameTileOf(linalg::GenericOp g, const Member &m, const Member &last) {
+    auto mt = cast<MemRefType>(m.o.c.getType()), lt = cast<MemRefType>(last.o.c.getType());
+    if (mt.getRank() != lt.getRank() || mt.isDynamicDim(mt.getRank() - 1) ||
+        mt.getShape().back() != lt.getShape().back())
+      return false;
+    for (OpOperand *in : g.getDpsInputOperands())
+      if (in->get() == m.o.c && !g.getMatchingIndexingMap(in).isIdentity())
+        return false;
+    return true;
+  }
+
+  /// Replaces the matmuls of `group` (one, or siblings that join) by one parallel loop of
+  /// tasks, emitted where the last one was: each task runs its block of rows over its
+  /// share of every member's panels, in order.
+  void lowerGroup(MutableArrayRef<Member> group) {
+    fuse(group);
+    Member &last = group.back();
+    ImplicitLocOpBuilder ib(last.op->getLoc(), last.op);
+    KernelBuilder kb(ib);
+    Value a = group.front().o.a;
+    bool collapse = group.front().o.batched && overRows(group.front().o);
+    SmallVector<ReassociationIndices> rows = {{0, 1}, {2}};
+    if (collapse)
+      a = memref::CollapseShapeOp::create(ib, a, rows);
+    for (Member &m : group) {
+      m.o.a = a;
+      if (collapse) {
+        m.o.c = memref::CollapseShapeOp::create(ib, m.o.c, rows);
+        m.o.batched = false;
+      }
+    }
+    bool pairs = onPairs(last.o);
     // AMX tiles hold rows of 16 f32: its GEMMs (their packing and epilogues in 16-lane
     // vectors) need 512-bit vectors; narrower ones (Schedule::vector_bits) keep the
     // avx512bf16 form at that width.
     bool amx = pairs && options.isaTier == "amx" && options.vectorBits >= 512;
-    GemmBlocking g = GemmBlocking::forTarget(o.elem, pairs, amx,
-                                             options.vectorBits, options.l1Bytes,
-                                             options.l2Bytes, options.kc, options.mc);
-    emitGemm(kb, o, g, start, epilogue ? &*epilogue : nullptr, full);
-    op->erase();
-    if (start.op)
-      start.op->erase();
-    if (epilogue)
-      epilogue->generic.op()->erase();
+    GemmBlocking g =
+        GemmBlocking::forTarget(last.o.elem, pairs, amx, options.vectorBits, options.l1Bytes,
+                                options.l2Bytes, options.kc, options.mc);
+    emitGemm(kb, group, g);
+    for (Member &m : group) {
+      m.op->erase();
+      if (m.start.op)
+        m.start.op->erase();
+      if (m.epilogue)
+        m.epilogue->generic.op()->erase();
+    }
   }
 
 private:
@@ -331,58 +434,99 @@ private:
     return p;
   }
 
-  void emitGemm(KernelBuilder &kb, const MatmulOperands &o, const GemmBlocking &g,
-                const GemmStart &start, const GemmEpilogue *epilogue, Value full) {
+  /// What member `m` needs before the tasks: B packed (or the param's packed argument),
+  /// its panels, its start, and its block and skinny functions.
+  void prepare(KernelBuilder &kb, Member &m, const GemmBlocking &g, Value nBatch, Value k) {
     ImplicitLocOpBuilder &ib = kb.builder();
-    Value fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(start.kind == GemmStart::Kind::FromC));
-    Value fill = start.kind == GemmStart::Kind::Fill ? start.value : kb.fconst(o.elem, 0.0);
-    bool bias = start.kind == GemmStart::Kind::Bias;
-    int64_t r = o.batched ? 1 : 0;
-    bool batchedB = cast<MemRefType>(o.b.getType()).getRank() == 3;
-    Value nBatch = o.batched ? Value(memref::DimOp::create(ib, o.c, 0)) : kb.idx(1);
-    Value m = memref::DimOp::create(ib, o.c, r), n = memref::DimOp::create(ib, o.c, r + 1);
-    Value k = memref::DimOp::create(ib, o.a, r + 1);
-    Value panels = kb.ceilDiv(n, g.nr());
-    Value packed, size;
+    const MatmulOperands &o = m.o;
+    m.fromC = arith::ConstantOp::create(ib, ib.getBoolAttr(m.start.kind == GemmStart::Kind::FromC));
+    m.fill = m.start.kind == GemmStart::Kind::Fill ? m.start.value : kb.fconst(o.elem, 0.0);
+    m.bias = m.start.kind == GemmStart::Kind::Bias;
+    m.batchedB = cast<MemRefType>(o.b.getType()).getRank() == 3;
+    m.n = memref::DimOp::create(ib, o.c, o.batched ? 2 : 1);
+    m.panels = kb.ceilDiv(m.n, g.nr());
     BlockArgument param = paramOperand(o.b);
-    if (param && !(packed = packedArgument(param, g)))
+    if (param && !(m.packed = packedArgument(param, g)))
       param = {};
-    if (param)
-      size = gemmPackedSize(kb, g, panels, k);
+    m.param = bool(param);
+    if (m.param)
+      m.size = gemmPackedSize(kb, g, m.panels, k);
     else
-      std::tie(packed, size) = packB(kb, o, g, batchedB ? nBatch : kb.idx(1), panels, n, k);
-    Partition part = partition(kb, g, nBatch, m, panels);
-    func::FuncOp fn = gemmBlockFunction(module, o.aElem(), g, bias);
+      std::tie(m.packed, m.size) =
+          packB(kb, o, g, m.batchedB ? nBatch : kb.idx(1), m.panels, m.n, k);
+    m.fn = gemmBlockFunction(module, o.aElem(), g, m.bias);
     // A task of at most mr rows (a decode step's) takes the skinny form: A read in place,
     // each panel of B once. Not made when M is static and larger.
     auto cType = cast<MemRefType>(o.c.getType());
     int64_t rowDim = cType.getRank() - 2;
-    func::FuncOp skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.skinnyMr
-                              ? gemmSkinnyFunction(module, o.aElem(), g, bias)
-                              : nullptr;
+    m.skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.skinnyMr
+                   ? gemmSkinnyFunction(module, o.aElem(), g, m.bias)
+                   : func::FuncOp();
+  }
+
+  /// Member `m`'s part of a task: rows [i0, i0 + rows) of batch `batch` by panels
+  /// [p0, p1), then its epilogue on that block.
+  void emitTask(KernelBuilder &in, const Member &m, const GemmBlocking &g, Value batch, Value i0,
+                Value rows, Value p0, Value p1, Value k) {
+    const MatmulOperands &o = m.o;
+    Value bp = slice(in, m.packed, m.batchedB ? in.mul(batch, m.size) : in.idx(0), m.size);
+    SmallVector<Value> args = {view2d(in, o.a, batch),
+                               bp,
+                               view2d(in, o.c, batch),
+                               i0,
+                               rows,
+                               p0,
+                               p1,
+                               m.n,
+                               k,
+                               m.fill,
+                               m.fromC};
+    if (m.bias)
+      args.push_back(memref::CastOp::create(in.builder(), gemmPackedType(o.elem), m.start.value));
+    if (m.skinny)
+      in.ifThen(
+          in.cmp(arith::CmpIPredicate::sle, rows, in.idx(g.skinnyMr)),
+          [&](KernelBuilder &t) { func::CallOp::create(t.builder(), m.skinny, args); },
+          [&](KernelBuilder &t) { func::CallOp::create(t.builder(), m.fn, args); });
+    else
+      func::CallOp::create(in.builder(), m.fn, args);
+    if (m.epilogue)
+      emitEpilogue(in, *m.epilogue, o, m.full, batch, i0, rows, in.mul(p0, g.nr()),
+                   in.min(m.n, in.mul(p1, g.nr())));
+  }
+
+  /// The group's tasks: (batch, block of rows, range) each running every member on its
+  /// rows and its range's share of the member's panels. The partition is the first
+  /// member's; a member of as many panels gets the same ranges (so an epilogue that reads
+  /// a sibling's result reads what its own task wrote), one of other width its own share.
+  void emitGemm(KernelBuilder &kb, MutableArrayRef<Member> group, const GemmBlocking &g) {
+    ImplicitLocOpBuilder &ib = kb.builder();
+    const MatmulOperands &o = group.front().o;
+    int64_t r = o.batched ? 1 : 0;
+    Value nBatch = o.batched ? Value(memref::DimOp::create(ib, o.c, 0)) : kb.idx(1);
+    Value m = memref::DimOp::create(ib, o.c, r), k = memref::DimOp::create(ib, o.a, r + 1);
+    for (Member &x : group)
+      prepare(kb, x, g, nBatch, k);
+    Partition part = partition(kb, g, nBatch, m, group.front().panels);
+    SmallVector<Value> share = {part.panels};
+    for (const Member &x : group.drop_front())
+      share.push_back(kb.max(kb.ceilDiv(x.panels, part.ranges), kb.idx(1)));
     kb.parallel({nBatch, part.blocks, part.ranges}, [&](KernelBuilder &in, ValueRange iv) {
       Value i0 = in.mul(iv[1], part.rows);
       Value rows = in.min(part.rows, in.sub(m, i0));
-      Value p0 = in.mul(iv[2], part.panels);
-      Value p1 = in.min(panels, in.add(p0, part.panels));
-      Value bp = slice(in, packed, batchedB ? in.mul(iv[0], size) : in.idx(0), size);
-      SmallVector<Value> args = {view2d(in, o.a, iv[0]), bp, view2d(in, o.c, iv[0]), i0, rows,
-                                 p0, p1, n, k, fill, fromC};
-      if (bias)
-        args.push_back(memref::CastOp::create(in.builder(), gemmPackedType(o.elem), start.value));
-      if (skinny)
-        in.ifThen(
-            in.cmp(arith::CmpIPredicate::sle, rows, in.idx(g.skinnyMr)),
-            [&](KernelBuilder &t) { func::CallOp::create(t.builder(), skinny, args); },
-            [&](KernelBuilder &t) { func::CallOp::create(t.builder(), fn, args); });
-      else
-        func::CallOp::create(in.builder(), fn, args);
-      if (epilogue)
-        emitEpilogue(in, *epilogue, o, full, iv[0], i0, rows, in.mul(p0, g.nr()),
-                     in.min(n, in.mul(p1, g.nr())));
+      for (auto [x, panels] : llvm::zip_equal(group, share)) {
+        Value p0 = in.mul(iv[2], panels);
+        Value p1 = in.min(x.panels, in.add(p0, panels));
+        if (group.size() == 1)
+          emitTask(in, x, g, iv[0], i0, rows, p0, p1, k);
+        else // a narrower member's share can be empty
+          in.ifThen(in.cmp(arith::CmpIPredicate::slt, p0, p1),
+                    [&](KernelBuilder &t) { emitTask(t, x, g, iv[0], i0, rows, p0, p1, k); });
+      }
     });
-    if (!param)
-      memref::DeallocOp::create(ib, packed);
+    for (const Member &x : group)
+      if (!x.param)
+        memref::DeallocOp::create(ib, x.packed);
   }
 
 public:
@@ -447,8 +591,7 @@ struct LowerMatmulToMicrokernelsPass
     }
     MatmulLowering lowering(getOperation(), {vectorBits, l1Bytes, l2Bytes, kc, mc, isaTier,
                                              matmulPrecision});
-    for (linalg::LinalgOp op : matmuls)
-      lowering.lower(op);
+    lowering.lowerAll(matmuls);
     recordPackedParams(getOperation(), lowering.packedParams);
   }
 };
