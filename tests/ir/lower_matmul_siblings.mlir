@@ -107,3 +107,22 @@ func.func @apart(%x: memref<?x8xf32> {qkv.name = "x"}, %y: memref<?x8xf32> {qkv.
   linalg.matmul ins(%y, %w1 : memref<?x8xf32>, memref<8x16xf32>) outs(%c : memref<?x16xf32>)
   return
 }
+
+// A matmul of the same A whose B is a member's result waits for the group: the group of
+// the two before it, then its own B packed (not a param) and its own GEMM.
+// CHECK-LABEL: func.func @reads_a_sibling(
+// CHECK: scf.parallel
+// CHECK-COUNT-2: call @qkv_gemm_block_f32_6x16_k32(
+// CHECK: scf.reduce
+// CHECK: call @qkv_gemm_pack_b_f32_16(
+// CHECK: scf.parallel
+// CHECK: call @qkv_gemm_block_f32_6x16_k32(
+// CHECK: return
+func.func @reads_a_sibling(%x: memref<8x8xf32> {qkv.name = "x"}, %w0: memref<8x8xf32> {qkv.name = "w0", qkv.param},
+                           %w1: memref<8x8xf32> {qkv.name = "w1", qkv.param}, %c1: memref<8x8xf32>,
+                           %c2: memref<8x8xf32>, %c3: memref<8x8xf32>) attributes {llvm.emit_c_interface} {
+  linalg.matmul ins(%x, %w0 : memref<8x8xf32>, memref<8x8xf32>) outs(%c1 : memref<8x8xf32>)
+  linalg.matmul ins(%x, %w1 : memref<8x8xf32>, memref<8x8xf32>) outs(%c2 : memref<8x8xf32>)
+  linalg.matmul ins(%x, %c1 : memref<8x8xf32>, memref<8x8xf32>) outs(%c3 : memref<8x8xf32>)
+  return
+}

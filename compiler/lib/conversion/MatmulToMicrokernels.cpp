@@ -89,6 +89,20 @@ public:
   MatmulLowering(ModuleOp module, const LowerMatmulToMicrokernelsOptions &o)
       : module(module), options(o) {}
 
+  /// One matmul of a group: its operands (A and C collapsed to rows when its batches share
+  /// B), how it starts, its epilogue, and C as the epilogue sees it.
+  struct Member {
+    linalg::LinalgOp op;
+    MatmulOperands o;
+    GemmStart start;
+    std::optional<GemmEpilogue> epilogue;
+    Value full;
+    // Made where the group is emitted:
+    Value packed, size, panels, n, fill, fromC;
+    bool param = false, bias = false, batchedB = false;
+    func::FuncOp fn, skinny;
+  };
+
   /// `op`'s operands when it can become the blocked GEMM (on buffers, unit inner strides,
   /// operand types the tiers take); nothing is changed.
   std::optional<MatmulOperands> analyse(linalg::LinalgOp op) const {
@@ -115,17 +129,21 @@ public:
            (cast<MemRefType>(o.b.getType()).getRank() == 2 && denseRows(o.a) && denseRows(o.c));
   }
 
-  /// Whether matmul `next` (operands `n`) can join the group that `prev` (operands `p`)
-  /// ends: the same A, both over rows with the same types and tier, in the same block
+  /// Whether matmul `next` (operands `n`) can join `group` (matmuls that run as one GEMM
+  /// over their weights' panels: Q, K and V of one input; SwiGLU's gate and up): the same
+  /// A as its last member, both over rows with the same types and tier, in the same block
   /// with nothing between them but `next`'s start and ops that at most allocate, and
-  /// `next` not reading what `prev` writes. The group then runs as one GEMM over its
-  /// weights' panels (Q, K and V of one input; SwiGLU's gate and up).
-  bool joins(linalg::LinalgOp prev, const MatmulOperands &p, linalg::LinalgOp next,
-             const MatmulOperands &n) const {
+  /// `next` neither reading nor writing what a member writes.
+  bool joins(ArrayRef<Member> group, linalg::LinalgOp next, const MatmulOperands &n) const {
+    linalg::LinalgOp prev = group.back().op;
+    const MatmulOperands &p = group.back().o;
     if (prev->getBlock() != next->getBlock() || p.a != n.a || !overRows(p) || !overRows(n) ||
         p.aElem() != n.aElem() || p.bElem() != n.bElem() || p.elem != n.elem ||
-        onPairs(p) != onPairs(n) || n.b == p.c)
+        onPairs(p) != onPairs(n))
       return false;
+    for (const Member &m : group)
+      if (n.b == m.o.c || n.c == m.o.c)
+        return false;
     Operation *start = gemmStartOf(next, n.c).op;
     for (Operation *x = prev->getNextNode(); x && x != next.getOperation(); x = x->getNextNode())
       if (x != start && !onlyAllocates(x))
@@ -141,7 +159,7 @@ public:
       std::optional<MatmulOperands> o = analyse(op);
       if (!o)
         continue;
-      if (!group.empty() && !joins(group.back().op, group.back().o, op, *o)) {
+      if (!group.empty() && !joins(group, op, *o)) {
         lowerGroup(group);
         group.clear();
       }
@@ -154,20 +172,6 @@ public:
   }
 
 private:
-  /// One matmul of a group: its operands (A and C collapsed to rows when its batches share
-  /// B), how it starts, its epilogue, and C as the epilogue sees it.
-  struct Member {
-    linalg::LinalgOp op;
-    MatmulOperands o;
-    GemmStart start;
-    std::optional<GemmEpilogue> epilogue;
-    Value full;
-    // Made where the group is emitted:
-    Value packed, size, panels, n, fill, fromC;
-    bool param = false, bias = false, batchedB = false;
-    func::FuncOp fn, skinny;
-  };
-
   /// The start and epilogue (GemmFusion.h) of each member: a fill or a bias row instead of
   /// a pass over C before; the elementwise op after, applied per task. Only the last
   /// member can have an epilogue (its siblings' results are read after the group); one
@@ -470,17 +474,8 @@ private:
                 Value rows, Value p0, Value p1, Value k) {
     const MatmulOperands &o = m.o;
     Value bp = slice(in, m.packed, m.batchedB ? in.mul(batch, m.size) : in.idx(0), m.size);
-    SmallVector<Value> args = {view2d(in, o.a, batch),
-                               bp,
-                               view2d(in, o.c, batch),
-                               i0,
-                               rows,
-                               p0,
-                               p1,
-                               m.n,
-                               k,
-                               m.fill,
-                               m.fromC};
+    SmallVector<Value> args = {view2d(in, o.a, batch), bp, view2d(in, o.c, batch)};
+    args.append({i0, rows, p0, p1, m.n, k, m.fill, m.fromC});
     if (m.bias)
       args.push_back(memref::CastOp::create(in.builder(), gemmPackedType(o.elem), m.start.value));
     if (m.skinny)
