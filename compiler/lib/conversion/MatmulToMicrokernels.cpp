@@ -129,12 +129,13 @@ public:
            (cast<MemRefType>(o.b.getType()).getRank() == 2 && denseRows(o.a) && denseRows(o.c));
   }
 
-  /// Whether matmul `next` (operands `n`) can join `group` (matmuls that run as one GEMM
-  /// over their weights' panels: Q, K and V of one input; SwiGLU's gate and up): the same
-  /// A as its last member, both over rows with the same types and tier, in the same block
-  /// with nothing between them but `next`'s start and ops that at most allocate, and
-  /// `next` neither reading nor writing what a member writes.
-  bool joins(ArrayRef<Member> group, linalg::LinalgOp next, const MatmulOperands &n) const {
+  /// Whether matmul `next` (operands `n`, start `start`) can join `group` (matmuls that
+  /// run as one GEMM over their weights' panels: Q, K and V of one input; SwiGLU's gate
+  /// and up): the same A as its last member, both over rows with the same types and tier,
+  /// in the same block with nothing between them but `next`'s start and ops that at most
+  /// allocate, and `next` neither reading nor writing what a member writes.
+  bool joins(ArrayRef<Member> group, linalg::LinalgOp next, const MatmulOperands &n,
+             const GemmStart &start) const {
     linalg::LinalgOp prev = group.back().op;
     const MatmulOperands &p = group.back().o;
     if (prev->getBlock() != next->getBlock() || p.a != n.a || !overRows(p) || !overRows(n) ||
@@ -144,9 +145,8 @@ public:
     for (const Member &m : group)
       if (n.b == m.o.c || n.c == m.o.c)
         return false;
-    Operation *start = gemmStartOf(next, n.c).op;
     for (Operation *x = prev->getNextNode(); x && x != next.getOperation(); x = x->getNextNode())
-      if (x != start && !onlyAllocates(x))
+      if (x != start.op && !onlyAllocates(x))
         return false;
     return true;
   }
@@ -159,29 +159,30 @@ public:
       std::optional<MatmulOperands> o = analyse(op);
       if (!o)
         continue;
-      if (!group.empty() && !joins(group, op, *o)) {
+      GemmStart start = gemmStartOf(op, o->c);
+      if (!group.empty() && !joins(group, op, *o, start)) {
         lowerGroup(group);
         group.clear();
       }
       group.emplace_back();
       group.back().op = op;
       group.back().o = *o;
+      group.back().start = start;
     }
     if (!group.empty())
       lowerGroup(group);
   }
 
 private:
-  /// The start and epilogue (GemmFusion.h) of each member: a fill or a bias row instead of
-  /// a pass over C before; the elementwise op after, applied per task. Only the last
+  /// The epilogue (GemmFusion.h) of a group, its members' starts found as they joined (a
+  /// fill or a bias row instead of a pass over C before): the elementwise op after the
+  /// last member, applied per task. Only the last
   /// member can have an epilogue (its siblings' results are read after the group); one
   /// that reads another member's result with another width or another map than the
   /// identity is not taken (that member's block of it would not be its task's).
   void fuse(MutableArrayRef<Member> group) {
-    for (Member &m : group) {
-      m.start = gemmStartOf(m.op, m.o.c);
+    for (Member &m : group)
       m.full = m.o.c;
-    }
     Member &last = group.back();
     if (linalg::GenericOp g = gemmConsumer(last.op, last.o.c))
       for (const Member &m : group.drop_back())
