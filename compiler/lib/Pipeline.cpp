@@ -170,6 +170,7 @@ void addCpuLinalgAndLoops(mlir::OpPassManager &pm, Stage stage, const CpuPipelin
     return;
   }
   mlir::OpPassManager &before = pm.nest<mlir::func::FuncOp>();
+  before.addPass(createGroupSiblingMatmuls());
   before.addPass(createCopyRepeatedResults());
   before.addPass(createUnshareFills());
   addBufferize(pm);

@@ -199,13 +199,11 @@ struct LayerBuilder {
     RopeOptions rope_opts;
     rope_opts.base = c.rope_theta;
     Value h = norm(x, "input_layernorm");
-    // The three projections first, side by side: the compiler runs them as one GEMM.
-    Value qp = proj(h, "self_attn.q_proj", d.D, d.qdim());
-    Value kp = proj(h, "self_attn.k_proj", d.D, d.kvdim());
-    Value vp = proj(h, "self_attn.v_proj", d.D, d.kvdim());
-    Value q = rope(split_heads(qp, d.H, d.Dh), positions, rope_opts);
-    Value k = rope(split_heads(kp, d.Hkv, d.Dh), positions, rope_opts);
-    Value v = split_heads(vp, d.Hkv, d.Dh);
+    Value q = rope(split_heads(proj(h, "self_attn.q_proj", d.D, d.qdim()), d.H, d.Dh), positions,
+                   rope_opts);
+    Value k = rope(split_heads(proj(h, "self_attn.k_proj", d.D, d.kvdim()), d.Hkv, d.Dh), positions,
+                   rope_opts);
+    Value v = split_heads(proj(h, "self_attn.v_proj", d.D, d.kvdim()), d.Hkv, d.Dh);
     Value o =
         attention(q, view(ci, ci.k_store, k), view(ci, ci.v_store, v)).mask(cache_mask(ci.lengths));
     return {proj(merge_heads(o), "self_attn.o_proj", d.qdim(), d.D), k, v};

@@ -63,6 +63,7 @@
 // PIPE: qkv-recognize-attention
 // PIPE: qkv-lower-attention-to-flash
 // PIPE: qkv-lower-to-linalg
+// PIPE: qkv-group-sibling-matmuls
 // PIPE: qkv-copy-repeated-results
 // PIPE: qkv-unshare-fills
 // PIPE: one-shot-bufferize

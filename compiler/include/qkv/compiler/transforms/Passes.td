@@ -48,6 +48,22 @@ def FuseCasts : Pass<"qkv-fuse-casts", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::arith::ArithDialect"];
 }
 
+def GroupSiblingMatmuls : Pass<"qkv-group-sibling-matmuls", "::mlir::func::FuncOp"> {
+  let summary = "Move the matmuls of one input next to each other, so that they lower "
+                "as one GEMM";
+  let description = [{
+    qkv-lower-matmul-to-microkernels runs consecutive matmuls of one A as one GEMM (Q, K
+    and V of one input). A graph that computes Q's RoPE before K's projection has them
+    apart: on tensors, a later matmul of the same A (same op, same block) moves up to
+    right after the group's last member, with the side-effect-free ops it depends on
+    (upstream's moveOperationDependencies). Not moved: a matmul that depends on a member,
+    or, when other work lies between them, where the move would separate the member
+    before it or itself from the elementwise op that reads its result (the GEMM's
+    epilogue, worth more than one fork and join). Runs before bufferization.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def UnshareFills : Pass<"qkv-unshare-fills", "::mlir::func::FuncOp"> {
   let summary = "Give each op that writes into a filled tensor a fill of its own";
   let description = [{
