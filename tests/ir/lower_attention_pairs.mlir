@@ -3,8 +3,9 @@
 // q is gathered where it is, two head dims at a time, and interleaved (unscaled); the
 // scores are scaled in f32; the probabilities are rounded to bf16 and interleaved in pairs
 // of keys (a zero pairs an odd last key); V is packed in pairs of keys per key tile; both
-// products are x86vector.avx512.dot. On the f32 tier the same op reads widened loads and
-// runs FMAs.
+// products are x86vector.avx512.dot. On the f32 tier the same op runs FMAs: each key
+// tile's bf16 rows are widened once into an f32 tile (66 keys x 64 dims), which the score
+// kernel broadcasts from; then the value tile's rows into the same buffer, for P.V.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 isa=avx512bf16},canonicalize,cse)" | FileCheck %s
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512 isa=f32},canonicalize,cse)" | FileCheck %s --check-prefix=F32
 // RUN: not qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{isa=sse})" 2>&1 | FileCheck %s --check-prefix=BAD
@@ -51,7 +52,23 @@
 // CHECK: x86vector.avx512.dot
 // F32-LABEL: func.func @pairs
 // F32-NOT: x86vector
-// F32: vector.fma
+// F32: memref.alloca() {{.*}} : memref<66x64xf32>
+// F32: memref.alloca() {{.*}} : memref<64x64xf32>
+// F32: %[[W:.*]] = memref.alloca() {{.*}} : memref<66x64xf32>
+// F32: %[[KR:.*]] = vector.load %{{.*}} : memref<1x2x70x64xbf16, {{.*}}>, vector<16xbf16>
+// F32-NEXT: %[[KW:.*]] = arith.extf %[[KR]] : vector<16xbf16> to vector<16xf32>
+// F32-NEXT: vector.store %[[KW]], %[[W]]
+// F32-NOT: memref<1x2x70x64xbf16
+// F32: memref.load %[[W]]
+// F32-NEXT: vector.broadcast
+// F32-NEXT: vector.fma
+// F32: %[[VR:.*]] = vector.load %{{.*}} : memref<1x2x70x64xbf16, {{.*}}>, vector<16xbf16>
+// F32-NEXT: %[[VW:.*]] = arith.extf %[[VR]] : vector<16xbf16> to vector<16xf32>
+// F32-NEXT: vector.store %[[VW]], %[[W]]
+// F32-NOT: memref<1x2x70x64xbf16
+// F32: memref.load %[[W]]
+// F32-NEXT: vector.broadcast
+// F32-NEXT: vector.fma
 // BAD: unknown isa 'sse' (f32, avx512bf16, amx)
 func.func @pairs(%q: tensor<1x2x33x64xbf16>, %k: tensor<1x2x70x64xbf16>, %v: tensor<1x2x70x64xbf16>) -> tensor<1x2x33x64xf32> {
   %0 = arith.extf %q : tensor<1x2x33x64xbf16> to tensor<1x2x33x64xf32>

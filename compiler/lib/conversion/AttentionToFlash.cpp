@@ -320,6 +320,31 @@ int64_t productRows(const FlashSchedule &s) {
   return gemmRowsFor(nc, s.registers);
 }
 
+/// Whether `src` is stored in a narrower float type than `ft` (the f32 tier's bf16 and f16
+/// keys and values; a cache view's fresh rows have its storage's dtype).
+bool storedNarrower(const RowSource &src, Type ft) {
+  return cast<MemRefType>(src.stored.mem.getType()).getElementType() != ft;
+}
+
+/// w[r][d] = the row j0 + r of `src` (a segment's keys or values), widened to ft, for
+/// r < cols and d < D: whole vectors while they fit, the rest element by element. Each
+/// stored element is widened once per tile instead of once per register tile reading it.
+void widenTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s, Value w,
+               const RowSource &src, Value D, const KeySegment &seg, Value b, Value hk, Value j0,
+               Value cols) {
+  VectorType vt = kb.vec(a.ft, s.lanes);
+  Value whole = kb.mul(kb.divu(D, kb.idx(s.lanes)), s.lanes);
+  kb.forLoop(kb.idx(0), cols, 1, [&](KernelBuilder &in, Value r) {
+    Value row = in.add(j0, r);
+    in.forLoop(in.idx(0), whole, s.lanes, [&](KernelBuilder &x, Value d) {
+      x.vstore(readRowVector(x, vt, src, seg, b, hk, row, d, Value()), w, {r, d});
+    });
+    in.forLoop(whole, D, 1, [&](KernelBuilder &x, Value d) {
+      x.store(readRow(x, a.ft, src, seg, b, hk, row, d), w, {r, d});
+    });
+  });
+}
+
 /// sT[j][i] = sum_d K[b, hk, j0 + j, d] * qT[d][i] for j < cols (`cols` is the whole
 /// key tile when `fullTile`: then the last register tile is one exact block).
 void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
@@ -335,8 +360,10 @@ void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
     g.staticM = s.kvTile;
   g.K = a.nDh;
   VectorType vt = kb.vec(a.ft, s.lanes);
+  if (t.widenK)
+    widenTile(kb, a, s, t.kvW, a.k, a.nDh, seg, b, hk, j0, cols);
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return readRow(in, a.ft, a.k, seg, b, hk, in.add(j0, i), k);
+    return t.widenK ? in.load(t.kvW, {i, k}) : readRow(in, a.ft, a.k, seg, b, hk, in.add(j0, i), k);
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.qT, {k, in.idx(c * s.lanes)});
@@ -384,8 +411,10 @@ void tileValuesF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   SmallVector<Value> corr;
   for (int64_t c = 0; c < g.nc; ++c)
     corr.push_back(kb.vload(vt, t.corr, {kb.idx(c * s.lanes)}));
+  if (t.widenV)
+    widenTile(kb, a, s, t.kvW, a.v, a.nDv, seg, b, hk, j0, cols);
   g.a = [&](KernelBuilder &in, Value i, Value k) {
-    return readRow(in, a.ft, a.v, seg, b, hk, in.add(j0, k), i);
+    return t.widenV ? in.load(t.kvW, {k, i}) : readRow(in, a.ft, a.v, seg, b, hk, in.add(j0, k), i);
   };
   g.b = [&](KernelBuilder &in, Value k, int64_t c) {
     return in.vload(vt, t.sT, {k, in.idx(c * s.lanes)});
@@ -571,6 +600,17 @@ TileBuffers allocTileBuffers(KernelBuilder &kb, const AttentionInfo &a, const Fl
   if (!s.amx) {
     t.sT = kb.stackBuffer(a.ft, {s.kvTile, s.qTile}, {});
     t.oT = kb.stackBuffer(a.ft, {dv, s.qTile}, dvDyn);
+  }
+  if (!s.dot) {
+    t.widenK = storedNarrower(a.k, a.ft);
+    t.widenV = storedNarrower(a.v, a.ft);
+  }
+  if (t.widenK || t.widenV) {
+    std::optional<int64_t> widest;
+    if (a.staticDh && a.staticDv)
+      widest = std::max(*a.staticDh, *a.staticDv);
+    auto [dw, dwDyn] = dimOf(kb.max(a.nDh, a.nDv), widest);
+    t.kvW = kb.stackBuffer(a.ft, {s.kvTile, dw}, dwDyn);
   }
   t.m = kb.stackBuffer(a.ft, {s.qTile}, {});
   t.l = kb.stackBuffer(a.ft, {s.qTile}, {});

@@ -54,6 +54,12 @@ struct TileBuffers {
   mlir::Value m, l; // qTile: running max (log2 units) and sum
   mlir::Value corr; // qTile: this tile's rescale factor, at the end 1 / l
   mlir::Value counts; // 3 x i64: the task's key tiles, those computed, those without mask code
+  // The f32 tier with K or V stored narrower than the kernel computes (bf16, f16): one
+  // key tile's rows widened once (kvTile x max(Dh, Dv)), K's for the scores, then V's for
+  // the values, so that the register tiles broadcast f32 from it instead of widening each
+  // element they read (widenK, widenV: which of the two are stored narrower); else null.
+  mlir::Value kvW;
+  bool widenK = false, widenV = false;
   // The bf16 pairs tier (FlashSchedule::dot): qT is instead ceil(Dh / 2) x 2 qTile bf16,
   // pairs of head dims interleaved per query, unscaled; and
   mlir::Value pT; // ceil(kvTile / 2) x 2 qTile bf16: P rounded, pairs of keys per query
