@@ -205,6 +205,7 @@ void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
   mlir::ConvertSCFToOpenMPPassOptions omp;
   omp.numThreads = static_cast<unsigned>(o.threads);
   pm.addPass(mlir::createConvertSCFToOpenMPPass(omp));
+  pm.addPass(createSerializeSmallParallel());
   mlir::ConvertVectorToLLVMPassOptions vec;
   vec.reassociateFPReductions = true;
   vec.x86Vector = o.isa == "avx512bf16" || amx;

@@ -201,6 +201,24 @@ TEST_F(KernelTest, EntryGlueIsTunedGenericKernelsForTheHost) {
   EXPECT_GT(others, 0);
 }
 
+TEST(Threads, SmallLoopsRunOnTheCallingThread) {
+  // rms_norm over rows of 512: its loops fork only when there are rows enough
+  // (qkv-serialize-small-parallel's if clause); 1 and 7 rows run on the calling thread,
+  // 300 on both, all as the interpreter computes them.
+  Graph g("rows");
+  Dim B = g.dim("B"), D = g.dim("D", 512);
+  g.output("y", rms_norm(g.input("x", DType::F32, {B, D}), g.param("w", DType::F32, {D})));
+  CompileOptions o;
+  o.schedule.threads = 2;
+  Kernel k = compile(g, Target::host(), o);
+  EXPECT_NE(k.ir("llvm").find("omp.parallel if("), std::string::npos);
+  for (std::int64_t rows : {1, 7, 300}) {
+    TensorMap in = random_inputs(g, {{"B", rows}}, 3);
+    Comparison c = compare(k.run(in).at("y"), reference::run(g, in).at("y"), 1e-5, 1e-4);
+    EXPECT_TRUE(c.ok) << rows << " rows: " << c.message;
+  }
+}
+
 TEST_F(KernelTest, StagesByEnumAndByName) {
   // One name per stage, parsed back to it; the kernel's and lower_to's stages by either.
   for (Stage s : {Stage::Graph, Stage::Qkv, Stage::Linalg, Stage::Loops, Stage::Llvm, Stage::LlvmIr,

@@ -47,6 +47,9 @@
 // LLVM: omp.parallel
 // LLVM: omp.wsloop
 // LLVM: llvm.intr.fmuladd({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// rms_norm's loops (8 columns a row) fork only when there are rows enough
+// (qkv-serialize-small-parallel)
+// LLVM: omp.parallel if(
 // LLVM: llvm.intr.sqrt
 // LLVM: llvm.return
 // LLVM-LABEL: llvm.func @_mlir_ciface_block(
@@ -73,6 +76,7 @@
 // PIPE: convert-linalg-to-parallel-loops
 // PIPE: qkv-lower-checks
 // PIPE: convert-scf-to-openmp
+// PIPE: qkv-serialize-small-parallel
 // PIPE: convert-vector-to-llvm
 // PIPE: finalize-memref-to-llvm
 // PIPE: reconcile-unrealized-casts

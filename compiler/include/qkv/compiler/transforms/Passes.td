@@ -94,6 +94,26 @@ def ExpandBf16Conversions : Pass<"qkv-expand-bf16-conversions", "::mlir::ModuleO
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def SerializeSmallParallel : Pass<"qkv-serialize-small-parallel", "::mlir::ModuleOp"> {
+  let summary = "Run an OpenMP parallel region on the calling thread when its loop does "
+                "less work than a fork and join cost";
+  let description = [{
+    After convert-scf-to-openmp. An `omp.parallel` whose one `omp.wsloop` nest's body has
+    a work count (its ops, a scf.for of constant bounds counted as its trips times its
+    body, an scf.if as its larger branch) gets the clause `if(trips * work >= min-work)`,
+    the trips computed at run time from the nest's bounds: below it the region runs on
+    the calling thread (libomp's serialized parallel, no fork, no barrier). A body that
+    calls a function or runs a loop of unknown length (a GEMM's tasks, attention's key
+    tiles) counts as worth its threads, and its region is left as it is, as is one that
+    has an if clause already.
+  }];
+  let options = [
+    Option<"minWork", "min-work", "int64_t", "4096",
+           "Fewest counted ops (trips times work per trip) worth a fork">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def DeallocateBuffers : Pass<"qkv-deallocate-buffers", "::mlir::ModuleOp"> {
   let summary = "Free bufferization's heap buffers at the end of their function";
   let description = [{

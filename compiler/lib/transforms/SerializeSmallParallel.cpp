@@ -1,0 +1,112 @@
+// qkv-serialize-small-parallel: an OpenMP parallel region whose loop does too little work
+// to pay for its fork and join runs on the calling thread (docs/compiler.md, "Threads").
+// A decode step's RMSNorm of one row, its RoPE of 8 heads or a table of 32 frequencies
+// forked both threads for well under a microsecond of work each.
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include "qkv/compiler/transforms/Passes.h"
+
+namespace qkv::ir {
+#define GEN_PASS_DEF_SERIALIZESMALLPARALLEL
+#include "qkv/compiler/transforms/Passes.h.inc"
+} // namespace qkv::ir
+
+using namespace mlir;
+
+namespace {
+
+/// Ops one run of `region` executes, each op counted once, a scf.for of constant bounds
+/// as its trips times its body's, an scf.if as its larger branch; nullopt when it runs a
+/// loop of unknown length, a while loop or a call (work the count cannot see), or when
+/// the count reaches `cap` (enough to know).
+std::optional<int64_t> workOf(Region &region, int64_t cap);
+
+std::optional<int64_t> workOfOp(Operation &op, int64_t cap) {
+  if (isa<CallOpInterface, scf::WhileOp>(op))
+    return std::nullopt;
+  if (auto loop = dyn_cast<scf::ForOp>(op)) {
+    std::optional<APInt> trips = loop.getStaticTripCount();
+    std::optional<int64_t> body = workOf(loop.getRegion(), cap);
+    if (!trips || trips->getActiveBits() > 32 || !body)
+      return std::nullopt;
+    int64_t all = static_cast<int64_t>(trips->getZExtValue()) * *body;
+    return all < cap ? std::optional<int64_t>(1 + all) : std::nullopt;
+  }
+  int64_t most = 0;
+  for (Region &r : op.getRegions()) {
+    std::optional<int64_t> w = workOf(r, cap);
+    if (!w)
+      return std::nullopt;
+    // scf.if runs one branch; other ops with regions (alloca scopes) run theirs once.
+    most = isa<scf::IfOp>(op) ? std::max(most, *w) : most + *w;
+  }
+  return 1 + most;
+}
+
+std::optional<int64_t> workOf(Region &region, int64_t cap) {
+  int64_t total = 0;
+  for (Block &block : region)
+    for (Operation &op : block) {
+      std::optional<int64_t> w = workOfOp(op, cap);
+      if (!w || (total += *w) >= cap)
+        return std::nullopt;
+    }
+  return total;
+}
+
+/// The iterations of `nest` as an index, computed before `at`; null when a bound is
+/// defined inside the parallel region.
+Value tripCount(OpBuilder &b, omp::LoopNestOp nest, omp::ParallelOp at) {
+  Location loc = nest.getLoc();
+  Value trips = arith::ConstantIndexOp::create(b, loc, 1);
+  for (auto [lb, ub, step] :
+       llvm::zip(nest.getLoopLowerBounds(), nest.getLoopUpperBounds(), nest.getLoopSteps())) {
+    for (Value v : {lb, ub, step})
+      if (at->isAncestor(v.getParentRegion()->getParentOp()))
+        return Value();
+    Value span = b.createOrFold<arith::SubIOp>(loc, ub, lb);
+    Value n = b.createOrFold<arith::CeilDivSIOp>(loc, span, step);
+    n = b.createOrFold<arith::MaxSIOp>(loc, n, arith::ConstantIndexOp::create(b, loc, 0));
+    trips = b.createOrFold<arith::MulIOp>(loc, trips, n);
+  }
+  return trips;
+}
+
+struct SerializeSmallParallelPass
+    : qkv::ir::impl::SerializeSmallParallelBase<SerializeSmallParallelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    getOperation()->walk([&](omp::ParallelOp par) {
+      if (par.getIfExpr())
+        return;
+      omp::LoopNestOp nest;
+      par.walk([&](omp::LoopNestOp n) { nest = nest ? omp::LoopNestOp() : n; });
+      if (!nest || nest->getParentOfType<omp::ParallelOp>() != par)
+        return;
+      std::optional<int64_t> perIteration = workOf(nest.getRegion(), minWork);
+      if (!perIteration)
+        return;
+      OpBuilder b(par);
+      Value trips = tripCount(b, nest, par);
+      if (!trips)
+        return;
+      Location loc = par.getLoc();
+      Value work = b.createOrFold<arith::MulIOp>(
+          loc, trips, arith::ConstantIndexOp::create(b, loc, std::max<int64_t>(1, *perIteration)));
+      Value worth = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, work,
+                                                  arith::ConstantIndexOp::create(b, loc, minWork));
+      if (std::optional<int64_t> always = getConstantIntValue(worth); always && *always) {
+        worth.getDefiningOp()->erase(); // worth its fork whatever the sizes: left as it is
+        return;
+      }
+      par.getIfExprMutable().assign(worth);
+    });
+  }
+};
+
+} // namespace
