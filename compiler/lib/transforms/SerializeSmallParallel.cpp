@@ -58,16 +58,32 @@ std::optional<int64_t> workOf(Region &region, int64_t cap) {
   return total;
 }
 
-/// The iterations of `nest` as an index, computed before `at`; null when a bound is
-/// defined inside the parallel region.
-Value tripCount(OpBuilder &b, omp::LoopNestOp nest, omp::ParallelOp at) {
-  Location loc = nest.getLoc();
+/// Whether every bound of `nest` is defined outside `par` (where the clause is computed).
+bool boundsOutside(omp::LoopNestOp nest, omp::ParallelOp par) {
+  return llvm::none_of(nest->getOperands(), [&](Value v) {
+    return par->isAncestor(v.getParentRegion()->getParentOp());
+  });
+}
+
+/// The iterations of `nest`, when its bounds are constants.
+std::optional<int64_t> staticTrips(omp::LoopNestOp nest) {
+  int64_t trips = 1;
+  for (auto [lb, ub, step] :
+       llvm::zip(nest.getLoopLowerBounds(), nest.getLoopUpperBounds(), nest.getLoopSteps())) {
+    std::optional<int64_t> l = getConstantIntValue(lb), u = getConstantIntValue(ub),
+                           s = getConstantIntValue(step);
+    if (!l || !u || !s || *s <= 0)
+      return std::nullopt;
+    trips *= std::max<int64_t>(0, (*u - *l + *s - 1) / *s);
+  }
+  return trips;
+}
+
+/// The iterations of `nest` as an index, computed before `par`.
+Value tripCount(OpBuilder &b, omp::LoopNestOp nest, Location loc) {
   Value trips = arith::ConstantIndexOp::create(b, loc, 1);
   for (auto [lb, ub, step] :
        llvm::zip(nest.getLoopLowerBounds(), nest.getLoopUpperBounds(), nest.getLoopSteps())) {
-    for (Value v : {lb, ub, step})
-      if (at->isAncestor(v.getParentRegion()->getParentOp()))
-        return Value();
     Value span = b.createOrFold<arith::SubIOp>(loc, ub, lb);
     Value n = b.createOrFold<arith::CeilDivSIOp>(loc, span, step);
     n = b.createOrFold<arith::MaxSIOp>(loc, n, arith::ConstantIndexOp::create(b, loc, 0));
@@ -76,36 +92,40 @@ Value tripCount(OpBuilder &b, omp::LoopNestOp nest, omp::ParallelOp at) {
   return trips;
 }
 
+/// Gives `par` its if clause, unless its work cannot be counted or is always enough.
+void serializeWhenSmall(omp::ParallelOp par, int64_t minWork) {
+  SmallVector<omp::LoopNestOp> nests;
+  par.walk([&](omp::LoopNestOp n) { nests.push_back(n); });
+  if (par.getIfExpr() || nests.size() != 1 || !boundsOutside(nests[0], par))
+    return;
+  omp::LoopNestOp nest = nests[0];
+  std::optional<int64_t> perTrip = workOf(nest.getRegion(), minWork);
+  if (!perTrip)
+    return;
+  int64_t work = std::max<int64_t>(1, *perTrip);
+  std::optional<int64_t> trips = staticTrips(nest);
+  if (trips && *trips >= (minWork + work - 1) / work)
+    return; // worth its fork whatever the sizes
+  OpBuilder b(par);
+  Location loc = par.getLoc();
+  Value worth;
+  if (trips) {
+    worth = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+  } else {
+    Value all = arith::MulIOp::create(b, loc, tripCount(b, nest, loc),
+                                      arith::ConstantIndexOp::create(b, loc, work));
+    worth = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, all,
+                                  arith::ConstantIndexOp::create(b, loc, minWork));
+  }
+  par.getIfExprMutable().assign(worth);
+}
+
 struct SerializeSmallParallelPass
     : qkv::ir::impl::SerializeSmallParallelBase<SerializeSmallParallelPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    getOperation()->walk([&](omp::ParallelOp par) {
-      if (par.getIfExpr())
-        return;
-      omp::LoopNestOp nest;
-      par.walk([&](omp::LoopNestOp n) { nest = nest ? omp::LoopNestOp() : n; });
-      if (!nest || nest->getParentOfType<omp::ParallelOp>() != par)
-        return;
-      std::optional<int64_t> perIteration = workOf(nest.getRegion(), minWork);
-      if (!perIteration)
-        return;
-      OpBuilder b(par);
-      Value trips = tripCount(b, nest, par);
-      if (!trips)
-        return;
-      Location loc = par.getLoc();
-      Value work = b.createOrFold<arith::MulIOp>(
-          loc, trips, arith::ConstantIndexOp::create(b, loc, std::max<int64_t>(1, *perIteration)));
-      Value worth = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, work,
-                                                  arith::ConstantIndexOp::create(b, loc, minWork));
-      if (std::optional<int64_t> always = getConstantIntValue(worth); always && *always) {
-        worth.getDefiningOp()->erase(); // worth its fork whatever the sizes: left as it is
-        return;
-      }
-      par.getIfExprMutable().assign(worth);
-    });
+    getOperation()->walk([&](omp::ParallelOp par) { serializeWhenSmall(par, minWork); });
   }
 };
 
