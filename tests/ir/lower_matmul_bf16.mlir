@@ -9,6 +9,7 @@
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=avx512bf16},canonicalize,cse)" | FileCheck %s --check-prefix=DOT
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=f32},canonicalize,cse)" | FileCheck %s --check-prefix=F32
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=avx512bf16 precision=medium},canonicalize,cse)" | FileCheck %s --check-prefix=MEDIUM
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{vector-bits=512 kc=32 mc=12 isa=amx},canonicalize,cse)" | FileCheck %s --check-prefix=AMX
 // RUN: not qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-matmul-to-microkernels{isa=sse})" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // A bf16 weight: the runtime packs it, in pairs of rows on avx512bf16, widened on f32.
@@ -78,6 +79,45 @@ func.func @rounded(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %out: memref<?x7
   return
 }
 
+// A bf16 bias broadcast (widened) into C: the tiles start from the bias, read as bf16 and
+// widened in the GEMM functions (which take it as a bf16 memref: `_bias_bf16`); the
+// rounding after it is each task's epilogue. Nothing else is left of the generics.
+// DOT-LABEL: func.func @bf16_bias
+// DOT-NOT: linalg.generic
+// DOT: func.call @qkv_gemm_block_bf16_dot_6x64_k32_bias_bf16({{.*}}, %{{.*}}) : ({{.*}}, memref<?xbf16, strided<[1], offset: ?>>) -> ()
+// DOT: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// On AMX, whose tiles load the start row as f32, the widening stays a pass before.
+// AMX-LABEL: func.func @bf16_bias
+// AMX: linalg.generic {{.*}} ins(%arg2 : memref<70xbf16>)
+// AMX: func.call @qkv_gemm_block_bf16_amx_32x64_k32(
+// F32-LABEL: func.func @bf16_bias
+// F32-NOT: linalg.generic
+// F32: func.call @qkv_gemm_block_bf16_f32_6x64_k32_bias_bf16({{.*}}, %{{.*}}) : ({{.*}}, memref<?xbf16, strided<[1], offset: ?>>) -> ()
+// F32: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+func.func @bf16_bias(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %bias: memref<70xbf16>,
+                     %out: memref<?x70xbf16>) {
+  %c0 = arith.constant 0 : index
+  %m = memref.dim %a, %c0 : memref<?x7xbf16>
+  %c = memref.alloc(%m) : memref<?x70xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%bias : memref<70xbf16>) outs(%c : memref<?x70xf32>) {
+  ^bb0(%x: bf16, %y: f32):
+    %w = arith.extf %x : bf16 to f32
+    linalg.yield %w : f32
+  }
+  linalg.matmul ins(%a, %b : memref<?x7xbf16>, memref<7x70xbf16>) outs(%c : memref<?x70xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<?x70xf32>) outs(%out : memref<?x70xbf16>) {
+  ^bb0(%x: f32, %y: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  memref.dealloc %c : memref<?x70xf32>
+  return
+}
+
 // The block function: A's rows packed as bf16 (a zero past an odd block of K), pairs
 // broadcast as 32-bit elements, four dot products per broadcast.
 // DOT-LABEL: func.func private @qkv_gemm_block_bf16_dot_6x64_k32
@@ -133,3 +173,8 @@ func.func @rounded(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %out: memref<?x7
 // MEDIUM: x86vector.avx512.dot
 
 // BAD: unknown isa 'sse' (f32, avx512bf16, amx)
+
+// The bias_bf16 block function reads the bias row as bf16 and widens it.
+// F32-LABEL: func.func private @qkv_gemm_block_bf16_f32_6x64_k32_bias_bf16(
+// F32: %[[B:.*]] = vector.maskedload %arg11[%{{.*}}], %{{.*}}, %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, vector<16xi1>, vector<16xbf16> into vector<16xbf16>
+// F32-NEXT: arith.extf %[[B]] : vector<16xbf16> to vector<16xf32>

@@ -154,10 +154,13 @@ struct BlockArgs {
       bias = x[11];
   }
   /// The value a vector of C's columns [col, col + lanes) starts from in the first K
-  /// block without C: the bias there (lanes off `mask` not read), else the fill.
+  /// block without C: the bias there (lanes off `mask` not read; widened to C's type),
+  /// else the fill.
   Value start(KernelBuilder &kb, const GemmBlocking &g, Value col, Value mask) const {
-    VectorType vt = kb.vec(g.acc, g.lanes);
-    return bias ? kb.vload(vt, bias, {col}, mask) : kb.splat(fill, vt);
+    if (!bias)
+      return kb.splat(fill, kb.vec(g.acc, g.lanes));
+    Type stored = cast<MemRefType>(bias.getType()).getElementType();
+    return convertTo(kb, kb.vload(kb.vec(stored, g.lanes), bias, {col}, mask), g.acc);
   }
 };
 
@@ -601,18 +604,18 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
   });
 }
 
-func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bool bias,
+func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias,
                           bool skinny) {
   Type index = IndexType::get(module.getContext());
   std::string name = std::string(skinny ? "qkv_gemm_skinny_" : "qkv_gemm_block_") +
                      formName(aElem, g) + "_" + std::to_string(skinny ? g.skinnyMr : g.mr) + "x" +
-                     std::to_string(g.nr()) +
-                     (skinny ? "" : "_k" + std::to_string(g.kc)) + (bias ? "_bias" : "");
+                     std::to_string(g.nr()) + (skinny ? "" : "_k" + std::to_string(g.kc)) +
+                     (bias ? "_bias" : "") + (bias && bias != g.acc ? "_" + typeName(bias) : "");
   SmallVector<Type> args = {gemmViewType(aElem), gemmPackedType(g.packed), gemmViewType(g.acc),
                             index, index, index, index, index, index, g.acc,
                             IntegerType::get(module.getContext(), 1)};
   if (bias)
-    args.push_back(gemmPackedType(g.acc));
+    args.push_back(gemmPackedType(bias));
   auto [f, fresh] = privateFunction(module, name, args);
   if (!fresh)
     return f;
@@ -631,11 +634,11 @@ func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bo
 
 } // namespace
 
-func::FuncOp gemmBlockFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bool bias) {
+func::FuncOp gemmBlockFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias) {
   return gemmFunction(module, aElem, g, bias, false);
 }
 
-func::FuncOp gemmSkinnyFunction(ModuleOp module, Type aElem, const GemmBlocking &g, bool bias) {
+func::FuncOp gemmSkinnyFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias) {
   return gemmFunction(module, aElem, g, bias, true);
 }
 

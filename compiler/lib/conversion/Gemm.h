@@ -81,21 +81,22 @@ mlir::Value gemmPackedSize(KernelBuilder &kb, const GemmBlocking &g, mlir::Value
 mlir::func::FuncOp gemmPackBFunction(mlir::ModuleOp module, mlir::Type bElem,
                                      const GemmBlocking &g);
 
-/// func.func private @qkv_gemm_block_<form>_<mr>x<nr>_k<kc>[_bias](A: view of `aElem`,
-/// Bp: packed, C: view, i0, m, p0, p1, n, k, fill, fromC[, bias: packed]):
+/// func.func private @qkv_gemm_block_<form>_<mr>x<nr>_k<kc>[_bias[_<type>]](A: view of
+/// `aElem`, Bp: packed, C: view, i0, m, p0, p1, n, k, fill, fromC[, bias: 1-D of `bias`]):
 /// C[i0 .. i0 + m)[p0 * nr .. min(n, p1 * nr)) = start + A . B, with B packed as
 /// gemmPackBFunction writes it, start being C itself when fromC, else the bias row
-/// (bias[j] for column j) when the function takes one, else the fill. K = 0 writes the
-/// start value. Made once per module, form, blocking and bias.
-mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type aElem,
-                                     const GemmBlocking &g, bool bias = false);
+/// (bias[j] for column j, widened when `bias` is narrower than C: a bf16 linear's bias)
+/// when the function takes one (`bias` not null), else the fill. K = 0 writes the start
+/// value. Made once per module, form, blocking and bias type. On AMX the bias has C's type.
+mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type aElem, const GemmBlocking &g,
+                                     mlir::Type bias = {});
 
-/// func.func private @qkv_gemm_skinny_<form>_<mr>x<nr>[_bias](the block function's
+/// func.func private @qkv_gemm_skinny_<form>_<mr>x<nr>[_bias[_<type>]](the block function's
 /// operands): the same product for m <= skinnyMr rows (a decode step's), each panel one
 /// tile of exactly m rows over the whole K: A read where it is (nothing packed), each
 /// panel of B read once, as one stream (on AMX by vdpbf16ps: a few rows would fill
 /// tiles of 16 with copies).
 mlir::func::FuncOp gemmSkinnyFunction(mlir::ModuleOp module, mlir::Type aElem,
-                                      const GemmBlocking &g, bool bias = false);
+                                      const GemmBlocking &g, mlir::Type bias = {});
 
 } // namespace qkv::ir

@@ -1,5 +1,6 @@
 #include "GemmFusion.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -23,13 +24,16 @@ Operation *writerJustBefore(Operation *op, Value c) {
   return nullptr;
 }
 
-/// The 1-D buffer that `op` broadcasts along the rows of its output (out[..., j] = v[j]),
-/// or null.
+/// The 1-D buffer that `op` broadcasts along the rows of its output (out[..., j] = v[j],
+/// or v[j] widened: a bf16 bias into f32 C), or null.
 Value broadcastRow(linalg::GenericOp op) {
   if (op.getNumDpsInputs() != 1 || op.getNumReductionLoops() != 0)
     return nullptr;
   Block &body = op.getRegion().front();
-  if (body.getTerminator()->getOperand(0) != body.getArgument(0))
+  Value yielded = body.getTerminator()->getOperand(0);
+  if (auto ext = yielded.getDefiningOp<arith::ExtFOp>())
+    yielded = ext.getIn();
+  if (yielded != body.getArgument(0))
     return nullptr;
   AffineMap in = op.getIndexingMapsArray()[0], out = op.getIndexingMapsArray()[1];
   unsigned n = op.getNumLoops();

@@ -2,7 +2,8 @@
 // linalg.matmul / batch_matmul writing C:
 //
 //   the start   a linalg.fill of C just before (the tiles start from the value), or a
-//               generic broadcasting a row vector into C just before (a linear's bias:
+//               generic broadcasting a row vector into C just before (a linear's bias,
+//               widened when it is narrower than C, as a bf16 graph's is:
 //               the tiles start from it), instead of a pass over C first;
 //   the epilogue the elementwise linalg.generic that reads C next (GELU, SiLU, a residual
 //               add, a scale), applied by each GEMM task to its block of C while the

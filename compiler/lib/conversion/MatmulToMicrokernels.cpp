@@ -160,6 +160,10 @@ public:
       if (!o)
         continue;
       GemmStart start = gemmStartOf(op, o->c);
+      // AMX loads the bias row as tiles of C's type: a narrower one stays a pass before.
+      if (start.kind == GemmStart::Kind::Bias && onAmx(*o) &&
+          cast<MemRefType>(start.value.getType()).getElementType() != o->elem)
+        start = GemmStart{};
       if (!group.empty() && !joins(group, op, *o, start)) {
         lowerGroup(group);
         group.clear();
@@ -227,11 +231,7 @@ private:
         m.o.batched = false;
       }
     }
-    bool pairs = onPairs(last.o);
-    // AMX tiles hold rows of 16 f32: its GEMMs (their packing and epilogues in 16-lane
-    // vectors) need 512-bit vectors; narrower ones (Schedule::vector_bits) keep the
-    // avx512bf16 form at that width.
-    bool amx = pairs && options.isaTier == "amx" && options.vectorBits >= 512;
+    bool pairs = onPairs(last.o), amx = onAmx(last.o);
     GemmBlocking g =
         GemmBlocking::forTarget(last.o.elem, pairs, amx, options.vectorBits, options.l1Bytes,
                                 options.l2Bytes, options.kc, options.mc);
@@ -246,6 +246,13 @@ private:
   }
 
 private:
+  /// Whether the matmul's blocks run on AMX tiles. AMX tiles hold rows of 16 f32: its
+  /// GEMMs (their packing and epilogues in 16-lane vectors) need 512-bit vectors; narrower
+  /// ones (Schedule::vector_bits) keep the avx512bf16 form at that width.
+  bool onAmx(const MatmulOperands &o) const {
+    return onPairs(o) && options.isaTier == "amx" && options.vectorBits >= 512;
+  }
+
   /// Whether the matmul runs on bf16 pairs (vdpbf16ps, or AMX tiles on the amx tier): on
   /// the avx512bf16 and amx tiers, when A and B are bf16, or f32 or bf16 under medium
   /// precision (rounded to bf16 as packed).
@@ -459,13 +466,14 @@ private:
     else
       std::tie(m.packed, m.size) =
           packB(kb, o, g, m.batchedB ? nBatch : kb.idx(1), m.panels, m.n, k);
-    m.fn = gemmBlockFunction(module, o.aElem(), g, m.bias);
+    Type biasElem = m.bias ? cast<MemRefType>(m.start.value.getType()).getElementType() : Type();
+    m.fn = gemmBlockFunction(module, o.aElem(), g, biasElem);
     // A task of at most mr rows (a decode step's) takes the skinny form: A read in place,
     // each panel of B once. Not made when M is static and larger.
     auto cType = cast<MemRefType>(o.c.getType());
     int64_t rowDim = cType.getRank() - 2;
     m.skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.skinnyMr
-                   ? gemmSkinnyFunction(module, o.aElem(), g, m.bias)
+                   ? gemmSkinnyFunction(module, o.aElem(), g, biasElem)
                    : func::FuncOp();
   }
 
@@ -478,7 +486,9 @@ private:
     SmallVector<Value> args = {view2d(in, o.a, batch), bp, view2d(in, o.c, batch)};
     args.append({i0, rows, p0, p1, m.n, k, m.fill, m.fromC});
     if (m.bias)
-      args.push_back(memref::CastOp::create(in.builder(), gemmPackedType(o.elem), m.start.value));
+      args.push_back(memref::CastOp::create(
+          in.builder(), gemmPackedType(cast<MemRefType>(m.start.value.getType()).getElementType()),
+          m.start.value));
     if (m.skinny)
       in.ifThen(
           in.cmp(arith::CmpIPredicate::sle, rows, in.idx(g.skinnyMr)),

@@ -30,8 +30,30 @@ SmallVector<OpOperand *> destinationUses(linalg::FillOp fill) {
   return uses;
 }
 
+/// Gives the op that starts a matmul's C (a linalg.generic broadcasting its bias, written
+/// into its init) a tensor.empty of its own when that empty is shared: else bufferization
+/// may reuse one buffer for the C of several matmuls whose results die early (a bf16
+/// graph's products, each rounded right away), and no GEMM could then take its rounding
+/// as its epilogue (C's buffer would have other users).
+void unshareStartEmpties(Operation *root) {
+  root->walk([](linalg::LinalgOp mm) {
+    if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(mm) || !mm.hasPureTensorSemantics())
+      return;
+    auto start = mm.getDpsInits()[0].getDefiningOp<linalg::GenericOp>();
+    if (!start || start.getNumDpsInits() != 1)
+      return;
+    OpOperand &init = start.getDpsInitsMutable()[0];
+    auto empty = init.get().getDefiningOp<tensor::EmptyOp>();
+    if (!empty || empty->hasOneUse())
+      return;
+    OpBuilder b(start);
+    init.set(b.clone(*empty)->getResult(0));
+  });
+}
+
 struct UnshareFillsPass : qkv::ir::impl::UnshareFillsBase<UnshareFillsPass> {
   void runOnOperation() override {
+    unshareStartEmpties(getOperation());
     SmallVector<linalg::FillOp> fills;
     getOperation().walk([&](linalg::FillOp f) {
       if (f.hasPureTensorSemantics())

@@ -65,7 +65,8 @@ def GroupSiblingMatmuls : Pass<"qkv-group-sibling-matmuls", "::mlir::func::FuncO
 }
 
 def UnshareFills : Pass<"qkv-unshare-fills", "::mlir::func::FuncOp"> {
-  let summary = "Give each op that writes into a filled tensor a fill of its own";
+  let summary = "Give each op that writes into a filled tensor a fill of its own, and "
+                "each matmul's bias start an empty tensor of its own";
   let description = [{
     CSE merges the identical `linalg.fill`s (say of zeros) that several matmuls start
     from into one; one-shot bufferization then gives the fill one buffer and copies it
@@ -73,7 +74,11 @@ def UnshareFills : Pass<"qkv-unshare-fills", "::mlir::func::FuncOp"> {
     output written into a temporary). Cloning the fill, and its `tensor.empty`, for every
     destination (`outs`) use after the first (for every one, when the fill is also read)
     lets each writer fill and write a buffer of its own, and buffer-results-to-out-params then hoists the result's buffer into the
-    output argument: results are written in place. Runs right before bufferization,
+    output argument: results are written in place. A matmul's other start (a
+    linalg.generic broadcasting its bias into a tensor.empty that CSE shared) gets an
+    empty of its own too: else bufferization may reuse one buffer for the C of several
+    matmuls whose results die early (a bf16 graph's products, each rounded at once), and
+    no GEMM can take its rounding as its epilogue. Runs right before bufferization,
     after the last CSE.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
