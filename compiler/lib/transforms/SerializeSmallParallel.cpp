@@ -67,14 +67,17 @@ bool boundsOutside(omp::LoopNestOp nest, omp::ParallelOp par) {
 
 /// The iterations of `nest`, when its bounds are constants.
 std::optional<int64_t> staticTrips(omp::LoopNestOp nest) {
+  // Saturated there: only whether trips * work reaches min-work matters.
+  constexpr int64_t kMany = int64_t{1} << 40;
   int64_t trips = 1;
   for (auto [lb, ub, step] :
        llvm::zip(nest.getLoopLowerBounds(), nest.getLoopUpperBounds(), nest.getLoopSteps())) {
     std::optional<int64_t> l = getConstantIntValue(lb), u = getConstantIntValue(ub),
                            s = getConstantIntValue(step);
-    if (!l || !u || !s || *s <= 0)
+    if (!l || !u || !s || *s <= 0 || *s > kMany || *l < -kMany || *u > kMany)
       return std::nullopt;
-    trips *= std::max<int64_t>(0, (*u - *l + *s - 1) / *s);
+    int64_t n = std::max<int64_t>(0, (*u - *l + *s - 1) / *s);
+    trips = n != 0 && trips > kMany / n ? kMany : trips * n;
   }
   return trips;
 }
