@@ -415,6 +415,12 @@ std::uint64_t next_random(std::uint64_t &state) {
 
 std::int64_t pick_token(const float *logits, std::int64_t vocab, const SamplingOptions &o,
                         std::uint64_t &rng) {
+  // A NaN orders nothing: max_element and the draw would return some token silently.
+  if (const float *nan =
+          std::find_if(logits, logits + vocab, [](float x) { return std::isnan(x); });
+      nan != logits + vocab)
+    user_error("pick_token: logit " + std::to_string(nan - logits) + " of " +
+               std::to_string(vocab) + " is NaN: no token can be chosen");
   std::int64_t best = std::max_element(logits, logits + vocab) - logits;
   if (o.temperature <= 0)
     return best; // greedy: the first of equal maxima, as torch.argmax
@@ -485,7 +491,14 @@ GenerationResult generate(LlamaModel &model, const std::vector<std::vector<std::
     const float *l = logits.data_as<float>();
     for (std::int64_t b = 0; b < batch; ++b)
       if (!done[static_cast<std::size_t>(b)]) {
-        std::int64_t t = pick_token(l + b * vocab, vocab, o, rng);
+        std::int64_t t;
+        try {
+          t = pick_token(l + b * vocab, vocab, o, rng);
+        } catch (const Error &e) {
+          user_error("generate: new token " +
+                     std::to_string(r.tokens[static_cast<std::size_t>(b)].size()) +
+                     " of sequence " + std::to_string(b) + ": " + e.what());
+        }
         r.tokens[static_cast<std::size_t>(b)].push_back(t);
         done[static_cast<std::size_t>(b)] = o.eos && t == *o.eos;
       }

@@ -10,6 +10,7 @@
 // luck (and the seeds are fixed, so a pass is reproducible), while the bugs these tests
 // are for (a temperature applied upside down, a top-k one too wide, a skewed draw) move
 // some frequency by 0.05 or more. 1 / N covers a probability too small to see.
+#include <qkv/dsl/error.hpp>
 #include <qkv/models/llama.hpp>
 
 #include <algorithm>
@@ -130,6 +131,21 @@ TEST(Sampling, TemperatureToZeroIsGreedy) {
   std::uint64_t rng = 0;
   EXPECT_EQ(pick_token(tied.data(), 4, sampling(0, 0, 0), rng), 1);
   EXPECT_EQ(rng, 0u) << "greedy draws nothing from the stream";
+}
+
+TEST(Sampling, ANanLogitIsAnErrorNotAToken) {
+  // A NaN orders nothing: greedy and sampled picks alike would return some token silently.
+  Logits broken = kLogits;
+  broken[5] = std::nanf("");
+  for (double t : {0.0, 1.0}) {
+    std::uint64_t rng = 0;
+    try {
+      std::int64_t token = pick_token(broken.data(), 8, sampling(t, 0, 0), rng);
+      ADD_FAILURE() << "T " << t << ": token " << token << " from logits with a NaN";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("logit 5 of 8 is NaN"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // ---- the seed's stream ---------------------------------------------------------------------
