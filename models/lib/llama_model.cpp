@@ -444,6 +444,21 @@ std::int64_t pick_token(const float *logits, std::int64_t vocab, const SamplingO
   return order[static_cast<std::size_t>(k - 1)];
 }
 
+namespace {
+
+/// pick_token for new token `n` of sequence `b`, its error saying which.
+std::int64_t pick_for(const float *logits, std::int64_t vocab, const SamplingOptions &o,
+                      std::uint64_t &rng, std::int64_t b, std::size_t n) {
+  try {
+    return pick_token(logits, vocab, o, rng);
+  } catch (const Error &e) {
+    user_error("generate: new token " + std::to_string(n) + " of sequence " + std::to_string(b) +
+               ": " + e.what());
+  }
+}
+
+} // namespace
+
 GenerationResult generate(LlamaModel &model, const std::vector<std::vector<std::int64_t>> &prompts,
                           const SamplingOptions &o) {
   std::int64_t batch = model.options().batch, vocab = model.config().vocab_size;
@@ -491,14 +506,8 @@ GenerationResult generate(LlamaModel &model, const std::vector<std::vector<std::
     const float *l = logits.data_as<float>();
     for (std::int64_t b = 0; b < batch; ++b)
       if (!done[static_cast<std::size_t>(b)]) {
-        std::int64_t t;
-        try {
-          t = pick_token(l + b * vocab, vocab, o, rng);
-        } catch (const Error &e) {
-          user_error("generate: new token " +
-                     std::to_string(r.tokens[static_cast<std::size_t>(b)].size()) +
-                     " of sequence " + std::to_string(b) + ": " + e.what());
-        }
+        std::int64_t t =
+            pick_for(l + b * vocab, vocab, o, rng, b, r.tokens[static_cast<std::size_t>(b)].size());
         r.tokens[static_cast<std::size_t>(b)].push_back(t);
         done[static_cast<std::size_t>(b)] = o.eos && t == *o.eos;
       }
