@@ -345,7 +345,8 @@ void widenTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s
   });
 }
 
-/// sT[j][i] = sum_d K[b, hk, j0 + j, d] * qT[d][i] for j < cols (`cols` is the whole
+/// sT[j][i] = sum_d K[b, hk, j0 + j, d] * qT[d][i] for j < cols (K's rows read from t.kvW
+/// when t.widenK: keyTile widened them there) (`cols` is the whole
 /// key tile when `fullTile`: then the last register tile is one exact block).
 void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
                  const TileBuffers &t, const KeySegment &seg, Value b, Value hk, Value j0,
@@ -360,8 +361,6 @@ void tileScoresF(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
     g.staticM = s.kvTile;
   g.K = a.nDh;
   VectorType vt = kb.vec(a.ft, s.lanes);
-  if (t.widenK)
-    widenTile(kb, a, s, t.kvW, a.k, a.nDh, seg, b, hk, j0, cols);
   g.a = [&](KernelBuilder &in, Value i, Value k) {
     return t.widenK ? in.load(t.kvW, {i, k}) : readRow(in, a.ft, a.k, seg, b, hk, in.add(j0, i), k);
   };
@@ -470,6 +469,9 @@ void keyTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
   auto work = [&](KernelBuilder &in, std::optional<Value> full) {
     // Every key tile but a segment's last has kv-tile keys: a static count lets the score
     // kernel end in one exact register tile when kv-tile is not a multiple of its rows.
+    // Widened once, before the choice of score kernel (each would widen it again).
+    if (t.widenK)
+      widenTile(in, a, s, t.kvW, a.k, a.nDh, seg, b, hk, j0, cols);
     if (s.amx)
       tileScoresAmx(in, a, s, t, b, hk, j0, cols);
     else if (s.kvTile % productRows(s) == 0)
