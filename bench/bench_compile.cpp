@@ -4,9 +4,11 @@
 // all-MiniLM-L6-v2's size written as one graph, 1 to 24 layers, with their layers shared
 // (CompileOptions::share_repeated_layers) and, for 6, without. Reports wall time per
 // compile; the per-stage split is printed by `qkv bench NAME`. What it measures is
-// compile(), nothing else: the graph is built once outside the timed loop.
+// compile(), nothing else: the graph is built once outside the timed loop; first_calls
+// times compile() and then the first and second calls at each query length.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -55,6 +57,38 @@ void BM_CompileWarm(benchmark::State &state, const std::string &name) {
   std::filesystem::remove_all(dir, ec);
 }
 
+/// What deferred schedules (CompileOptions::defer_schedules) move into the calls: `name`
+/// (a gallery graph with a query length "L" bound at run time) compiled cold, then run at
+/// lengths that take each of its attention schedules on any host (decode, tiles of one
+/// and two vectors, the default tiles), the first call at each length timed apart from
+/// the second: their difference is what compiling that length's schedule took, if it was
+/// deferred. Reported as counters: the compile, then L<n>_first_ms and L<n>_again_ms.
+void BM_FirstCalls(benchmark::State &state, const std::string &name, bool defer) {
+  qkv::Graph g = qkv::gallery::find(name).build();
+  qkv::CompileOptions o;
+  o.cache = qkv::CacheOptions::off();
+  o.defer_schedules = defer;
+  std::map<std::string, double> ms;
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
+  for (auto _ : state) {
+    auto t = std::chrono::steady_clock::now();
+    qkv::Kernel k = qkv::compile(g, qkv::Target::host(), o);
+    ms["compile_ms"] += since(t);
+    for (std::int64_t l : {1, 12, 24, 512}) {
+      qkv::TensorMap in = qkv::random_inputs(g, {{"B", 1}, {"L", l}}, 1);
+      for (const char *which : {"_first_ms", "_again_ms"}) {
+        t = std::chrono::steady_clock::now();
+        benchmark::DoNotOptimize(k.run(in));
+        ms["L" + std::to_string(l) + which] += since(t);
+      }
+    }
+  }
+  for (const auto &[what, total] : ms)
+    state.counters[what] = total / static_cast<double>(state.iterations());
+}
+
 /// bert_model_graph at all-MiniLM-L6-v2's size with `layers` layers, compiled cold.
 void BM_CompileEncoder(benchmark::State &state, int layers, bool share) {
   qkv::BertConfig c;
@@ -92,6 +126,12 @@ int register_all() {
       ->Unit(benchmark::kMillisecond)
       ->Iterations(1)
       ->Repetitions(1);
+  for (bool defer : {true, false})
+    benchmark::RegisterBenchmark(defer ? "first_calls/mha/deferred" : "first_calls/mha/eager",
+                                 BM_FirstCalls, "mha", defer)
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(3)
+        ->Repetitions(1);
   for (const auto &e : qkv::gallery::entries())
     for (int o : {2, 3})
       benchmark::RegisterBenchmark(("compile/" + e.name + "/O" + std::to_string(o)).c_str(),

@@ -55,15 +55,31 @@ struct CallClusters {
   }
 };
 
+/// Whether every function of `root`'s cluster is a deferred task body (kDeferredAttr).
+bool deferred_cluster(llvm::Module &m, CallClusters &clusters, llvm::Function *root) {
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration() && clusters.find(&f) == root && !f.hasFnAttribute(kDeferredAttr))
+      return false;
+  return true;
+}
+
 /// The part of each function with a body (see compile_in_parts); `used` receives how
-/// many parts have any.
-PartOf assign_parts(llvm::Module &m, unsigned parts, unsigned &used) {
+/// many parts are compiled now and `deferred` how many after them are not (with `defer`,
+/// each cluster of deferred task bodies is a part of its own, compiled when first called).
+PartOf assign_parts(llvm::Module &m, unsigned parts, bool defer, unsigned &used,
+                    unsigned &deferred) {
   CallClusters clusters(m);
   std::vector<std::pair<llvm::Function *, std::size_t>> sizes; // cluster root, instructions
   llvm::DenseMap<llvm::Function *, std::size_t> slot;
+  std::vector<llvm::Function *> later; // roots of the deferred clusters, in module order
   for (llvm::Function &f : m) {
-    if (f.isDeclaration())
+    llvm::Function *root = clusters.find(&f);
+    if (f.isDeclaration() || llvm::is_contained(later, root))
       continue;
+    if (defer && !slot.count(root) && deferred_cluster(m, clusters, root)) {
+      later.push_back(root);
+      continue;
+    }
     auto [it, fresh] = slot.try_emplace(clusters.find(&f), sizes.size());
     if (fresh)
       sizes.emplace_back(clusters.find(&f), 0);
@@ -85,6 +101,9 @@ PartOf assign_parts(llvm::Module &m, unsigned parts, unsigned &used) {
     load[p] += sizes[i].second;
   }
   used = static_cast<unsigned>(load.size());
+  deferred = static_cast<unsigned>(later.size());
+  for (unsigned i = 0; i < deferred; ++i)
+    part_of_root[later[i]] = used + i;
   PartOf out;
   for (llvm::Function &f : m)
     if (!f.isDeclaration())
@@ -173,14 +192,16 @@ CompiledPart compile_bitcode(const std::string &bitcode, int opt_level, bool kee
 } // namespace
 
 std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level,
-                                           bool keep_ir, bool shared_library) {
-  unsigned used = 1;
-  PartOf part_of = assign_parts(m, std::max(parts, 1u), used);
-  if (used == 1)
+                                           bool keep_ir, bool shared_library, bool defer) {
+  unsigned used = 1, deferred = 0;
+  PartOf part_of = assign_parts(m, std::max(parts, 1u), defer, used, deferred);
+  if (used == 1 && deferred == 0)
     return {compile_module(m, opt_level, keep_ir, shared_library)};
   externalize(m, part_of);
+  if (deferred > 0) // what the JIT optimises a deferred part at (optimize_deferred)
+    m.addModuleFlag(llvm::Module::Error, kOptLevelFlag, static_cast<uint32_t>(opt_level));
   std::vector<std::string> bitcode;
-  for (unsigned p = 0; p < used; ++p)
+  for (unsigned p = 0; p < used + deferred; ++p)
     bitcode.push_back(part_bitcode(m, part_of, p));
   std::vector<std::future<CompiledPart>> others;
   for (unsigned p = 1; p < used; ++p)
@@ -190,6 +211,8 @@ std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int 
   out.push_back(compile_bitcode(bitcode[0], opt_level, keep_ir, shared_library));
   for (auto &f : others)
     out.push_back(f.get());
+  for (unsigned p = used; p < used + deferred; ++p)
+    out.push_back({"", std::move(bitcode[p]), /*deferred=*/true});
   return out;
 }
 

@@ -15,10 +15,19 @@ namespace qkv::jit {
 /// or when 0 the host's hardware threads, at most 4.
 unsigned codegen_parts(int requested);
 
-/// One part after LLVM: its optimised IR as text and its relocatable object code.
+/// One part after LLVM: its optimised IR as text and its relocatable object code; or, for a
+/// deferred part, its unoptimised bitcode (`object`), which load_object compiles when a
+/// call first runs one of its functions.
 struct CompiledPart {
   std::string ir, object;
+  bool deferred = false;
 };
+
+/// The function attribute of a deferred task body (what prepare_module gives each function
+/// that called abi::kDeferredTask).
+inline constexpr const char *kDeferredAttr = "qkv-deferred";
+/// The module flag of a deferred part: the opt level it is optimised at when compiled.
+inline constexpr const char *kOptLevelFlag = "qkv.opt_level";
 
 /// Optimises `m` at `opt_level` and compiles it for the host, as up to `parts` modules
 /// on as many threads. Functions that call one another directly stay in one part (LLVM
@@ -31,7 +40,11 @@ struct CompiledPart {
 /// internal symbols externalised) and should not be used again.
 /// `keep_ir`: print each part's optimised IR into CompiledPart::ir (else it stays empty).
 /// `shared_library`: code for a shared library (host_target_machine's).
+/// `defer`: each cluster of functions that are all deferred task bodies (kDeferredAttr)
+/// becomes a part of its own, returned as bitcode after the compiled parts (not counted
+/// in `parts`); without it they are compiled with the rest.
 std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level,
-                                           bool keep_ir = true, bool shared_library = false);
+                                           bool keep_ir = true, bool shared_library = false,
+                                           bool defer = false);
 
 } // namespace qkv::jit

@@ -353,8 +353,9 @@ void drop_foreign_argument_attrs(mlir::ModuleOp module) {
 /// schedule's vector width and compiled, in up to `parts` parts on as many threads; with
 /// `shared_library`, for a shared library (an ahead-of-time bundle) instead of the JIT.
 std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
-                                          unsigned parts, bool keep_ir, const std::string &diags,
-                                          bool shared_library, const std::string &target_cpu = "") {
+                                          unsigned parts, bool keep_ir, bool defer,
+                                          const std::string &diags, bool shared_library,
+                                          const std::string &target_cpu = "") {
   drop_foreign_argument_attrs(module);
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
@@ -384,7 +385,11 @@ std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level, 
     if (f.getName().starts_with(abi::kPackedPrefix))
       f.addFnAttr("tune-cpu", "generic");
   }
-  return jit::compile_in_parts(*m, parts, opt_level, keep_ir, shared_library);
+  // A JIT kernel defers the task bodies marked so (the attention schedules for shorter
+  // query lengths) to a call that first needs them; a bundle compiles everything, and so
+  // does a compile that keeps the optimised IR (its text is the whole kernel's).
+  return jit::compile_in_parts(*m, parts, opt_level, keep_ir, shared_library,
+                               defer && !keep_ir && !shared_library);
 }
 
 /// The pipeline and LLVM: g imported, lowered stage by stage (kept in `log`) and compiled
@@ -402,9 +407,9 @@ std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOpt
   auto handler = ir::collect_diagnostics(*ctx, diags);
   mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
   auto t = Clock::now();
-  std::vector<jit::CompiledPart> parts = to_objects(*module, options.opt_level, popts.vectorBits,
-                                                    jit::codegen_parts(options.compile_threads),
-                                                    keep_ir, diags, shared_library, target_cpu);
+  std::vector<jit::CompiledPart> parts = to_objects(
+      *module, options.opt_level, popts.vectorBits, jit::codegen_parts(options.compile_threads),
+      keep_ir, options.defer_schedules, diags, shared_library, target_cpu);
   llvm_ms = ms_since(t);
   return parts;
 }
@@ -539,12 +544,13 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
   for (jit::CompiledPart &p : parts) {
     objects.push_back(std::move(p.object));
     part_ir->push_back(std::move(p.ir));
+    log.stats.deferred_parts += p.deferred ? 1 : 0;
   }
   std::string symbol = abi::c_interface_symbol(ir::function_name(g));
   KernelEntry entry = link(objects, symbol, *options.checked);
   log.keep(
       "llvm-ir", [&] { return join_parts_ir(*part_ir); }, llvm_ms + ms_since(t));
-  log.stats.codegen_parts = static_cast<int>(objects.size());
+  log.stats.codegen_parts = static_cast<int>(objects.size()) - log.stats.deferred_parts;
   store(cu, symbol, objects); // only objects that linked
   cu.fill(log.stats);
   log.stats.total_ms = ms_since(t_all);

@@ -165,8 +165,9 @@ void warn_once(const std::string &dir, const std::string &message) {
 //  24 u64 key hash      32 u32 version length   36 u32 symbol length
 //  40 u64 key length    48 u64 payload length
 //  56 version, key text, symbol, payload
-// The payload is the kernel's objects (one per part LLVM compiled on its own thread),
-// each a u64 length and its bytes.
+// The payload is the kernel's objects (one per part LLVM compiled on its own thread), then
+// the bitcode of each deferred part (compiled when a call first runs it), each a u64
+// length and its bytes.
 
 namespace {
 
@@ -338,6 +339,7 @@ std::string options_text(const CompileOptions &o) {
          " opt_level=" + std::to_string(o.opt_level) +
          " recognize_attention=" + std::to_string(o.recognize_attention) +
          " share_repeated_layers=" + std::to_string(o.share_repeated_layers) +
+         " defer_schedules=" + std::to_string(o.defer_schedules) +
          " checked=" + (o.checked ? std::to_string(*o.checked) : "default") +
          " isa=" + isa_name(o.isa) + " matmul_precision=" +
          (o.matmul_precision == MatmulPrecision::Medium ? "medium" : "highest");

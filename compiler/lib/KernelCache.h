@@ -14,7 +14,7 @@ namespace qkv::cache {
 
 /// The entry format: bump it whenever the bytes of an entry, or what the object inside
 /// expects of the code that loads it (the packed calling convention), change.
-inline constexpr std::uint32_t kFormat = 2;
+inline constexpr std::uint32_t kFormat = 3;
 
 /// Everything that changes the code compile() makes, as text, and its hash. Two compiles
 /// with equal key texts make the same object.

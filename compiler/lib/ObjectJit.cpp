@@ -2,6 +2,7 @@
 // wrappers, host target machine, code generation, linking against the process and the
 // runtime libraries), split so that the object can be kept between the steps.
 #include "ObjectJit.h"
+#include "CodegenParts.h"
 #include "PerfMap.h"
 
 #include <qkv/compiler/compile.hpp>
@@ -10,7 +11,11 @@
 #include <qkv/runtime/kernel_abi.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
+#include "llvm/BinaryFormat/Magic.h"
+#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -74,21 +79,88 @@ const std::vector<std::string> &runtime_libraries() {
   return libs;
 }
 
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> make_jit() {
-  // LLJIT's default linker, JITLink (MLIR's ExecutionEngine uses RuntimeDyld; JITLink
-  // links MiniLM's 470 KB object in 1.5 ms instead of 2.4). No IR is ever added, so the IR
-  // compiler is one that makes its target machine only if asked, and there is no
-  // platform (the objects have no initialisers).
-  return llvm::orc::LLJITBuilder()
-      .setJITTargetMachineBuilder(host_builder())
+/// The builder's common settings. LLJIT's default linker, JITLink (MLIR's ExecutionEngine
+/// uses RuntimeDyld; JITLink links MiniLM's 470 KB object in 1.5 ms instead of 2.4). Only
+/// deferred parts are added as IR, so the IR compiler is one that makes its target
+/// machine only when one is compiled; there is no platform (the code has no initialisers).
+template <typename Builder> Builder &configure(Builder &b) {
+  b.setJITTargetMachineBuilder(host_builder())
       .setDataLayout(host_data_layout())
-      .setCompileFunctionCreator([](llvm::orc::JITTargetMachineBuilder jtmb)
-                                     -> llvm::Expected<std::unique_ptr<
-                                         llvm::orc::IRCompileLayer::IRCompiler>> {
-        return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(jtmb));
-      })
-      .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
-      .create();
+      .setCompileFunctionCreator(
+          [](llvm::orc::JITTargetMachineBuilder jtmb)
+              -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+            return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(jtmb));
+          })
+      .setPlatformSetUp(llvm::orc::setUpInactivePlatform);
+  return b;
+}
+
+/// Where a deferred part's lazy call goes when the part fails to compile (ORC has printed
+/// its error): the kernel cannot go on, and nothing can return an error from inside it.
+/// The part's IR was verified with the rest of the kernel, so this is an LLVM failure
+/// (out of memory), never a property of the user's graph.
+void deferred_compile_failed() {
+  std::fputs("qkv: a deferred part of a kernel (an attention schedule compiled when a call "
+             "first needs it) failed to compile; the JIT's error is above\n",
+             stderr);
+  std::abort();
+}
+
+/// Optimises a deferred part as compile_in_parts optimises the others, at the level the
+/// part's module flag records.
+llvm::Expected<llvm::orc::ThreadSafeModule> optimize_deferred(llvm::orc::ThreadSafeModule tsm) {
+  std::string error;
+  tsm.withModuleDo([&](llvm::Module &m) {
+    auto *level = llvm::mdconst::extract_or_null<llvm::ConstantInt>(m.getModuleFlag(kOptLevelFlag));
+    try {
+      optimize(m, level ? static_cast<int>(level->getZExtValue()) : 3, *host_target_machine());
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  });
+  if (!error.empty())
+    return llvm::createStringError(error);
+  return std::move(tsm);
+}
+
+/// A JIT for a kernel's objects; with `deferred`, one that also compiles deferred parts
+/// (whole modules) when a call first reaches one of their functions: ORC's lazy JIT,
+/// which puts a stub where each of the part's functions is, compiling the part on the
+/// calling thread (the other threads of a parallel region that reach it wait).
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> make_jit(bool deferred) {
+  if (!deferred) {
+    llvm::orc::LLJITBuilder b;
+    return configure(b).create();
+  }
+  llvm::orc::LLLazyJITBuilder b;
+  configure(b).setLazyCompileFailureAddr(
+      llvm::orc::ExecutorAddr::fromPtr(&deferred_compile_failed));
+  auto jit = b.create();
+  if (!jit)
+    return jit.takeError();
+  (*jit)->setPartitionFunction(llvm::orc::IRPartitionLayer::compileWholeModule);
+  (*jit)->getIRTransformLayer().setTransform(
+      [](llvm::orc::ThreadSafeModule tsm, llvm::orc::MaterializationResponsibility &) {
+        return optimize_deferred(std::move(tsm));
+      });
+  return std::unique_ptr<llvm::orc::LLJIT>(std::move(*jit));
+}
+
+/// Whether a part is LLVM bitcode (a deferred part), not an object.
+bool is_bitcode(const std::string &part) {
+  return llvm::identify_magic(part) == llvm::file_magic::bitcode;
+}
+
+/// Adds a deferred part's bitcode to the lazy JIT: nothing is compiled until a call
+/// reaches one of its functions.
+llvm::Error add_deferred(llvm::orc::LLJIT &jit, const std::string &bitcode,
+                         const std::string &name) {
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto m = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode, name), *ctx);
+  if (!m)
+    return m.takeError();
+  return static_cast<llvm::orc::LLLazyJIT &>(jit).addLazyIRModule(
+      llvm::orc::ThreadSafeModule(std::move(*m), std::move(ctx)));
 }
 
 } // namespace
@@ -131,12 +203,35 @@ void internalize_callees(llvm::Module &m, const std::vector<std::string> &called
   }
 }
 
+/// Takes the marks of deferred task bodies (calls of abi::kDeferredTask, which
+/// qkv-lower-attention-to-flash puts at the start of some parallel loops' bodies) out of
+/// the module, giving each function that had one the attribute kDeferredAttr.
+void take_deferred_marks(llvm::Module &m) {
+  llvm::Function *mark = m.getFunction(abi::kDeferredTask);
+  if (!mark)
+    return;
+  std::vector<llvm::CallBase *> calls;
+  for (llvm::User *u : mark->users())
+    if (auto *call = llvm::dyn_cast<llvm::CallBase>(u))
+      calls.push_back(call);
+  for (llvm::CallBase *call : calls) {
+    call->getFunction()->addFnAttr(kDeferredAttr);
+    call->eraseFromParent();
+  }
+  if (!mark->use_empty())
+    throw CompileError("llvm-ir", std::string(abi::kDeferredTask) +
+                                      " is used other than called: it is qkv's mark of a "
+                                      "deferred task body");
+  mark->eraseFromParent();
+}
+
 } // namespace
 
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
                     const std::vector<std::string> &called_by_name) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple());
+  take_deferred_marks(m);
   // Only the C-interface entry points are called from outside (Kernel::run): a wrapper
   // of any other function would be compiled for nothing.
   std::vector<llvm::Function *> fns;
@@ -309,14 +404,16 @@ llvm::Expected<LoadedObject>
 load_object(const std::vector<std::string> &objects, const std::string &symbol,
             const std::vector<std::pair<std::string, void *>> &extra,
             const std::vector<std::string> &inits, const std::vector<std::string> &finis) {
-  auto jit = make_jit();
+  auto jit = make_jit(std::any_of(objects.begin(), objects.end(), is_bitcode));
   if (!jit)
     return jit.takeError();
   add_perf_map(**jit);
   if (auto e = bind_runtime(**jit, extra))
     return e;
   for (const std::string &object : objects)
-    if (auto e = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
+    if (auto e = is_bitcode(object)
+                     ? add_deferred(**jit, object, symbol)
+                     : (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)))
       return e;
   auto addr = (*jit)->lookup(std::string(abi::kPackedPrefix) + symbol);
   if (!addr)

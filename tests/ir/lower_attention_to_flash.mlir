@@ -7,6 +7,9 @@
 // as many keys as queries.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512},canonicalize,cse)" | FileCheck %s --check-prefix=DEFAULT
 
+// The mark of a deferred task body (a dynamic query length's kernels below its longest
+// tiles: the JIT compiles them when a call first runs them).
+// CHECK: func.func private @qkv_deferred_task()
 // The decode kernel asks OpenMP how many threads it may split the keys over.
 // CHECK: func.func private @omp_get_max_threads() -> i32
 // Each attention op counts the calls that ran each of its kernels (one for a static query
@@ -152,15 +155,22 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
 // CHECK-LABEL: func.func @dynamic_causal
 // CHECK: %[[LQ:.*]] = tensor.dim %arg0, %c2 : tensor<1x16x?x64xf32>
 // CHECK: %[[FEW:.*]] = arith.cmpi ule, %[[LQ]], %c16 : index
+// The decode kernel's two task bodies (the split keys', then the merge's) start with the
+// mark of a deferred task; the tiled kernel's, which long lengths take, do not.
 // CHECK: scf.if %[[FEW]] {
 // CHECK: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c1] : (i64, memref<9xi64>) -> i64
 // CHECK: func.call @omp_get_max_threads()
+// CHECK: scf.parallel
+// CHECK-NEXT: func.call @qkv_deferred_task() : () -> ()
+// CHECK: scf.parallel
+// CHECK-NEXT: func.call @qkv_deferred_task() : () -> ()
 // CHECK: memref.dealloc
 // CHECK: } else {
 // CHECK-NEXT: memref.get_global @qkv_schedule_runs
 // CHECK-NEXT: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c2] : (i64, memref<9xi64>) -> i64
 // tiled: groups of 8 key tiles (512 keys) are tested first, empty when q_hi < j0
 // CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
+// CHECK-NOT: qkv_deferred_task
 // CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
 // CHECK: %[[NG:.*]] = arith.divui %{{.*}}, %c8 : index
 // CHECK: scf.for %[[KG:.*]] = %c0 to %[[NG]] step %c1 {

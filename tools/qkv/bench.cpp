@@ -28,8 +28,8 @@
 namespace qkv::tool {
 
 const char *const kBenchHelp =
-    "usage: qkv bench NAME [shape options] [--threads T] [--compile-threads C] [--json]\n"
-    "                  [--repeat N]\n"
+    "usage: qkv bench NAME [shape options] [--threads T] [--compile-threads C] [--eager]\n"
+    "                  [--json] [--repeat N]\n"
     "\n"
     "Benchmarks gallery graph NAME at a shape (default: the graph's benchmark shape, e.g.\n"
     "attn: B=1 H=16 L=2048 Dh=64; attn_window: L=8192 W=256; attn_decode: H=8 L=1 S=32768\n"
@@ -76,6 +76,8 @@ const char *const kBenchHelp =
     "                  threads LLVM optimises and compiles the kernel on, in as many parts\n"
     "                  (CompileOptions::compile_threads; default 0: the host's hardware\n"
     "                  threads, at most 4)\n"
+    "  --eager         compile every attention schedule with the kernel, none when a call\n"
+    "                  first needs it (CompileOptions::defer_schedules = false)\n"
     "  --json          print one JSON object on stdout instead of the table\n"
     "  --repeat N      exactly N timed runs of qkv and of each baseline, and N cold and N\n"
     "                  warm compiles (default: adaptive runs as above, 3 cold and 5 warm\n"
@@ -98,7 +100,8 @@ const char *const kBenchHelp =
     "compile_ms (= compile_cold_ms), compile_runs, compile_cold_ms, compile_warm_ms (null\n"
     "when the warm compiles did not come from the cache, e.g. under QKV_CACHE=0),\n"
     "compile_warm_runs, compile_warm_cache (what the cache did), compile_stages_ms (the\n"
-    "median cold compile's stages), compile_parts (the parts LLVM compiled), schedules (the\n"
+    "median cold compile's stages), compile_parts (the parts LLVM compiled), deferred_parts\n"
+    "(the task bodies left to the first call that runs each), schedules (the\n"
     "attention kernels qkv's runs took, with their runs), flops, gflops, kept_pairs and pairs "
     "(over all batches and\n"
     "heads), peak_gflops (the tier's), peak_kind (fma, vdpbf16ps, tdpbf16ps), fma_peak_gflops,\n"
@@ -133,6 +136,7 @@ struct Config {
   int repeat = 0; // 0: adaptive
   bool baselines = true;
   int compile_threads = 0; // CompileOptions::compile_threads
+  bool eager = false;      // !CompileOptions::defer_schedules
   Isa isa = Isa::Host;      // CompileOptions::isa
   int q_tile = 0, kv_tile = 0; // Schedule::q_tile, kv_tile (0: the kernel's defaults)
   int decode_rows = 0;         // Schedule::decode_rows (0: the kernel's default)
@@ -188,9 +192,9 @@ std::string sig(double v) {
 }
 
 Config config_of(const cli::Args &a) {
-  cli::check_opts(a, {"threads", "compile-threads", "json", "repeat", "no-baselines", "isa",
-                      "q-tile", "kv-tile", "decode-rows", QKV_SHAPE_OPTS});
-  for (const char *flag : {"json", "no-baselines"})
+  cli::check_opts(a, {"threads", "compile-threads", "eager", "json", "repeat", "no-baselines",
+                      "isa", "q-tile", "kv-tile", "decode-rows", QKV_SHAPE_OPTS});
+  for (const char *flag : {"eager", "json", "no-baselines"})
     if (a.opts.count(flag) && !a.opts.at(flag).empty())
       user_error(std::string("--") + flag + " takes no value, got '" + a.opts.at(flag) + "'");
   Config c;
@@ -201,6 +205,7 @@ Config config_of(const cli::Args &a) {
   c.repeat = static_cast<int>(cli::int_opt(a, "repeat").value_or(0));
   c.baselines = a.opts.count("no-baselines") == 0;
   c.compile_threads = static_cast<int>(cli::int_opt(a, "compile-threads", 0).value_or(0));
+  c.eager = a.opts.count("eager") > 0;
   if (a.opts.count("isa"))
     c.isa = parse_isa(a.opts.at("isa"), "--isa");
   c.q_tile = static_cast<int>(cli::int_opt(a, "q-tile", 0).value_or(0));
@@ -271,6 +276,7 @@ Kernel compile_timed(const Graph &g, Report &r) {
   o.schedule.kv_tile = r.c.kv_tile;
   o.schedule.decode_rows = r.c.decode_rows;
   o.compile_threads = r.c.compile_threads;
+  o.defer_schedules = !r.c.eager;
   o.isa = r.c.isa;
   o.cache.dir = scratch.path();
   o.cache.read = false;
@@ -421,6 +427,7 @@ json to_json(const Report &r) {
   for (const auto &[stage, ms] : r.compile_stats.stage_ms)
     j["compile_stages_ms"][stage] = ms;
   j["compile_parts"] = r.compile_stats.codegen_parts;
+  j["deferred_parts"] = r.compile_stats.deferred_parts;
   j["checked"] = r.compile_stats.checked;
   j["schedules"] = json::object();
   for (const auto &[name, runs] : r.schedules)
@@ -519,8 +526,8 @@ void print_table(std::ostream &os, const Report &r) {
     if (stage != "graph")
       os << " " << stage << "=" << fixed(ms, 1);
   os << " (LLVM in " << r.compile_stats.codegen_parts << " part"
-            << (r.compile_stats.codegen_parts == 1 ? "" : "s") << "; "
-            << (r.compile_stats.checked ? "checked" : "no checks") << ")\n          ";
+     << (r.compile_stats.codegen_parts == 1 ? "" : "s") << ", " << r.compile_stats.deferred_parts
+     << " deferred; " << (r.compile_stats.checked ? "checked" : "no checks") << ")\n          ";
   if (r.warm_compile_ms.empty())
     os << "warm: not measured, the kernel cache did not serve it (" << r.warm_cache_note
               << ")";

@@ -21,7 +21,7 @@ Args parse(int argc, char **argv) {
       std::string val;
       bool flag = key == "check" || key == "json" || key == "no-baselines" || key == "bench" ||
                   key == "reference" || key == "paged" || key == "checked" || key == "unchecked" ||
-                  key == "bias";
+                  key == "bias" || key == "eager";
       if (eq != std::string::npos)
         val = s.substr(eq + 1);
       else if (!flag && i + 1 < argc)

@@ -1089,6 +1089,7 @@ struct ScheduleCounters {
   llvm::DenseMap<Operation *, int64_t> slot; ///< each attention op's first slot
   llvm::DenseMap<Operation *, int64_t> index; ///< each attention op's number
   int64_t slots = 0;
+  ModuleOp module; ///< where the counters (and the deferred tasks' mark) are declared
 
   /// The tile counts' global, for `a` to add to.
   void bindTiles(ImplicitLocOpBuilder &b, Operation *op, AttentionInfo &a) const {
@@ -1121,6 +1122,7 @@ std::string nodeName(Location loc) {
 /// Numbers the attention ops' variants of `module` and declares the counters' globals.
 ScheduleCounters declareScheduleCounters(ModuleOp module, const FlashOptions &o) {
   ScheduleCounters c;
+  c.module = module;
   std::string names, ops;
   module.walk([&](AttentionOp op) {
     c.slot[op] = c.slots;
@@ -1155,13 +1157,33 @@ ScheduleCounters declareScheduleCounters(ModuleOp module, const FlashOptions &o)
   return c;
 }
 
+/// Marks the parallel loops of `block` (one variant's code) as deferred task bodies: each
+/// body starts with a call of `qkv_deferred_task`, which the JIT takes out of the LLVM
+/// module again, compiling the task bodies that had it when a call first runs them
+/// (qkv/runtime/kernel_abi.hpp, abi::kDeferredTask).
+void markDeferred(ModuleOp module, Block &block) {
+  if (!module.lookupSymbol<func::FuncOp>(qkv::abi::kDeferredTask)) {
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    func::FuncOp::create(mb, module.getLoc(), qkv::abi::kDeferredTask, mb.getFunctionType({}, {}))
+        .setPrivate();
+  }
+  block.walk([&](scf::ParallelOp loop) {
+    OpBuilder b = OpBuilder::atBlockBegin(loop.getBody());
+    func::CallOp::create(b, loop.getLoc(), qkv::abi::kDeferredTask, TypeRange{});
+  });
+}
+
 /// The variants from `v` on, each behind a test of the query length against its bound
-/// (none for the last), each counting its runs from slot `at`.
+/// (none for the last), each counting its runs from slot `at`. Every variant but the last
+/// (the tiles a long query length takes) is deferred (markDeferred): its code compiles
+/// when a call first needs it.
 void emitVariants(KernelBuilder &kb, AttentionInfo &a, ArrayRef<FlashVariant> v,
                   const ScheduleCounters &counters, int64_t at) {
   auto emit = [&](KernelBuilder &in) {
     counters.count(in, at);
     (v[0].decode ? emitDecodeAttention : emitTiledAttention)(in, a, v[0].s);
+    if (v.size() > 1)
+      markDeferred(counters.module, *in.builder().getInsertionBlock());
   };
   if (v.size() == 1)
     return emit(kb);

@@ -143,6 +143,15 @@ struct CompileOptions {
   /// The kernel computes the same either way; the object code differs, so the cache keys
   /// it.
   int compile_threads = 0;
+  /// Compile the attention schedules a query length bound at run time takes below its
+  /// longest tiles (the decode kernel, the short tiles) when a call first needs each, on
+  /// that call, instead of with the rest: a cold compile then compiles the code a long
+  /// length runs, and a call that first takes another schedule pays for its code (70-130
+  /// ms for mha's on a 2-core AVX2 host; docs/compiler.md, "Deferred schedules"). false: every
+  /// schedule now (a server that wants no compile inside its first calls). A compile that keeps its
+  /// optimised IR (QKV_DUMP=llvm-ir, Kernel::ir) and an ahead-of-time bundle compile
+  /// every schedule either way.
+  bool defer_schedules = true;
   /// Stages to print to stderr as compilation passes through them, in addition to the
   /// ones named by the QKV_DUMP environment variable (e.g. QKV_DUMP=qkv,llvm or all).
   /// Stages named here or by QKV_DUMP are printed by a real compile: the cache is not

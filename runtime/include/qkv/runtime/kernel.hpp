@@ -31,6 +31,11 @@ struct CompileStats {
   /// How many parts LLVM optimised and compiled on their own threads (0 for a cache hit;
   /// CompileOptions::compile_threads).
   int codegen_parts = 0;
+  /// How many parts were deferred instead: task bodies (the attention kernels a query
+  /// length bound at run time takes below its longest tiles) compiled when a call first
+  /// runs them, on that call (docs/compiler.md, "Deferred schedules"); 0 for a cache hit
+  /// and for a compile that keeps its optimised IR.
+  int deferred_parts = 0;
   /// Of this compile: time spent looking up, reading and writing the cache.
   double cache_ms = 0;
   /// The tier its products run on ("f32", "avx512bf16"; CompileOptions::isa), and how

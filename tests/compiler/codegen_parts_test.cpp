@@ -1,0 +1,108 @@
+// Deferred task bodies (compiler/lib/CodegenParts.cpp, ObjectJit.cpp) on a module written
+// by hand, where the compiler's own kernels give no such case: a marked task body that
+// shares a callee with the eager code is compiled with it, one that calls nothing of
+// theirs is deferred, and the loaded kernel reaches both (the deferred one through ORC's
+// lazy stub, compiled on that call).
+#include <gtest/gtest.h>
+
+#include <qkv/runtime/kernel_abi.hpp>
+
+#include "CodegenParts.h"
+#include "ObjectJit.h"
+
+#include "llvm/AsmParser/Parser.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+
+namespace qkv::jit {
+namespace {
+
+// The entry calls `shared` directly and both task bodies through a pointer (as a kernel's
+// entry hands its OpenMP task bodies to __kmpc_fork_call): `near` calls `shared` too, so
+// it is in the entry's group; `far` calls nothing with a body.
+constexpr const char *kModule = R"(
+declare void @qkv_deferred_task()
+
+define internal void @shared(ptr %out, i64 %i, float %v) {
+  %p = getelementptr float, ptr %out, i64 %i
+  store float %v, ptr %p
+  ret void
+}
+
+define internal void @near(ptr %out) {
+  call void @qkv_deferred_task()
+  call void @shared(ptr %out, i64 1, float 1.0)
+  ret void
+}
+
+define internal void @far(ptr %out) {
+  call void @qkv_deferred_task()
+  %p = getelementptr float, ptr %out, i64 2
+  store float 2.0, ptr %p
+  ret void
+}
+
+define void @_mlir_ciface_parts(ptr %out, i1 %which) {
+  call void @shared(ptr %out, i64 0, float 3.0)
+  %f = select i1 %which, ptr @near, ptr @far
+  call void %f(ptr %out)
+  %g = select i1 %which, ptr @far, ptr @near
+  call void %g(ptr %out)
+  ret void
+}
+)";
+
+/// The module above, prepared as a kernel's is before it is split (marks taken out).
+std::unique_ptr<llvm::Module> prepared(llvm::LLVMContext &ctx) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(kModule, err, ctx);
+  if (!m)
+    ADD_FAILURE() << err.getMessage().str();
+  else
+    prepare_module(*m, *host_target_machine());
+  return m;
+}
+
+TEST(CodegenParts, AMarkedBodyIsDeferredOnlyWithNothingTheEagerCodeCalls) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = prepared(ctx);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->getFunction(abi::kDeferredTask), nullptr) << "the marks are taken out";
+  EXPECT_TRUE(m->getFunction("far")->hasFnAttribute(kDeferredAttr));
+  std::vector<CompiledPart> parts =
+      compile_in_parts(*m, 2, 3, /*keep_ir=*/false, /*shared_library=*/false, /*defer=*/true);
+  std::vector<std::string> objects;
+  int deferred = 0;
+  for (CompiledPart &p : parts) {
+    deferred += p.deferred;
+    objects.push_back(std::move(p.object));
+  }
+  EXPECT_EQ(deferred, 1) << "far alone: near shares `shared` with the entry";
+  ASSERT_TRUE(parts.back().deferred) << "deferred parts come last";
+
+  auto loaded = load_object(objects, "_mlir_ciface_parts");
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  for (bool which : {true, false}) {
+    float out[3] = {0, 0, 0};
+    float *out_ptr = out;
+    void *args[] = {&out_ptr, &which};
+    loaded->packed(args);
+    EXPECT_EQ(out[0], 3.0f);
+    EXPECT_EQ(out[1], 1.0f);
+    EXPECT_EQ(out[2], 2.0f) << "the deferred body ran (compiled on its first call)";
+  }
+}
+
+TEST(CodegenParts, WithoutDeferringEveryBodyIsCompiled) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = prepared(ctx);
+  ASSERT_TRUE(m);
+  for (const CompiledPart &p : compile_in_parts(*m, 2, 3, false, false, /*defer=*/false))
+    EXPECT_FALSE(p.deferred);
+}
+
+} // namespace
+} // namespace qkv::jit
