@@ -291,6 +291,16 @@ struct StageLog {
   }
 };
 
+/// Whether QKV_PASS_TIMING asks for each pipeline stage's pass times (MLIR's timing report,
+/// on stderr, one per stage).
+bool pass_timing_wanted() {
+  static const bool wanted = [] {
+    const char *v = std::getenv("QKV_PASS_TIMING");
+    return v && *v && std::string(v) != "0";
+  }();
+  return wanted;
+}
+
 /// Imports g and runs the CPU pipeline's stages on it, down to the LLVM dialect.
 mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
                                         const CompileOptions &options,
@@ -306,6 +316,8 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
     mlir::PassManager pm(&ctx);
     if (!ir::addCpuStage(pm, stage, popts))
       internal_error("the CPU pipeline has no stage '" + name + "'");
+    if (pass_timing_wanted())
+      pm.enableTiming();
     if (mlir::failed(pm.run(*module)))
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
     log.keep(
