@@ -179,6 +179,13 @@ TEST_F(KernelCache, AnythingThatChangesTheCodeMisses) {
          o.recognize_attention = false;
          return compile_here(g, o);
        }},
+      // The entry holds the deferred parts' bitcode, the eager kernel's their objects.
+      {"every schedule compiled at once",
+       [&] {
+         CompileOptions o;
+         o.defer_schedules = false;
+         return compile_here(g, o);
+       }},
       {"layers not shared",
        [&] {
          CompileOptions o;
