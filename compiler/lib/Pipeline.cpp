@@ -186,7 +186,7 @@ void addCpuLinalgAndLoops(mlir::OpPassManager &pm, Stage stage, const CpuPipelin
   VectorizeElementwiseOptions elementwise;
   elementwise.vectorBits = o.vectorBits;
   pm.addPass(createVectorizeElementwise(elementwise));
-  pm.addNestedPass<mlir::func::FuncOp>(mlir::createConvertLinalgToParallelLoopsPass());
+  pm.addNestedPass<mlir::func::FuncOp>(createLinalgToLoops());
   pm.addPass(createDeallocateBuffers());
   // The first cse makes the in-place slice copies of bufferization self-copies, which
   // canonicalize then removes.
@@ -229,7 +229,7 @@ void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
   if (!amx)
     pm.addPass(mlir::createConvertOpenMPToLLVMPass());
   pm.addPass(mlir::createConvertMathToLLVMPass());
-  pm.addPass(mlir::createConvertMathToLibmPass());
+  pm.addPass(createMathToLibm());
   pm.addPass(mlir::createArithToLLVMConversionPass());
   pm.addPass(mlir::createConvertIndexToLLVMPass());
   pm.addPass(mlir::createConvertFuncToLLVMPass());

@@ -73,12 +73,14 @@
 // PIPE: buffer-results-to-out-params
 // PIPE: qkv-lower-matmul-to-microkernels
 // PIPE: qkv-vectorize-elementwise
-// PIPE: convert-linalg-to-parallel-loops
+// PIPE: qkv-linalg-to-loops
 // PIPE: qkv-lower-checks
 // PIPE: convert-scf-to-openmp
 // PIPE: qkv-serialize-small-parallel
 // PIPE: convert-vector-to-llvm
 // PIPE: finalize-memref-to-llvm
+// PIPE: convert-math-to-llvm
+// PIPE: qkv-math-to-libm
 // PIPE: reconcile-unrealized-casts
 
 func.func @block(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>) -> tensor<?x8xf32> attributes {llvm.emit_c_interface} {

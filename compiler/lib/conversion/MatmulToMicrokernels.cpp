@@ -9,7 +9,7 @@
 // a model's projections compile one copy of the micro-kernel, not one each. A, B and C
 // need unit stride along their last dim (they always have it in the CPU pipeline:
 // operands are fresh buffers or identity-layout arguments); a matmul that does not is
-// left to convert-linalg-to-parallel-loops.
+// left to qkv-linalg-to-loops (convert-linalg-to-parallel-loops).
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
