@@ -1,8 +1,9 @@
-// Deferred task bodies (compiler/lib/CodegenParts.cpp, ObjectJit.cpp) on a module written
-// by hand, where the compiler's own kernels give no such case: a marked task body that
-// shares a callee with the eager code is compiled with it, one that calls nothing of
-// theirs is deferred, and the loaded kernel reaches both (the deferred one through ORC's
-// lazy stub, compiled on that call).
+// The parts of a kernel's LLVM module (compiler/lib/CodegenParts.cpp, ObjectJit.cpp) on
+// modules written by hand, where the compiler's own kernels give no such case. Deferred
+// task bodies: a marked body that shares a callee with the eager code is compiled with it,
+// one that calls nothing of theirs is deferred, and the loaded kernel reaches both (the
+// deferred one through ORC's lazy stub, compiled on that call). Glue: loop-free entry code
+// is generated unoptimised, code with a loop is not.
 #include <gtest/gtest.h>
 
 #include <qkv/runtime/kernel_abi.hpp>
@@ -102,6 +103,67 @@ TEST(CodegenParts, WithoutDeferringEveryBodyIsCompiled) {
   ASSERT_TRUE(m);
   for (const CompiledPart &p : compile_in_parts(*m, 2, 3, false, false, /*defer=*/false))
     EXPECT_FALSE(p.deferred);
+}
+
+// Glue (an entry point, and what only entry points call) without a loop is generated as at
+// -O0 (optnone): its speed does not show, its code generation did. A function only the entry
+// calls that has a loop keeps the optimising code generator, as does a task body.
+constexpr const char *kGlue = R"(
+define internal void @layer(ptr %out) noinline {
+  store float 4.0, ptr %out
+  ret void
+}
+
+define internal void @looped(ptr %out, i64 %n) noinline {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %p = getelementptr float, ptr %out, i64 %i
+  store float 5.0, ptr %p
+  %next = add i64 %i, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}
+
+define void @_mlir_ciface_glue(ptr %out, i64 %n) {
+  %tail = getelementptr float, ptr %out, i64 1
+  call void @looped(ptr %tail, i64 %n)
+  call void @layer(ptr %out)
+  ret void
+}
+)";
+
+TEST(CodegenParts, GlueWithoutLoopsIsGeneratedUnoptimised) {
+  llvm::LLVMContext ctx;
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(kGlue, err, ctx);
+  ASSERT_TRUE(m) << err.getMessage().str();
+  prepare_module(*m, *host_target_machine());
+  std::vector<CompiledPart> parts = compile_in_parts(*m, 1, 3, /*keep_ir=*/false);
+  ASSERT_EQ(parts.size(), 1u);
+  auto fast = [&](const char *name) {
+    llvm::Function *f = m->getFunction(name);
+    return f && f->hasFnAttribute(llvm::Attribute::OptimizeNone);
+  };
+  EXPECT_TRUE(fast("_mlir_ciface_glue"));
+  EXPECT_TRUE(fast("_mlir__mlir_ciface_glue")) << "the packed wrapper";
+  EXPECT_TRUE(fast("layer")) << "called by the entry only, no loop";
+  EXPECT_FALSE(fast("looped")) << "a loop keeps the optimising code generator";
+
+  auto loaded = load_object({parts[0].object}, "_mlir_ciface_glue");
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  float out[4] = {0, 0, 0, 0};
+  float *out_ptr = out;
+  std::int64_t n = 3;
+  void *args[] = {&out_ptr, &n};
+  loaded->packed(args);
+  EXPECT_EQ(out[0], 4.0f);
+  EXPECT_EQ(out[3], 5.0f);
 }
 
 } // namespace
