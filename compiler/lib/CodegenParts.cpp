@@ -57,14 +57,6 @@ struct CallClusters {
   }
 };
 
-/// Whether every function of `root`'s cluster is a deferred task body (kDeferredAttr).
-bool deferred_cluster(llvm::Module &m, CallClusters &clusters, llvm::Function *root) {
-  for (llvm::Function &f : m)
-    if (!f.isDeclaration() && clusters.find(&f) == root && !f.hasFnAttribute(kDeferredAttr))
-      return false;
-  return true;
-}
-
 /// The part of each function with a body (see compile_in_parts); `used` receives how
 /// many parts are compiled now and `deferred` how many after them are not (with `defer`,
 /// each cluster of deferred task bodies is a part of its own, compiled when first called).
@@ -73,18 +65,26 @@ PartOf assign_parts(llvm::Module &m, unsigned parts, bool defer, unsigned &used,
   CallClusters clusters(m);
   std::vector<std::pair<llvm::Function *, std::size_t>> sizes; // cluster root, instructions
   llvm::DenseMap<llvm::Function *, std::size_t> slot;
+  // A cluster is deferred when every function of it is a deferred task body.
+  llvm::DenseMap<llvm::Function *, bool> all_deferred;
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration()) {
+      auto [it, fresh] = all_deferred.try_emplace(clusters.find(&f), true);
+      it->second = it->second && defer && f.hasFnAttribute(kDeferredAttr);
+    }
   std::vector<llvm::Function *> later; // roots of the deferred clusters, in module order
   for (llvm::Function &f : m) {
     llvm::Function *root = clusters.find(&f);
-    if (f.isDeclaration() || llvm::is_contained(later, root))
+    if (f.isDeclaration())
       continue;
-    if (defer && !slot.count(root) && deferred_cluster(m, clusters, root)) {
-      later.push_back(root);
+    if (all_deferred.lookup(root)) {
+      if (!llvm::is_contained(later, root))
+        later.push_back(root);
       continue;
     }
-    auto [it, fresh] = slot.try_emplace(clusters.find(&f), sizes.size());
+    auto [it, fresh] = slot.try_emplace(root, sizes.size());
     if (fresh)
-      sizes.emplace_back(clusters.find(&f), 0);
+      sizes.emplace_back(root, 0);
     sizes[it->second].second += f.getInstructionCount();
   }
   // Largest first; equal sizes in module order (std::stable_sort's buffer is deprecated).
