@@ -11,6 +11,7 @@
 #include <qkv/runtime/kernel_abi.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <future>
 #include <thread>
 
@@ -39,9 +40,19 @@ using PartOf = llvm::DenseMap<const llvm::GlobalValue *, unsigned>;
 struct CallClusters {
   llvm::DenseMap<llvm::Function *, llvm::Function *> parent;
 
+  /// The root of `f`'s cluster; `f` must have a body. Never inserts: an insertion could
+  /// grow the map under a reference to one of its slots (path halving writes through one).
   llvm::Function *find(llvm::Function *f) {
-    while (parent[f] != f)
-      f = parent[f] = parent[parent[f]];
+    auto up = [&](llvm::Function *g) -> llvm::Function *& {
+      auto it = parent.find(g);
+      assert(it != parent.end() && "CallClusters::find of a declaration");
+      return it->second;
+    };
+    while (up(f) != f) {
+      llvm::Function *grand = up(up(f));
+      up(f) = grand;
+      f = grand;
+    }
     return f;
   }
   explicit CallClusters(llvm::Module &m) {
@@ -74,9 +85,9 @@ PartOf assign_parts(llvm::Module &m, unsigned parts, bool defer, unsigned &used,
     }
   std::vector<llvm::Function *> later; // roots of the deferred clusters, in module order
   for (llvm::Function &f : m) {
-    llvm::Function *root = clusters.find(&f);
     if (f.isDeclaration())
       continue;
+    llvm::Function *root = clusters.find(&f);
     if (all_deferred.lookup(root)) {
       if (!llvm::is_contained(later, root))
         later.push_back(root);
