@@ -81,6 +81,9 @@
 // PIPE: finalize-memref-to-llvm
 // PIPE: convert-math-to-llvm
 // PIPE: qkv-math-to-libm
+// the rest in one conversion, not one pass per dialect
+// PIPE-NOT: convert-arith-to-llvm
+// PIPE: convert-to-llvm
 // PIPE: reconcile-unrealized-casts
 
 func.func @block(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>) -> tensor<?x8xf32> attributes {llvm.emit_c_interface} {
