@@ -249,15 +249,21 @@ std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int 
   externalize(m, part_of);
   if (deferred > 0) // what the JIT optimises a deferred part at (optimize_deferred)
     m.addModuleFlag(llvm::Module::Error, kOptLevelFlag, static_cast<uint32_t>(opt_level));
-  std::vector<std::string> bitcode;
-  for (unsigned p = 0; p < used + deferred; ++p)
-    bitcode.push_back(part_bitcode(m, part_of, p));
+  // Parts 1 and on go to other threads (and deferred ones to the JIT) as bitcode, each in a
+  // context of its own; part 0 is compiled here, in `m` itself, once the rest has been
+  // copied out of it (one copy, write and read back fewer).
+  std::vector<std::string> bitcode(used + deferred);
+  for (unsigned p = 1; p < used + deferred; ++p)
+    bitcode[p] = part_bitcode(m, part_of, p);
   std::vector<std::future<CompiledPart>> others;
   for (unsigned p = 1; p < used; ++p)
     others.push_back(std::async(std::launch::async, compile_bitcode, std::cref(bitcode[p]),
                                 opt_level, keep_ir, shared_library));
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration() && part_of.lookup(&f) != 0)
+      f.deleteBody(); // a declaration now, external as in the copies
   std::vector<CompiledPart> out;
-  out.push_back(compile_bitcode(bitcode[0], opt_level, keep_ir, shared_library));
+  out.push_back(compile_module(m, opt_level, keep_ir, shared_library));
   for (auto &f : others)
     out.push_back(f.get());
   for (unsigned p = used; p < used + deferred; ++p)

@@ -36,8 +36,9 @@ inline constexpr const char *kOptLevelFlag = "qkv.opt_level";
 /// with the fewest instructions so far. Internal functions and variables that another
 /// part refers to become external (the JIT links the objects together); internal
 /// constants are copied into every part that uses them. The result is deterministic:
-/// the same module and part count give the same objects. `m` is left split (its
-/// internal symbols externalised) and should not be used again.
+/// the same module and part count give the same objects. `m` is left as the first part
+/// (compiled in place: the other parts' bodies deleted, its internal symbols externalised)
+/// and should not be used again.
 /// `keep_ir`: print each part's optimised IR into CompiledPart::ir (else it stays empty).
 /// `shared_library`: code for a shared library (host_target_machine's).
 /// `defer`: each cluster of functions that are all deferred task bodies (kDeferredAttr)
