@@ -32,6 +32,12 @@ unsigned codegen_parts(int requested) {
   return std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
 }
 
+void take_objects(CompiledPart &p, std::vector<std::string> &objects) {
+  if (!p.glue_object.empty())
+    objects.push_back(std::move(p.glue_object));
+  objects.push_back(std::move(p.object));
+}
+
 namespace {
 
 using PartOf = llvm::DenseMap<const llvm::GlobalValue *, unsigned>;
@@ -68,6 +74,16 @@ struct CallClusters {
   }
 };
 
+/// What `f` costs to optimise and compile, in instructions: a function without a loop (glue:
+/// an entry point, a layer's function) is optimised lightly (skip_on_glue in optimize) and
+/// compiled by the non-optimising code generator (emit_part), at about a quarter of the
+/// cost per instruction of a task body (a 24-layer encoder's, Zen 3).
+std::size_t code_weight(llvm::Function &f) {
+  llvm::SmallVector<std::pair<const llvm::BasicBlock *, const llvm::BasicBlock *>> back;
+  llvm::FindFunctionBackedges(f, back);
+  return back.empty() ? f.getInstructionCount() / 4 : f.getInstructionCount();
+}
+
 /// The part of each function with a body (see compile_in_parts); `used` receives how
 /// many parts are compiled now and `deferred` how many after them are not (with `defer`,
 /// each cluster of deferred task bodies is a part of its own, compiled when first called).
@@ -96,7 +112,7 @@ PartOf assign_parts(llvm::Module &m, unsigned parts, bool defer, unsigned &used,
     auto [it, fresh] = slot.try_emplace(root, sizes.size());
     if (fresh)
       sizes.emplace_back(root, 0);
-    sizes[it->second].second += f.getInstructionCount();
+    sizes[it->second].second += code_weight(f);
   }
   // Largest first; equal sizes in module order (std::stable_sort's buffer is deprecated).
   std::vector<std::size_t> order(sizes.size());
@@ -208,6 +224,49 @@ void generate_glue_fast(llvm::Module &m) {
   }
 }
 
+/// Object code for `m` by `tm`, or a CompileError.
+std::string emit_or_throw(llvm::Module &m, llvm::TargetMachine &tm) {
+  auto obj = emit_object(m, tm);
+  if (!obj)
+    throw CompileError("llvm-ir", "code generation failed: " + llvm::toString(obj.takeError()));
+  return std::move(*obj);
+}
+
+/// Object code for `m`, optimised and marked by generate_glue_fast: its glue (the optnone
+/// functions) by the non-optimising code generator (fast instruction selection and fast
+/// register allocation: optnone alone keeps the greedy allocator, which took 160 of a
+/// 24-layer encoder's entry's 180 ms of code generation), the rest by `tm`. A part with
+/// both gives two objects: the glue is cloned into `glue_object`'s module and its bodies
+/// deleted from `m`.
+void emit_part(llvm::Module &m, llvm::TargetMachine &tm, bool shared_library, CompiledPart &out) {
+  PartOf split;
+  bool glue = false, other = false;
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration()) {
+      split[&f] = f.hasOptNone() ? 1 : 0;
+      (f.hasOptNone() ? glue : other) = true;
+    }
+  if (glue && other) {
+    externalize(m, split);
+    llvm::ValueToValueMapTy map;
+    std::unique_ptr<llvm::Module> part =
+        llvm::CloneModule(m, map, [&](const llvm::GlobalValue *gv) {
+          if (llvm::isa<llvm::Function>(gv))
+            return split.lookup(gv) == 1;
+          return gv->hasLocalLinkage(); // internal constants in both
+        });
+    for (llvm::Function &f : m)
+      if (!f.isDeclaration() && split.lookup(&f) == 1)
+        f.deleteBody();
+    auto fast = host_target_machine(shared_library);
+    fast->setOptLevel(llvm::CodeGenOptLevel::None);
+    out.glue_object = emit_or_throw(*part, *fast);
+  } else if (glue) {
+    tm.setOptLevel(llvm::CodeGenOptLevel::None);
+  }
+  out.object = emit_or_throw(m, tm);
+}
+
 CompiledPart compile_module(llvm::Module &m, int opt_level, bool keep_ir, bool shared_library) {
   auto tm = host_target_machine(shared_library);
   optimize(m, opt_level, *tm);
@@ -220,10 +279,7 @@ CompiledPart compile_module(llvm::Module &m, int opt_level, bool keep_ir, bool s
   // An object added to the JIT runs no initialisers; the pipeline makes none.
   if (m.getNamedGlobal("llvm.global_ctors") || m.getNamedGlobal("llvm.global_dtors"))
     throw CompileError("llvm-ir", "the module has global constructors, which qkv cannot run");
-  auto obj = emit_object(m, *tm);
-  if (!obj)
-    throw CompileError("llvm-ir", "code generation failed: " + llvm::toString(obj.takeError()));
-  out.object = std::move(*obj);
+  emit_part(m, *tm, shared_library, out);
   return out;
 }
 
@@ -267,7 +323,7 @@ std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int 
   for (auto &f : others)
     out.push_back(f.get());
   for (unsigned p = used; p < used + deferred; ++p)
-    out.push_back({"", std::move(bitcode[p]), /*deferred=*/true});
+    out.push_back({"", std::move(bitcode[p]), "", /*deferred=*/true});
   return out;
 }
 

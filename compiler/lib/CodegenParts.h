@@ -17,11 +17,15 @@ unsigned codegen_parts(int requested);
 
 /// One part after LLVM: its optimised IR as text and its relocatable object code; or, for a
 /// deferred part, its unoptimised bitcode (`object`), which load_object compiles when a
-/// call first runs one of its functions.
+/// call first runs one of its functions. A part with both glue (generated unoptimised) and
+/// other code has the glue's object apart, in `glue_object` (else empty).
 struct CompiledPart {
-  std::string ir, object;
+  std::string ir, object, glue_object;
   bool deferred = false;
 };
+
+/// Moves `p`'s code (its glue's object first, when apart) to the end of `objects`.
+void take_objects(CompiledPart &p, std::vector<std::string> &objects);
 
 /// The function attribute of a deferred task body (what prepare_module gives each function
 /// that called abi::kDeferredTask).

@@ -554,7 +554,7 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
   std::vector<std::string> objects;
   auto part_ir = std::make_shared<std::vector<std::string>>();
   for (jit::CompiledPart &p : parts) {
-    objects.push_back(std::move(p.object));
+    jit::take_objects(p, objects);
     part_ir->push_back(std::move(p.ir));
     log.stats.deferred_parts += p.deferred ? 1 : 0;
   }
@@ -562,7 +562,7 @@ Kernel compile_cold(const Graph &g, const Target &target, const CompileOptions &
   KernelEntry entry = link(objects, symbol, *options.checked);
   log.keep(
       "llvm-ir", [&] { return join_parts_ir(*part_ir); }, llvm_ms + ms_since(t));
-  log.stats.codegen_parts = static_cast<int>(objects.size()) - log.stats.deferred_parts;
+  log.stats.codegen_parts = static_cast<int>(parts.size()) - log.stats.deferred_parts;
   store(cu, symbol, objects); // only objects that linked
   cu.fill(log.stats);
   log.stats.total_ms = ms_since(t_all);
@@ -793,7 +793,7 @@ LibraryObjects compile_library_objects(const Graph &g, const CompileOptions &opt
   double llvm_ms = 0;
   for (jit::CompiledPart &p : compile_to_parts(g, out.options, popts, log, /*keep_ir=*/false,
                                                /*shared_library=*/true, llvm_ms, cpu))
-    out.objects.push_back(std::move(p.object));
+    jit::take_objects(p, out.objects);
   out.symbol = abi::c_interface_symbol(ir::function_name(g));
   auto tm = jit::host_target_machine(true);
   out.triple = tm->getTargetTriple().str();

@@ -258,7 +258,7 @@ HostCode host_code(const Graph &g, const Target &target, const CompileOptions &o
   }
   for (jit::CompiledPart &p :
        jit::compile_in_parts(*m, 1, options.opt_level, /*keep_ir=*/true, shared_library))
-    out.objects.push_back(std::move(p.object));
+    jit::take_objects(p, out.objects);
   out.symbol = abi::c_interface_symbol(ir::function_name(g));
   return out;
 }

@@ -81,7 +81,7 @@ TEST(CodegenParts, AMarkedBodyIsDeferredOnlyWithNothingTheEagerCodeCalls) {
   int deferred = 0;
   for (CompiledPart &p : parts) {
     deferred += p.deferred;
-    objects.push_back(std::move(p.object));
+    take_objects(p, objects);
   }
   EXPECT_EQ(deferred, 1) << "far alone: near shares `shared` with the entry";
   ASSERT_TRUE(parts.back().deferred) << "deferred parts come last";
@@ -134,9 +134,51 @@ TEST(CodegenParts, DeclarationsLeaveTheGroupsAlone) {
   }
 }
 
+// The balance of the parts weighs glue (no loop) at a quarter of its instructions: an entry
+// of 400 stores and two task bodies of about 150 instructions each, reached only through
+// pointers. Counted in full, the entry would outweigh both bodies and leave them to one
+// part; weighed, the bodies go to different parts.
+TEST(CodegenParts, LoopFreeGlueWeighsAQuarterInTheBalance) {
+  auto body = [](const std::string &name) {
+    std::string text = "define internal void @" + name + "(ptr %out, i64 %n) {\nentry:\n" +
+                       "  br label %loop\nloop:\n  %i = phi i64 [ 0, %entry ], [ %next, %loop ]\n";
+    for (int k = 0; k < 70; ++k)
+      text += "  %p" + std::to_string(k) + " = getelementptr float, ptr %out, i64 %i\n" +
+              "  store volatile float 1.0, ptr %p" + std::to_string(k) + "\n";
+    return text + "  %next = add i64 %i, 1\n  %more = icmp slt i64 %next, %n\n" +
+           "  br i1 %more, label %loop, label %done\ndone:\n  ret void\n}\n";
+  };
+  std::string text = body("body_a") + body("body_b");
+  text += "define void @_mlir_ciface_weighed(ptr %out, i1 %which) {\n";
+  for (int k = 0; k < 400; ++k)
+    text += "  store volatile float 2.0, ptr %out\n";
+  text += "  %f = select i1 %which, ptr @body_a, ptr @body_b\n  call void %f(ptr %out, i64 4)\n"
+          "  %g = select i1 %which, ptr @body_b, ptr @body_a\n  call void %g(ptr %out, i64 4)\n"
+          "  ret void\n}\n";
+  llvm::LLVMContext ctx;
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, err, ctx);
+  ASSERT_TRUE(m) << err.getMessage().str();
+  prepare_module(*m, *host_target_machine());
+  std::vector<CompiledPart> parts = compile_in_parts(*m, 2, 0, /*keep_ir=*/true);
+  ASSERT_EQ(parts.size(), 2u);
+  auto part_of = [&](const char *name) { // where it is defined (a declaration names no %out)
+    for (std::size_t p = 0; p < parts.size(); ++p)
+      if (parts[p].ir.find(std::string("@") + name + "(ptr %out") != std::string::npos)
+        return static_cast<int>(p);
+    return -1;
+  };
+  ASSERT_NE(part_of("body_a"), -1);
+  ASSERT_NE(part_of("body_b"), -1);
+  EXPECT_NE(part_of("body_a"), part_of("body_b"));
+}
+
 // Glue (an entry point, and what only entry points call) without a loop is generated as at
-// -O0 (optnone): its speed does not show, its code generation did. A function only the entry
-// calls that has a loop keeps the optimising code generator, as does a task body.
+// -O0 (optnone, and apart, by the non-optimising code generator): its speed does not show,
+// its code generation did. A function only the entry calls that has a loop keeps the
+// optimising code generator, as does a task body.
 constexpr const char *kGlue = R"(
 define internal void @layer(ptr %out) noinline {
   store float 4.0, ptr %out
@@ -184,7 +226,9 @@ TEST(CodegenParts, GlueWithoutLoopsIsGeneratedUnoptimised) {
   EXPECT_TRUE(fast("layer")) << "called by the entry only, no loop";
   EXPECT_FALSE(fast("looped")) << "a loop keeps the optimising code generator";
 
-  auto loaded = load_object({parts[0].object}, "_mlir_ciface_glue");
+  EXPECT_FALSE(parts[0].glue_object.empty())
+      << "the glue is compiled apart, by the non-optimising code generator";
+  auto loaded = load_object({parts[0].glue_object, parts[0].object}, "_mlir_ciface_glue");
   ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
   float out[4] = {0, 0, 0, 0};
   float *out_ptr = out;
