@@ -221,19 +221,17 @@ void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
   memref.useGenericFunctions = true;
   pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass(memref));
   pm.addNestedPass<mlir::func::FuncOp>(mlir::createSCFToControlFlowPass());
-  // The AMX tiles a GEMM's or attention's register tile carries through its K loop are
-  // block arguments of cf branches by now, attention's inside the OpenMP loop's region:
-  // convert-cf-to-llvm's and convert-openmp-to-llvm's type converters do not know
-  // !amx.tile. On amx, convert-to-llvm (with the amx, cf and omp dialects' interfaces)
-  // converts them all with one type converter.
-  if (!amx)
-    pm.addPass(mlir::createConvertOpenMPToLLVMPass());
   pm.addPass(mlir::createConvertMathToLLVMPass());
   pm.addPass(createMathToLibm());
-  // The rest (arith, index, func, cf) in one conversion, one walk of the module instead of
-  // four: the same LLVM dialect in a third of the time (mha: 17 ms as four passes, 5 ms).
-  // On amx, func goes first on its own, as convert-to-llvm leaves a function declaration
-  // behind when omp ops are still there to convert (seen on the f32 tier with omp moved here).
+  // Everything left (arith, index, func, cf, omp) in one conversion, one walk of the module,
+  // with one type converter: the AMX tiles a GEMM's or attention's register tile carries
+  // through its K loop are block arguments of cf branches by now (attention's inside the
+  // OpenMP loop's region), a type only the amx dialect's interface knows. The same LLVM
+  // dialect as one pass per dialect, in less time (mha: 30 ms as five passes, 12-13 as
+  // one). convert-to-llvm takes the dialects' interfaces
+  // registered with the context (registerQkvDialects): without func's, a declaration made
+  // after the last func conversion (qkv-math-to-libm's f64 erf) stayed func.func. On amx
+  // arith, index and func still go first on their own, in the order AMX hosts ran.
   if (amx) {
     pm.addPass(mlir::createArithToLLVMConversionPass());
     pm.addPass(mlir::createConvertIndexToLLVMPass());
@@ -424,9 +422,12 @@ void registerQkvDialects(mlir::DialectRegistry &registry) {
                   mlir::LLVM::LLVMDialect, mlir::affine::AffineDialect, mlir::index::IndexDialect,
                   mlir::vector::VectorDialect, mlir::omp::OpenMPDialect,
                   mlir::x86vector::X86VectorDialect, mlir::amx::AMXDialect>();
-  // convert-to-llvm (the amx tier's last conversion) through the dialects' interfaces.
+  // convert-to-llvm (the llvm stage's last conversion) through the dialects' interfaces.
   mlir::registerConvertAMXToLLVMInterface(registry);
+  mlir::arith::registerConvertArithToLLVMInterface(registry);
   mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertFuncToLLVMInterface(registry);
+  mlir::index::registerConvertIndexToLLVMInterface(registry);
   mlir::registerConvertOpenMPToLLVMInterface(registry);
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::arith::registerBufferDeallocationOpInterfaceExternalModels(registry);

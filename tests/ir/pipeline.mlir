@@ -79,6 +79,7 @@
 // PIPE: qkv-serialize-small-parallel
 // PIPE: convert-vector-to-llvm
 // PIPE: finalize-memref-to-llvm
+// PIPE-NOT: convert-openmp-to-llvm
 // PIPE: convert-math-to-llvm
 // PIPE: qkv-math-to-libm
 // the rest in one conversion, not one pass per dialect
