@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/Analysis/CFG.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/InstIterator.h"
@@ -79,9 +78,7 @@ struct CallClusters {
 /// compiled by the non-optimising code generator (emit_part), at about a quarter of the
 /// cost per instruction of a task body (a 24-layer encoder's, Zen 3).
 std::size_t code_weight(llvm::Function &f) {
-  llvm::SmallVector<std::pair<const llvm::BasicBlock *, const llvm::BasicBlock *>> back;
-  llvm::FindFunctionBackedges(f, back);
-  return back.empty() ? f.getInstructionCount() / 4 : f.getInstructionCount();
+  return has_loop(f) ? f.getInstructionCount() : f.getInstructionCount() / 4;
 }
 
 /// The part of each function with a body (see compile_in_parts); `used` receives how
@@ -213,11 +210,7 @@ bool is_glue(const llvm::Function &f) {
 /// allocation and stack slot colouring), for code whose speed does not show.
 void generate_glue_fast(llvm::Module &m) {
   for (llvm::Function &f : m) {
-    if (f.isDeclaration() || !is_glue(f))
-      continue;
-    llvm::SmallVector<std::pair<const llvm::BasicBlock *, const llvm::BasicBlock *>> back;
-    llvm::FindFunctionBackedges(f, back);
-    if (!back.empty())
+    if (f.isDeclaration() || !is_glue(f) || has_loop(f))
       continue;
     f.addFnAttr(llvm::Attribute::NoInline);
     f.addFnAttr(llvm::Attribute::OptimizeNone);

@@ -258,6 +258,12 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
   internalize_callees(m, called_by_name);
 }
 
+bool has_loop(const llvm::Function &f) {
+  llvm::SmallVector<std::pair<const llvm::BasicBlock *, const llvm::BasicBlock *>> back;
+  llvm::FindFunctionBackedges(f, back);
+  return !back.empty();
+}
+
 namespace {
 
 /// Whether `pass` is one of the costly scalar optimisations skipped on `ir` when it is a
@@ -270,11 +276,7 @@ bool skip_on_glue(llvm::StringRef pass, const llvm::Any &ir) {
   if (pass != "GVNPass" && pass != "ConstraintEliminationPass" && pass != "DSEPass")
     return false;
   const auto *const *f = llvm::any_cast<const llvm::Function *>(&ir);
-  if (!f || (*f)->getInstructionCount() < 1000)
-    return false;
-  llvm::SmallVector<std::pair<const llvm::BasicBlock *, const llvm::BasicBlock *>> back;
-  llvm::FindFunctionBackedges(**f, back);
-  return back.empty();
+  return f && (*f)->getInstructionCount() >= 1000 && !has_loop(**f);
 }
 
 } // namespace

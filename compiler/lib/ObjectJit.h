@@ -39,11 +39,15 @@ const std::string &host_identity();
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
                     const std::vector<std::string> &called_by_name = {});
 
+/// Whether `f` has a loop (a back edge in its control flow graph). Glue has none.
+bool has_loop(const llvm::Function &f);
+
 /// LLVM's default module pipeline at `opt_level` (0-3) with the loop unroller and the SLP
 /// vectorizer off: MLIR has already tiled, vectorized and unrolled the hot loops, and
 /// LLVM unrolling the loops MLIR keeps rolled (a matmul's K loop, a tile's key loop)
 /// only grows the code it must then compile (a third of mha's cold compile, at no
-/// measured speed). The loop vectorizer stays on for the scalar loops MLIR leaves.
+/// measured speed). The loop vectorizer stays on for the scalar loops MLIR leaves. GVN,
+/// constraint elimination and dead store elimination skip large functions without loops.
 void optimize(llvm::Module &m, int opt_level, llvm::TargetMachine &tm);
 
 /// The object file (ELF, relocatable) the target machine makes of the module.
