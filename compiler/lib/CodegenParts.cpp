@@ -171,18 +171,30 @@ void externalize(llvm::Module &m, const PartOf &part_of) {
       open(v);
 }
 
-/// Part p as bitcode: its functions defined, every other function declared.
-std::string part_bitcode(llvm::Module &m, const PartOf &part_of, unsigned p) {
+/// A copy of part p (p > 0) of `m` (externalized): its functions defined, every other
+/// function declared, its own copy of each internal constant.
+std::unique_ptr<llvm::Module> copy_part(llvm::Module &m, const PartOf &part_of, unsigned p) {
   llvm::ValueToValueMapTy map;
-  std::unique_ptr<llvm::Module> part =
-      llvm::CloneModule(m, map, [&](const llvm::GlobalValue *gv) {
-        if (llvm::isa<llvm::Function>(gv))
-          return part_of.lookup(gv) == p;
-        return gv->hasLocalLinkage() || p == 0; // internal constants everywhere
-      });
+  return llvm::CloneModule(m, map, [&](const llvm::GlobalValue *gv) {
+    if (llvm::isa<llvm::Function>(gv))
+      return part_of.lookup(gv) == p;
+    return gv->hasLocalLinkage(); // internal constants everywhere
+  });
+}
+
+/// Leaves `m` as its part 0 once the other parts are copied out: their bodies deleted
+/// (declarations now, external as in the copies); every global variable stays defined.
+void keep_part_zero(llvm::Module &m, const PartOf &part_of) {
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration() && part_of.lookup(&f) != 0)
+      f.deleteBody();
+}
+
+/// Part p (p > 0) as bitcode, for a context of its own.
+std::string part_bitcode(llvm::Module &m, const PartOf &part_of, unsigned p) {
   std::string bitcode;
   llvm::raw_string_ostream os(bitcode);
-  llvm::WriteBitcodeToFile(*part, os);
+  llvm::WriteBitcodeToFile(*copy_part(m, part_of, p), os);
   return bitcode;
 }
 
@@ -241,16 +253,8 @@ void emit_part(llvm::Module &m, llvm::TargetMachine &tm, bool shared_library, Co
     }
   if (glue && other) {
     externalize(m, split);
-    llvm::ValueToValueMapTy map;
-    std::unique_ptr<llvm::Module> part =
-        llvm::CloneModule(m, map, [&](const llvm::GlobalValue *gv) {
-          if (llvm::isa<llvm::Function>(gv))
-            return split.lookup(gv) == 1;
-          return gv->hasLocalLinkage(); // internal constants in both
-        });
-    for (llvm::Function &f : m)
-      if (!f.isDeclaration() && split.lookup(&f) == 1)
-        f.deleteBody();
+    std::unique_ptr<llvm::Module> part = copy_part(m, split, 1);
+    keep_part_zero(m, split);
     auto fast = host_target_machine(shared_library);
     fast->setOptLevel(llvm::CodeGenOptLevel::None);
     out.glue_object = emit_or_throw(*part, *fast);
@@ -308,9 +312,7 @@ std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int 
   for (unsigned p = 1; p < used; ++p)
     others.push_back(std::async(std::launch::async, compile_bitcode, std::cref(bitcode[p]),
                                 opt_level, keep_ir, shared_library));
-  for (llvm::Function &f : m)
-    if (!f.isDeclaration() && part_of.lookup(&f) != 0)
-      f.deleteBody(); // a declaration now, external as in the copies
+  keep_part_zero(m, part_of);
   std::vector<CompiledPart> out;
   out.push_back(compile_module(m, opt_level, keep_ir, shared_library));
   for (auto &f : others)
