@@ -455,11 +455,11 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
   out.owner = std::shared_ptr<llvm::orc::LLJIT>(
       jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {
         for (void (*f)() : finish)
-          f();
+          abi::call_generated(f);
         delete j;
       });
   for (void (*f)() : *init_fns)
-    f();
+    abi::call_generated(f);
   return out;
 }
 

@@ -269,11 +269,11 @@ KernelEntry start_cuda(const std::string &dir, const BundleManifest &m, KernelEn
   std::shared_ptr<void> code = entry.owner;
   entry.owner = std::shared_ptr<void>(handle, [code, finis](void *) {
     for (void (*f)() : finis)
-      f();
+      abi::call_generated(f);
   });
   entry.on_cuda = true;
   for (void (*f)() : inits)
-    f();
+    abi::call_generated(f);
   if (std::optional<std::string> e = cuda::take_host_error())
     user_error("bundle '" + dir + "': loading its kernels on the device: " + *e);
   return entry;

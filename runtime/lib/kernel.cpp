@@ -239,7 +239,7 @@ void Kernel::call(std::vector<std::vector<std::int64_t>> &descs) const {
     ptrs[i] = descs[i].data();
     packed[i] = &ptrs[i];
   }
-  entry_.packed(packed.data());
+  abi::call_generated(entry_.packed, packed.data());
 }
 
 /// A CUDA kernel's arguments on device 0: the inputs copied there, the outputs allocated.

@@ -92,7 +92,7 @@ TEST(CodegenParts, AMarkedBodyIsDeferredOnlyWithNothingTheEagerCodeCalls) {
     float out[3] = {0, 0, 0};
     float *out_ptr = out;
     void *args[] = {&out_ptr, &which};
-    loaded->packed(args);
+    abi::call_generated(loaded->packed, args);
     EXPECT_EQ(out[0], 3.0f);
     EXPECT_EQ(out[1], 1.0f);
     EXPECT_EQ(out[2], 2.0f) << "the deferred body ran (compiled on its first call)";
@@ -234,7 +234,7 @@ TEST(CodegenParts, GlueWithoutLoopsIsGeneratedUnoptimised) {
   float *out_ptr = out;
   std::int64_t n = 3;
   void *args[] = {&out_ptr, &n};
-  loaded->packed(args);
+  abi::call_generated(loaded->packed, args);
   EXPECT_EQ(out[0], 4.0f);
   EXPECT_EQ(out[3], 5.0f);
 }

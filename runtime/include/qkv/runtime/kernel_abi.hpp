@@ -61,6 +61,21 @@ struct Globals {
 /// kernel's globals; a malformed packed-param list is a qkv::Error.
 void apply_globals(const Globals &globals, KernelEntry &entry);
 
+/// Calls generated code (the JIT's objects, a bundle's library) through a pointer. Clang's
+/// -fsanitize=function (in a sanitized build's UBSan) reads a type signature from the 8
+/// bytes before an indirect callee; generated code carries none, which the check would
+/// tolerate, but a JIT'd function at the start of a page may have nothing mapped before it,
+/// and the read is then a SEGV. So these calls go unchecked.
+#if defined(__clang__)
+#define QKV_UNCHECKED_CALL [[clang::no_sanitize("function")]]
+#else
+#define QKV_UNCHECKED_CALL
+#endif
+template <class... Args>
+QKV_UNCHECKED_CALL inline void call_generated(void (*f)(Args...), Args... args) {
+  f(args...);
+}
+
 /// A ranked memref descriptor as MLIR lays it out: {allocated, aligned, offset,
 /// sizes[rank], strides[rank]}, all 64-bit.
 std::vector<std::int64_t> descriptor(const Tensor &t);
