@@ -466,6 +466,8 @@ KernelEntry entry_of(jit::LoadedObject loaded, const std::string &symbol, bool c
   entry.packed = loaded.packed;
   entry.symbol = symbol;
   entry.checked = checked;
+  if (loaded.deferred_failures)
+    entry.take_compile_failures = [log = loaded.deferred_failures] { return log->take(); };
   abi::Globals globals;
   globals.packed_params = loaded.packed_params.c_str();
   globals.schedules = loaded.schedules.c_str();

@@ -96,16 +96,13 @@ template <typename Builder> Builder &configure(Builder &b) {
   return b;
 }
 
-/// Where a deferred part's lazy call goes when the part fails to compile (ORC has printed
-/// its error): the kernel cannot go on, and nothing can return an error from inside it.
-/// The part's IR was verified with the rest of the kernel, so this is an LLVM failure
-/// (out of memory), never a property of the user's graph.
-void deferred_compile_failed() {
-  std::fputs("qkv: a deferred part of a kernel (an attention schedule compiled when a call "
-             "first needs it) failed to compile; the JIT's error is above\n",
-             stderr);
-  std::abort();
-}
+/// Where a deferred part's lazy call goes when the part fails to compile: nowhere. The
+/// call returns without running the body; the JIT's error reporter (make_jit) has kept
+/// the error, which the kernel's caller takes after the call (LoadedObject::
+/// deferred_failures) and throws, so the host program goes on. The part's IR was verified
+/// with the rest of the kernel: this is an LLVM failure (out of memory, a symbol the
+/// part needs and the process lacks), never a property of the user's graph.
+void deferred_compile_failed() {}
 
 /// Optimises a deferred part as compile_in_parts optimises the others, at the level the
 /// part's module flag records.
@@ -127,8 +124,10 @@ llvm::Expected<llvm::orc::ThreadSafeModule> optimize_deferred(llvm::orc::ThreadS
 /// A JIT for a kernel's objects; with `deferred`, one that also compiles deferred parts
 /// (whole modules) when a call first reaches one of their functions: ORC's lazy JIT,
 /// which puts a stub where each of the part's functions is, compiling the part on the
-/// calling thread (the other threads of a parallel region that reach it wait).
-llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> make_jit(bool deferred) {
+/// calling thread (the other threads of a parallel region that reach it wait); a part
+/// that fails to compile is logged in `failures`.
+llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> make_jit(bool deferred,
+                                                           const DeferredFailures &failures) {
   if (!deferred) {
     llvm::orc::LLJITBuilder b;
     return configure(b).create();
@@ -139,6 +138,10 @@ llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> make_jit(bool deferred) {
   auto jit = b.create();
   if (!jit)
     return jit.takeError();
+  // ORC reports what goes wrong on a lazy call here (by default, to stderr) before it
+  // sends the call to deferred_compile_failed.
+  (*jit)->getExecutionSession().setErrorReporter(
+      [failures](llvm::Error e) { failures->report(llvm::toString(std::move(e))); });
   (*jit)->setPartitionFunction(llvm::orc::IRPartitionLayer::compileWholeModule);
   (*jit)->getIRTransformLayer().setTransform(
       [](llvm::orc::ThreadSafeModule tsm, llvm::orc::MaterializationResponsibility &) {
@@ -429,7 +432,9 @@ llvm::Expected<LoadedObject>
 load_object(const std::vector<std::string> &objects, const std::string &symbol,
             const std::vector<std::pair<std::string, void *>> &extra,
             const std::vector<std::string> &inits, const std::vector<std::string> &finis) {
-  auto jit = make_jit(std::any_of(objects.begin(), objects.end(), is_bitcode));
+  bool deferred = std::any_of(objects.begin(), objects.end(), is_bitcode);
+  DeferredFailures failures = deferred ? std::make_shared<DeferredFailureLog>() : nullptr;
+  auto jit = make_jit(deferred, failures);
   if (!jit)
     return jit.takeError();
   add_perf_map(**jit);
@@ -451,6 +456,7 @@ load_object(const std::vector<std::string> &objects, const std::string &symbol,
     return fini_fns.takeError();
   LoadedObject out;
   out.packed = addr->toPtr<void (*)(void **)>();
+  out.deferred_failures = failures;
   read_kernel_globals(**jit, out);
   out.owner = std::shared_ptr<llvm::orc::LLJIT>(
       jit->release(), [finish = std::move(*fini_fns)](llvm::orc::LLJIT *j) {

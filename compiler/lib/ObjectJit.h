@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,31 @@ void optimize(llvm::Module &m, int opt_level, llvm::TargetMachine &tm);
 /// The object file (ELF, relocatable) the target machine makes of the module.
 llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm);
 
+/// The errors of deferred parts that failed to compile when a call first reached them
+/// (reported from whichever thread made that call). Such a call returns without the
+/// part's work done; its caller takes the errors after the call and fails it.
+class DeferredFailureLog {
+public:
+  void report(std::string error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    errors_.push_back(std::move(error));
+  }
+  /// The errors reported since the last take, one per line; "" when none.
+  std::string take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string all;
+    for (const std::string &e : errors_)
+      all += (all.empty() ? "" : "\n") + e;
+    errors_.clear();
+    return all;
+  }
+
+private:
+  std::mutex mutex_;
+  std::vector<std::string> errors_;
+};
+using DeferredFailures = std::shared_ptr<DeferredFailureLog>;
+
 struct LoadedObject {
   std::shared_ptr<void> owner; ///< keeps the code mapped
   void (*packed)(void **) = nullptr;
@@ -68,6 +94,8 @@ struct LoadedObject {
   /// (`qkv_tile_counts`, three per op), or "" and null.
   std::string attentions;
   std::int64_t *tile_counts = nullptr;
+  /// Where the JIT logs the deferred parts that fail to compile; null without such parts.
+  DeferredFailures deferred_failures;
 };
 
 /// Links `objects` (one kernel's parts) into a fresh JIT in this process, resolving their

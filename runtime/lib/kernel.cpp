@@ -240,6 +240,14 @@ void Kernel::call(std::vector<std::vector<std::int64_t>> &descs) const {
     packed[i] = &ptrs[i];
   }
   abi::call_generated(entry_.packed, packed.data());
+  if (!entry_.take_compile_failures)
+    return;
+  if (std::string failures = entry_.take_compile_failures(); !failures.empty())
+    user_error("graph '" + graph_->name() +
+               "': a part of its kernel compiled when a call first needed it (an attention "
+               "schedule for a shorter query length) failed to compile, so this call's "
+               "outputs are incomplete: " +
+               failures);
 }
 
 /// A CUDA kernel's arguments on device 0: the inputs copied there, the outputs allocated.

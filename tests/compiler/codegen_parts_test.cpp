@@ -56,12 +56,13 @@ define void @_mlir_ciface_parts(ptr %out, i1 %which) {
 }
 )";
 
-/// The module above, prepared as a kernel's is before it is split (marks taken out).
-std::unique_ptr<llvm::Module> prepared(llvm::LLVMContext &ctx) {
+/// The module above (or `text`), prepared as a kernel's is before it is split (marks
+/// taken out).
+std::unique_ptr<llvm::Module> prepared(llvm::LLVMContext &ctx, const std::string &text = kModule) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::SMDiagnostic err;
-  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(kModule, err, ctx);
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, err, ctx);
   if (!m)
     ADD_FAILURE() << err.getMessage().str();
   else
@@ -96,6 +97,43 @@ TEST(CodegenParts, AMarkedBodyIsDeferredOnlyWithNothingTheEagerCodeCalls) {
     EXPECT_EQ(out[0], 3.0f);
     EXPECT_EQ(out[1], 1.0f);
     EXPECT_EQ(out[2], 2.0f) << "the deferred body ran (compiled on its first call)";
+  }
+}
+
+// A deferred part that cannot be compiled (here: it calls a function the process does not
+// have, so it fails to link on its first call) must not end the host program: the call
+// returns without the part's work, and the loader's log holds the error for the caller
+// (Kernel::run throws it). Before, the JIT aborted the process.
+TEST(CodegenParts, ADeferredPartThatFailsToCompileIsLoggedNotFatal) {
+  llvm::LLVMContext ctx;
+  std::string text = kModule;
+  std::string store = "  store float 2.0, ptr %p\n";
+  ASSERT_NE(text.find(store), std::string::npos);
+  text.replace(text.find(store), store.size(),
+               store + "  call void @qkv_test_no_such_function()\n");
+  text += "declare void @qkv_test_no_such_function()\n";
+  std::unique_ptr<llvm::Module> m = prepared(ctx, text);
+  ASSERT_TRUE(m);
+  std::vector<std::string> objects;
+  for (CompiledPart &p : compile_in_parts(*m, 2, 3, false, false, /*defer=*/true))
+    take_objects(p, objects);
+  auto loaded = load_object(objects, "_mlir_ciface_parts");
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  ASSERT_TRUE(loaded->deferred_failures) << "a kernel with a deferred part logs its failures";
+  EXPECT_EQ(loaded->deferred_failures->take(), "") << "nothing failed before a call";
+  for (int call = 0; call < 2; ++call) {
+    float out[3] = {0, 0, 0};
+    float *out_ptr = out;
+    bool which = false;
+    void *args[] = {&out_ptr, &which};
+    abi::call_generated(loaded->packed, args);
+    EXPECT_EQ(out[0], 3.0f) << "the eager code ran";
+    EXPECT_EQ(out[2], 0.0f) << "far did not run";
+    // The first call's error is the link's; a later one finds the part failed already.
+    std::string failure = loaded->deferred_failures->take();
+    EXPECT_NE(failure.find(call == 0 ? "qkv_test_no_such_function" : "far"), std::string::npos)
+        << "call " << call << ": " << failure;
+    EXPECT_EQ(loaded->deferred_failures->take(), "") << "taken once";
   }
 }
 

@@ -1,4 +1,5 @@
-// abi::call_generated: calls into generated code, wherever the code lies.
+// Calling into generated code: abi::call_generated, wherever the code lies, and what
+// Kernel::run makes of the code's reports of parts that failed to compile.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -6,6 +7,8 @@
 
 #include <cstring>
 
+#include <qkv/qkv.hpp>
+#include <qkv/runtime/kernel.hpp>
 #include <qkv/runtime/kernel_abi.hpp>
 
 namespace qkv::abi {
@@ -35,6 +38,35 @@ TEST(CallGenerated, ReachesCodeAtAPageStartAfterAnUnreadablePage) {
 #else
   GTEST_SKIP() << "skipped: the callee is x86-64 machine code";
 #endif
+}
+
+// A call after which the code reports a part that failed to compile (a JIT's deferred
+// attention schedule) fails with a qkv::Error naming the graph and the failure; a call
+// after which it reports nothing succeeds. (The JIT's side: CodegenParts tests.)
+TEST(KernelCall, ACompileFailureDuringTheCallFailsIt) {
+  Graph g("lazy_parts");
+  g.output("y", sigmoid(g.input("x", DType::F32, {g.dim("N")})));
+  auto failures = std::make_shared<std::vector<std::string>>();
+  KernelEntry entry;
+  entry.packed = [](void **) {}; // writes nothing: only the report matters here
+  entry.take_compile_failures = [failures] {
+    std::string all = failures->empty() ? "" : failures->front();
+    failures->clear();
+    return all;
+  };
+  Kernel k(g, entry, {}, nullptr, {});
+  TensorMap in{{"x", Tensor::from_values(DType::F32, {2}, {1.0, 2.0})}};
+  EXPECT_NO_THROW(k.run(in));
+  failures->push_back("Symbols not found: [ qkv_missing ]");
+  try {
+    k.run(in);
+    ADD_FAILURE() << "the call should fail";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("graph 'lazy_parts'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Symbols not found: [ qkv_missing ]"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(k.run(in)) << "the failure was taken with the call it failed";
 }
 
 } // namespace

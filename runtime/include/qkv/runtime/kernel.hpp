@@ -105,6 +105,11 @@ struct KernelEntry {
   /// tiles, computed, full; Kernel::tile_counts).
   std::vector<std::string> attentions;
   const std::int64_t *tile_counts = nullptr;
+  /// The errors of parts of the code compiled when a call first needs them (the JIT's
+  /// deferred attention schedules) that failed to compile since the last time it was
+  /// asked, or "": run() fails a call after which this is not empty. Null: the code has
+  /// no such parts.
+  std::function<std::string()> take_compile_failures;
 };
 
 /// What the tiled attention kernel did with the (query tile, key tile) tiles of one
