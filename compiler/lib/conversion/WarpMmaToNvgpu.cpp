@@ -1,4 +1,4 @@
-// qkv-warp-mma-to-nvgpu and qkv-restore-bf16-mma: the attention kernel's warp-level tile
+// qkv-warp-mma-to-nvgpu: the attention kernel's warp-level tile
 // contractions (vector.contract of 16x8x16 tiles read from and written to workgroup
 // buffers, AttentionToGpuTiles.cpp) onto mma.sync, through MLIR's own vector-to-nvgpu
 // conversion (convertVectorToNVVMCompatibleMMASync), which knows the fragment layouts.
@@ -12,14 +12,14 @@
 //   both (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"). So in a
 //   bf16 kernel, the bf16 workgroup buffers hold their bits as f16 (stores and loads
 //   bitcast, the contractions read f16) and the function is marked `qkv.bf16_mma`; after
-//   convert-nvgpu-to-nvvm, qkv-restore-bf16-mma makes its mma.sync ops bf16 again (i32
-//   pairs). Nothing in between computes on those f16 values: they are only moved.
+//   convert-nvgpu-to-nvvm, qkv-restore-bf16-mma (RestoreBf16Mma.cpp) makes its mma.sync
+//   ops bf16 again (i32 pairs). Nothing in between computes on those f16 values: they are
+//   only moved.
 // Every kernel's workgroup buffers are also aligned to 16 bytes here, as ldmatrix needs.
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Conversion/VectorToGPU/VectorToGPU.h"
@@ -31,9 +31,10 @@
 
 #include "qkv/compiler/transforms/Passes.h"
 
+#include "Bf16Mma.h"
+
 namespace qkv::ir {
 #define GEN_PASS_DEF_WARPMMATONVGPU
-#define GEN_PASS_DEF_RESTOREBF16MMA
 #include "qkv/compiler/transforms/Passes.h.inc"
 } // namespace qkv::ir
 
@@ -41,7 +42,6 @@ using namespace mlir;
 
 namespace {
 
-constexpr llvm::StringLiteral kMark = "qkv.bf16_mma";
 constexpr int64_t kSharedAlign = 16;
 
 /// The bf16 contractions of `fn`, or failure when it mixes them with others.
@@ -106,7 +106,7 @@ LogicalResult bf16AsF16(gpu::GPUFuncOp fn, ArrayRef<vector::ContractionOp> contr
         !getElementTypeOrSelf(c.getRhsType()).isF16())
       return c.emitError("qkv-warp-mma-to-nvgpu: a bf16 contraction that does not read a "
                          "workgroup buffer");
-  fn->setAttr(kMark, rw.getUnitAttr());
+  fn->setAttr(qkv::ir::kBf16MmaMark, rw.getUnitAttr());
   return success();
 }
 
@@ -189,36 +189,6 @@ struct WarpMmaToNvgpuPass : qkv::ir::impl::WarpMmaToNvgpuBase<WarpMmaToNvgpuPass
     for (ArrayRef<Operation *> run : tileRuns(fn))
       if (failed(convertRun(rw, run)))
         return signalPassFailure();
-  }
-};
-
-struct RestoreBf16MmaPass : qkv::ir::impl::RestoreBf16MmaBase<RestoreBf16MmaPass> {
-  void runOnOperation() override {
-    gpu::GPUFuncOp fn = getOperation();
-    if (!fn->hasAttr(kMark))
-      return;
-    fn->removeAttr(kMark);
-    OpBuilder b(&getContext());
-    Type i32 = b.getI32Type();
-    WalkResult r = fn.walk([&](NVVM::MmaOp mma) {
-      auto pair = VectorType::get({2}, b.getF16Type());
-      auto isF16 = [&](ValueRange vs) {
-        return llvm::all_of(vs, [&](Value v) { return v.getType() == pair; });
-      };
-      if (!isF16(mma.getOperandA()) || !isF16(mma.getOperandB())) {
-        mma.emitError("qkv-restore-bf16-mma: expected an f16 mma.sync in a bf16 kernel");
-        return WalkResult::interrupt();
-      }
-      b.setInsertionPoint(mma);
-      unsigned ab = mma.getOperandA().size() + mma.getOperandB().size();
-      for (unsigned i = 0; i < ab; ++i)
-        mma->setOperand(i, LLVM::BitcastOp::create(b, mma.getLoc(), i32, mma->getOperand(i)));
-      mma.setMultiplicandAPtxType(NVVM::MMATypes::bf16);
-      mma.setMultiplicandBPtxType(NVVM::MMATypes::bf16);
-      return WalkResult::advance();
-    });
-    if (r.wasInterrupted())
-      signalPassFailure();
   }
 };
 
