@@ -245,8 +245,8 @@ void Kernel::call(std::vector<std::vector<std::int64_t>> &descs) const {
   if (std::string failures = entry_.take_compile_failures(); !failures.empty())
     user_error("graph '" + graph_->name() +
                "': a part of its kernel compiled when a call first needed it (an attention "
-               "schedule for a shorter query length) failed to compile, so this call's "
-               "outputs are incomplete: " +
+               "schedule for a shorter query length) failed to compile, and the call did "
+               "not do its work: " +
                failures);
 }
 

@@ -139,7 +139,9 @@ public:
   /// dims are bound from the inputs (qkv::bind_dims): a missing, unknown, mistyped or
   /// misshapen input is a qkv::Error naming it, raised before any output is written.
   /// A checked kernel (CompileOptions::checked) that met an index out of bounds throws
-  /// the interpreter's qkv::Error for it after the run.
+  /// the interpreter's qkv::Error for it after the run. A call that reached a deferred
+  /// part of the code (an attention schedule compiled on first use) that failed to
+  /// compile throws a qkv::Error with the JIT's error after the run.
   TensorMap run(const TensorMap &inputs) const;
 
   /// The IR at a named stage (see stage_names(), or cuda_stage_names() for a CUDA kernel);
