@@ -33,6 +33,7 @@
 
 #include <qkv/runtime/amx.hpp>
 #include <qkv/runtime/checks.hpp>
+#include <qkv/runtime/env.hpp>
 #include <qkv/runtime/kernel_abi.hpp>
 
 #include "CodegenParts.h"
@@ -294,10 +295,7 @@ struct StageLog {
 /// Whether QKV_PASS_TIMING asks for each pipeline stage's pass times (MLIR's timing report,
 /// on stderr, one per stage).
 bool pass_timing_wanted() {
-  static const bool wanted = [] {
-    const char *v = std::getenv("QKV_PASS_TIMING");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool wanted = env_switch("QKV_PASS_TIMING").value_or(false);
   return wanted;
 }
 
@@ -625,17 +623,10 @@ void check_options(const CompileOptions &options) {
                std::to_string(options.opt_level));
 }
 
-/// Whether a compile for `target` that does not say is checked: QKV_CHECKED, else yes on
-/// the CPU.
+/// Whether a compile for `target` that does not say is checked: QKV_CHECKED, else yes;
+/// only the CPU has checks.
 bool checked_by_default(const Target &target) {
-  const char *v = std::getenv("QKV_CHECKED");
-  bool host = target.kind == Target::Kind::HostCpu;
-  if (!v || std::string_view(v).empty())
-    return host;
-  if (std::string_view(v) != "1" && std::string_view(v) != "0")
-    user_error(std::string("QKV_CHECKED is '") + v +
-               "'; it takes 1 (checks on, the default) or 0 (off)");
-  return host && std::string_view(v) == "1";
+  return target.kind == Target::Kind::HostCpu && env_switch("QKV_CHECKED").value_or(true);
 }
 
 /// The options of a compile for a host target (the CPU, or the GPU tiles on it): the

@@ -3,6 +3,7 @@
 #include "KernelCache.h"
 
 #include <qkv/compiler/kernel_cache.hpp>
+#include <qkv/runtime/env.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -353,14 +354,7 @@ std::string default_dir() {
   return "";
 }
 
-bool enabled_by_env() {
-  const char *v = std::getenv("QKV_CACHE");
-  if (!v)
-    return true;
-  std::string s(v);
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return !(s == "0" || s == "off" || s == "false" || s == "no");
-}
+bool enabled_by_env() { return env_switch("QKV_CACHE").value_or(true); }
 
 std::uint64_t max_bytes(std::uint64_t requested) {
   if (requested)

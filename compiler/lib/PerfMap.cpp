@@ -11,6 +11,8 @@
 
 #include <unistd.h>
 
+#include <qkv/runtime/env.hpp>
+
 #include "llvm/ExecutionEngine/JITLink/JITLink.h"
 #include "llvm/ExecutionEngine/Orc/LinkGraphLinkingLayer.h"
 #include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
@@ -69,10 +71,7 @@ private:
 } // namespace
 
 void add_perf_map(llvm::orc::LLJIT &jit) {
-  static const bool wanted = [] {
-    const char *v = std::getenv("QKV_PERF_MAP");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool wanted = env_switch("QKV_PERF_MAP").value_or(false);
   if (!wanted)
     return;
   if (auto *layer = llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(&jit.getObjLinkingLayer()))
