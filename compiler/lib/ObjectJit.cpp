@@ -261,6 +261,20 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
   internalize_callees(m, called_by_name);
 }
 
+void DeferredFailureLog::report(std::string error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  errors_.push_back(std::move(error));
+}
+
+std::string DeferredFailureLog::take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string all;
+  for (const std::string &e : errors_)
+    all += (all.empty() ? "" : "\n") + e;
+  errors_.clear();
+  return all;
+}
+
 bool has_loop(const llvm::Function &f) {
   llvm::SmallVector<std::pair<const llvm::BasicBlock *, const llvm::BasicBlock *>> back;
   llvm::FindFunctionBackedges(f, back);

@@ -59,19 +59,9 @@ llvm::Expected<std::string> emit_object(llvm::Module &m, llvm::TargetMachine &tm
 /// part's work done; its caller takes the errors after the call and fails it.
 class DeferredFailureLog {
 public:
-  void report(std::string error) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    errors_.push_back(std::move(error));
-  }
+  void report(std::string error);
   /// The errors reported since the last take, one per line; "" when none.
-  std::string take() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::string all;
-    for (const std::string &e : errors_)
-      all += (all.empty() ? "" : "\n") + e;
-    errors_.clear();
-    return all;
-  }
+  std::string take();
 
 private:
   std::mutex mutex_;
