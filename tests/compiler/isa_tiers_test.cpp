@@ -430,8 +430,47 @@ TEST(Bf16Attention, PrefillOverABf16CacheReadInPlace) {
       t.set(b, static_cast<double>((b * 7 + 3) % (rows + 1)));
   });
   Kernel k = compile(c.build(), Target::host(), tiled());
-  // The AMX form packs an operand's own rows: a cache view's parts keep the pairs.
-  EXPECT_EQ(k.ir("loops").find("amx.tile_mulf"), std::string::npos);
+  // On amx the tiles read the view packed segment by segment, wherever the stored length
+  // ends (len = 3, 10, 17, ...: never a whole block of 32).
+  EXPECT_EQ(k.ir("loops").find("amx.tile_mulf") != std::string::npos, amx_tier());
+  check_kernel(k, c);
+}
+
+TEST(Bf16Attention, PrefillOverAPagedBf16Cache) {
+  // The same through a block table of 4-row pages, each sequence's pages scattered over the
+  // pool: on amx the packing reads each key row through the table.
+  DiffCase c;
+  c.name = "bf16_prefill_over_pages";
+  c.build = [] {
+    Graph g("bf16_prefill_over_pages");
+    Dim B = g.dim("B"), P = g.dim("P"), M = g.dim("M"), page = g.dim("page", 4), N = g.dim("n"),
+        H = g.dim("H", 4), Hk = g.dim("Hkv", 2), Dh = g.dim("Dh", 64);
+    Value pool_k = g.input("pool_k", DType::BF16, {P, Hk, page, Dh});
+    Value pool_v = g.input("pool_v", DType::BF16, {P, Hk, page, Dh});
+    Value table = g.input("table", DType::I32, {B, M});
+    Value len = g.input("len", DType::I64, {B});
+    Value kn = g.input("k_new", DType::BF16, {B, Hk, N, Dh});
+    Value vn = g.input("v_new", DType::BF16, {B, Hk, N, Dh});
+    Value q = g.input("q", DType::BF16, {B, H, N, Dh});
+    g.output("o", attention(q, paged_cache_view(pool_k, table, len, kn),
+                            paged_cache_view(pool_v, table, len, vn))
+                      .mask(cache_mask(len))
+                      .value());
+    return g;
+  };
+  c.shapes = {{{"B", 2}, {"P", 30}, {"M", 12}, {"n", 70}}, {{"B", 1}, {"P", 9}, {"M", 9}, {"n", 33}}};
+  c.sums({"Dh", "M", "n"}, 4).within_half_ulps(2);
+  c.inputs([](TensorMap &in) {
+    Tensor &table = in.at("table");
+    std::int64_t pages = in.at("pool_k").shape()[0], m = table.shape()[1];
+    for (std::int64_t i = 0; i < table.numel(); ++i)
+      table.set(i, static_cast<double>((i * 7 + 1) % pages));
+    Tensor &len = in.at("len");
+    for (std::int64_t b = 0; b < len.numel(); ++b)
+      len.set(b, static_cast<double>((b * 13 + 5) % (m * 4 + 1)));
+  });
+  Kernel k = compile(c.build(), Target::host(), tiled());
+  EXPECT_EQ(k.ir("loops").find("amx.tile_mulf") != std::string::npos, amx_tier());
   check_kernel(k, c);
 }
 

@@ -655,8 +655,8 @@ void initTile(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s,
 namespace qkv::ir {
 
 void emitTiledAttention(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
-  // The AMX form packs K and V from an operand's own rows (variantsOf keeps cache views,
-  // whose parts the packing does not read, on pairs).
+  // The AMX form packs K and V once per call (an operand's rows, or a cache view's segments
+  // and pages), before the query tiles.
   AmxOperands amx;
   if (s.amx)
     amx = packForAmx(kb, a, s);
@@ -1032,15 +1032,7 @@ bool diagonalMask(AttentionOp op) {
 
 /// The kernels of `op`, the first whose maxRows admits the query length running: several
 /// for one bound at run time, and a static length takes the first that admits it.
-SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &opts) {
-  // AMX tiles read K and V packed from an operand's own rows: a cache view's parts (stored
-  // and fresh rows, pages) keep the pairs.
-  auto view = [](Value t) {
-    t = unwidened(t);
-    return t.getDefiningOp<CacheViewOp>() || t.getDefiningOp<PagedCacheViewOp>();
-  };
-  FlashOptions o = opts;
-  o.amx = o.amx && !view(op.getK()) && !view(op.getV());
+SmallVector<FlashVariant> variantsOf(AttentionOp op, const FlashOptions &o) {
   auto qt = cast<RankedTensorType>(op.getQ().getType());
   Type ft = qt.getElementType();
   bool masked = diagonalMask(op);

@@ -10,7 +10,10 @@
 //
 // K and V are packed once per call, before the query tiles run (packForAmx): K's rows with
 // Dh padded by zeros to whole tiles of 32, V transposed (Dv x keys), both with the keys
-// padded by zeros to whole key tiles, so that every tile load reads whole, finite tiles.
+// padded by zeros to whole key tiles, so that every tile load reads whole, finite tiles. A
+// cache view is packed segment by segment (its stored rows, then this call's, then its
+// zeros; a paged cache's rows through its block table), one more key tile of zeros
+// behind: its key tiles start at the stored length, wherever that is.
 // The pad rows of qT (past Dh) and of pT (past the tile's keys) are zeros too: a tile
 // product never meets uninitialized memory, whose NaN bits would reach the output.
 #include "FlashAttention.h"
@@ -37,11 +40,6 @@ Value packedAt(KernelBuilder &kb, const AttentionInfo &a, Value b, Value hk, Val
   return kb.mul(kb.add(kb.mul(kb.add(kb.mul(b, a.nHk), hk), rows), row), width);
 }
 
-/// The first `n` of `lanes` lanes, none when `inside` is false.
-Value lanesIf(KernelBuilder &kb, Value inside, Value n, int64_t lanes) {
-  return kb.firstLanes(arith::SelectOp::create(kb.builder(), inside, n, kb.idx(0)), lanes);
-}
-
 /// The four 16 x 16 tiles of the 32 x 32 block at (row0, col0) of `buf` (rows, then
 /// columns 16 apart: emitAmxBlock's order), stored from `acc`.
 void storeBlock(KernelBuilder &kb, Value buf, Value row0, int64_t col0, ArrayRef<Value> acc) {
@@ -59,12 +57,37 @@ Value pairsTile(KernelBuilder &kb, Value buf, Value k, int64_t nb, int64_t c) {
   return amx::TileLoadOp::create(kb.builder(), operand, buf, ValueRange{row, col}).getResult();
 }
 
+/// Key row `row` of (b, hk), read from `seg`, into the packed K (its row, zeros past Dh)
+/// and the packed V (its column of V transposed, zeros past Dv): one row at a time, so a
+/// cache view's segments and pages take the same path as an operand's own rows.
+void packKeyRow(KernelBuilder &kb, const AttentionInfo &a, const AmxOperands &p,
+                const KeySegment &seg, Value vOffsets, Value b, Value hk, Value row) {
+  VectorType kt = kb.vec(bf16(kb), kDepth);
+  Value kBase = packedAt(kb, a, b, hk, p.keys, row, p.dh);
+  kb.forLoop(kb.idx(0), p.dh, kDepth, [&](KernelBuilder &in, Value d) {
+    Value mask = in.firstLanes(in.sub(a.nDh, d), kDepth);
+    in.vstore(readRowVector(in, kt, a.k, seg, b, hk, row, d, mask), p.k, {in.add(kBase, d)});
+  });
+  VectorType vt = kb.vec(bf16(kb), kRows);
+  Value vBase = kb.add(packedAt(kb, a, b, hk, p.dv, kb.idx(0), p.keys), row);
+  Value every = kb.firstLanes(kb.idx(kRows), kRows);
+  kb.forLoop(kb.idx(0), p.dv, kRows, [&](KernelBuilder &in, Value d) {
+    Value mask = in.firstLanes(in.sub(a.nDv, d), kRows);
+    Value v = readRowVector(in, vt, a.v, seg, b, hk, row, d, mask);
+    in.scatter(v, p.v, {in.add(vBase, in.mul(d, p.keys))}, vOffsets, every);
+  });
+}
+
 } // namespace
 
 AmxOperands packForAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule &s) {
   ImplicitLocOpBuilder &ib = kb.builder();
   AmxOperands p;
+  // A cache view's key tiles start where its segments do (the stored length, anywhere),
+  // so the last may read up to kvTile - 1 rows past S: one more tile of zeros.
   Value nKT = kb.ceilDiv(a.nS, s.kvTile);
+  if (a.k.cached())
+    nKT = kb.add(nKT, kb.idx(1));
   p.keys = kb.mul(nKT, s.kvTile);
   p.dh = roundUp(kb, a.nDh, kDepth);
   p.dv = roundUp(kb, a.nDv, 2 * kRows);
@@ -76,37 +99,18 @@ AmxOperands packForAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSch
   };
   p.k = alloc(kb.mul(kb.mul(heads, p.keys), p.dh));
   p.v = alloc(kb.mul(kb.mul(heads, p.dv), p.keys));
-  KeySegment seg{KeySegment::Stored, kb.idx(0), a.nS, Value()};
-  Value lastKey = kb.sub(a.nS, kb.idx(1)), lastDv = kb.sub(a.nDv, kb.idx(1));
+  // Lane i of a packed V column is head dim i of it: `keys` elements apart.
+  auto lanes = VectorType::get({kRows}, ib.getIndexType());
+  Value vOffsets = arith::MulIOp::create(ib, vector::StepOp::create(ib, lanes), kb.splat(p.keys, lanes));
   kb.parallel({a.nB, a.nHk, nKT}, [&](KernelBuilder &in, ValueRange iv) {
-    Value b = iv[0], hk = iv[1], j0 = in.mul(iv[2], s.kvTile);
-    // K's rows as they are, zeros past Dh and past the last key.
-    VectorType kt = in.vec(bf16(in), kDepth);
-    in.forLoop(in.idx(0), in.idx(s.kvTile), 1, [&](KernelBuilder &x, Value j) {
-      Value row = x.add(j0, j);
-      Value inside = x.cmp(arith::CmpIPredicate::slt, row, a.nS);
-      Value base = packedAt(x, a, b, hk, p.keys, row, p.dh);
-      x.forLoop(x.idx(0), p.dh, kDepth, [&](KernelBuilder &y, Value d) {
-        Value mask = lanesIf(y, inside, y.sub(a.nDh, d), kDepth);
-        Value v = readRowVector(y, kt, a.k, seg, b, hk, y.min(row, lastKey), d, mask);
-        y.vstore(v, p.k, {y.add(base, d)});
+    Value b = iv[0], hk = iv[1], j0 = in.mul(iv[2], s.kvTile), j1 = in.add(j0, s.kvTile);
+    // The tile's rows segment by segment (the operand's own rows are one), zeros past S.
+    SmallVector<KeySegment> segs = keySegments(in, a, b);
+    segs.push_back(KeySegment{KeySegment::Zeros, a.nS, p.keys, Value()});
+    for (const KeySegment &seg : segs)
+      in.forLoop(in.max(j0, seg.begin), in.min(j1, seg.end), 1, [&](KernelBuilder &x, Value row) {
+        packKeyRow(x, a, p, seg, vOffsets, b, hk, row);
       });
-    });
-    // V transposed: each head dim's row gathers the tile's keys, 16 at a time.
-    VectorType vt = in.vec(bf16(in), kRows);
-    Value offsets = rowOffsets(in, a.v.stored, kRows);
-    in.forLoop(in.idx(0), p.dv, 1, [&](KernelBuilder &x, Value d) {
-      Value inside = x.cmp(arith::CmpIPredicate::slt, d, a.nDv);
-      Value base = packedAt(x, a, b, hk, p.dv, d, p.keys);
-      x.forLoop(x.idx(0), x.idx(s.kvTile), kRows, [&](KernelBuilder &y, Value jj) {
-        Value row = y.add(j0, jj);
-        Value mask = lanesIf(y, inside, y.sub(a.nS, row), kRows);
-        Value at = y.min(row, lastKey);
-        Value v = gatherAs(y, vt, a.v.stored, a.v.stored.at(y, b, hk, at, y.min(d, lastDv)),
-                           offsets, mask);
-        y.vstore(v, p.v, {y.add(base, row)});
-      });
-    });
   });
   return p;
 }
