@@ -84,7 +84,7 @@ AmxOperands packForAmx(KernelBuilder &kb, const AttentionInfo &a, const FlashSch
   ImplicitLocOpBuilder &ib = kb.builder();
   AmxOperands p;
   // A cache view's key tiles start where its segments do (the stored length, anywhere),
-  // so the last may read up to kvTile - 1 rows past S: one more tile of zeros.
+  // and their blocks of 32 keys may read up to 31 rows past S: one more tile of zeros.
   Value nKT = kb.ceilDiv(a.nS, s.kvTile);
   if (a.k.cached())
     nKT = kb.add(nKT, kb.idx(1));
