@@ -423,6 +423,20 @@ void emitAmxHalf(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, V
       });
 }
 
+/// A bias narrower than C (a bf16 graph's) widened into a row of C's type, N long, for
+/// the tiles' loads of stride 0: only the task's columns (its panels') are written.
+Value widenedBias(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
+  ImplicitLocOpBuilder &ib = kb.builder();
+  Value row = memref::AllocOp::create(ib, MemRefType::get({ShapedType::kDynamic}, g.acc),
+                                      ValueRange{x.n}, ValueRange{}, ib.getI64IntegerAttr(64));
+  Value end = kb.min(kb.mul(x.p1, g.nr()), x.n);
+  kb.forLoop(kb.mul(x.p0, g.nr()), end, g.lanes, [&](KernelBuilder &in, Value col) {
+    Value mask = in.firstLanes(in.sub(end, col), g.lanes);
+    in.vstore(x.start(in, g, col, mask), row, {col}, mask);
+  });
+  return row;
+}
+
 /// The block function's body on AMX: K blocks (A's rows packed for each, zeros to whole
 /// tiles of K), then panels, then tiles of 32 rows, each half panel one emitAmxHalf.
 void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
@@ -431,8 +445,11 @@ void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs 
                                      ib.getI64IntegerAttr(64));
   Value scratch = memref::AllocaOp::create(ib, MemRefType::get({g.mr * g.mr}, g.acc),
                                            ib.getI64IntegerAttr(64));
-  // The start row of whole tiles: the bias, else 32 copies of the fill.
-  Value start = x.bias;
+  // The start row of whole tiles: the bias (widened when narrower than C), else 32 copies
+  // of the fill.
+  Value start = x.bias, widened;
+  if (start && cast<MemRefType>(start.getType()).getElementType() != g.acc)
+    start = widened = widenedBias(kb, g, x);
   if (!start) {
     start = memref::AllocaOp::create(ib, MemRefType::get({g.mr}, g.acc), ib.getI64IntegerAttr(64));
     for (int64_t c = 0; c < g.mr; c += g.lanes)
@@ -464,6 +481,8 @@ void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs 
     });
   });
   memref::DeallocOp::create(ib, ap);
+  if (widened)
+    memref::DeallocOp::create(ib, widened);
 }
 
 } // namespace

@@ -160,10 +160,6 @@ public:
       if (!o)
         continue;
       GemmStart start = gemmStartOf(op, o->c);
-      // AMX loads the bias row as tiles of C's type: a narrower one stays a pass before.
-      if (start.kind == GemmStart::Kind::Bias && onAmx(*o) &&
-          cast<MemRefType>(start.value.getType()).getElementType() != o->elem)
-        start = GemmStart{};
       if (!group.empty() && !joins(group, op, *o, start)) {
         lowerGroup(group);
         group.clear();
