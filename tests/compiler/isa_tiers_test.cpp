@@ -201,6 +201,36 @@ TEST(Bf16Gemm, FusedStartsAndEpilogues) {
   }
 }
 
+TEST(Bf16Gemm, RoundedSiblingsRunAsOneGemm) {
+  // Q, K and V of one input, each with a bf16 bias and rounded to bf16: each rounding
+  // sits between its product and the next, and becomes that member's epilogue, so the
+  // three run as one GEMM (one parallel loop) whose tasks round each member's block; V
+  // is narrower than Q and K (its own share of panels).
+  Dim m("M"), k("K", 40), n("N", 45), nv("NV", 21);
+  DiffCase c;
+  c.name = "qkv_bf16";
+  c.build = [=] {
+    Graph g("qkv_bf16");
+    Value x = g.input("x", DType::BF16, {m, k});
+    for (auto [name, d] : {std::pair{"q", n}, std::pair{"k", n}, std::pair{"v", nv}})
+      g.output(name, linear(x, g.param(std::string("w") + name, DType::BF16, {k, d}),
+                            g.param(std::string("b") + name, DType::BF16, {d})));
+    return g;
+  };
+  for (std::int64_t rows : {1, 7, 33, 100})
+    c.shapes.push_back({{"M", rows}});
+  c.sums({"K"}).within_half_ulps(2);
+  Kernel kernel = compile(c.build(), Target::host(), small_blocks());
+  std::string loops = kernel.ir("loops");
+  std::size_t parallel = 0;
+  for (std::size_t at = loops.find("scf.parallel"); at != std::string::npos;
+       at = loops.find("scf.parallel", at + 1))
+    ++parallel;
+  EXPECT_EQ(parallel, 1u) << loops;
+  EXPECT_EQ(loops.find("linalg.generic"), std::string::npos);
+  check_kernel(kernel, c);
+}
+
 TEST(Bf16Gemm, SameBitsOnAnyThreadCount) {
   Graph g = linear_graph(DType::BF16, 100, 70);
   TensorMap in = random_inputs(g, {{"M", 77}}, 5);

@@ -3,7 +3,8 @@
 // the dot tier's pairs of rows, its K padded with zero rows to whole tiles of 32 (so the
 // runtime packs a weight with row_multiple 32); A's rows are packed as bf16, the last
 // tile of K columns zeroed first. Each 32 x 32 tile of C is four accumulator tiles
-// carried through the K loop, each step two A tiles (rows kc apart) and two B tiles (pair
+// carried through the K loop, each step two A tiles (rows kc + 32 apart, so that a tile's
+// rows are not a multiple of 4 KiB apart when kc is 2048) and two B tiles (pair
 // rows 2 * nr = 128 apart) and four tdpbf16ps (amx.tile_mulf). A whole tile starts from C
 // or from the start row (a stride of 0) and is stored as tiles; one at C's edges goes
 // through a scratch tile under masks. A task of at most 6 rows takes the vdpbf16ps skinny
@@ -30,12 +31,13 @@ func.func @activations(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %c: memref<?
 }
 
 // CHECK-LABEL: func.func private @qkv_gemm_block_bf16_amx_32x64_k32
-// The packed A block (mc rounded up to 32 rows, kc columns), the scratch tile, the fill row.
-// CHECK: memref.alloc() {alignment = 64 : i64} : memref<1024xbf16>
+// The packed A block (mc rounded up to 32 rows, kc + 32 columns), the scratch tile, the
+// fill row.
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<2048xbf16>
 // CHECK: %[[SCRATCH:.*]] = memref.alloca() {alignment = 64 : i64} : memref<1024xf32>
 // CHECK: %[[FILL:.*]] = memref.alloca() {alignment = 64 : i64} : memref<32xf32>
 // The ragged last tile of K: zeros, then A's columns over them.
-// CHECK: vector.store %{{.*}}, %{{.*}} : memref<1024xbf16>, vector<32xbf16>
+// CHECK: vector.store %{{.*}}, %{{.*}} : memref<2048xbf16>, vector<32xbf16>
 // CHECK: vector.load %arg0
 // A whole tile: from the fill row (stride 0) in the first K block, else from C.
 // CHECK: scf.if %{{.*}} -> (!amx.tile<16x16xf32>, !amx.tile<16x16xf32>, !amx.tile<16x16xf32>, !amx.tile<16x16xf32>)
@@ -43,8 +45,8 @@ func.func @activations(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %c: memref<?
 // CHECK: } else {
 // CHECK: amx.tile_load %arg2[%{{.*}}, %{{.*}}] : memref<?x?xf32, strided<[?, 1], offset: ?>> into !amx.tile<16x16xf32>
 // CHECK: scf.for %{{.*}} iter_args(%[[C00:.*]] = %{{.*}}#0, %[[C01:.*]] = %{{.*}}#1, %[[C10:.*]] = %{{.*}}#2, %[[C11:.*]] = %{{.*}}#3)
-// CHECK: %[[A0:.*]] = amx.tile_load %{{.*}}[%{{.*}}], %c32 : memref<1024xbf16> into !amx.tile<16x32xbf16>
-// CHECK: %[[A1:.*]] = amx.tile_load %{{.*}}[%{{.*}}], %c32 : memref<1024xbf16> into !amx.tile<16x32xbf16>
+// CHECK: %[[A0:.*]] = amx.tile_load %{{.*}}[%{{.*}}], %c64 : memref<2048xbf16> into !amx.tile<16x32xbf16>
+// CHECK: %[[A1:.*]] = amx.tile_load %{{.*}}[%{{.*}}], %c64 : memref<2048xbf16> into !amx.tile<16x32xbf16>
 // CHECK: %[[B0:.*]] = amx.tile_load %arg1[%{{.*}}], %c128 : memref<?xbf16, strided<[1], offset: ?>> into !amx.tile<16x32xbf16>
 // CHECK: %[[B1:.*]] = amx.tile_load %arg1[%{{.*}}], %c128 : memref<?xbf16, strided<[1], offset: ?>> into !amx.tile<16x32xbf16>
 // CHECK: amx.tile_mulf %[[A0]], %[[B0]], %[[C00]]

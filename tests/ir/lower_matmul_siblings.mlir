@@ -126,3 +126,84 @@ func.func @reads_a_sibling(%x: memref<8x8xf32> {qkv.name = "x"}, %w0: memref<8x8
   linalg.matmul ins(%x, %c1 : memref<8x8xf32>, memref<8x8xf32>) outs(%c3 : memref<8x8xf32>)
   return
 }
+
+// A bf16 graph's Q, K and V: each product rounded to bf16 by the elementwise op right
+// after it (its epilogue), which sits between it and the next sibling. Each member's
+// epilogue is taken when the next one joins: one parallel loop whose tasks round each
+// member's block right after computing it; no generic left.
+// CHECK-LABEL: func.func @rounded_siblings(
+// CHECK: scf.parallel
+// CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
+// CHECK: arith.truncf
+// CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
+// CHECK: arith.truncf
+// CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
+// CHECK: arith.truncf
+// CHECK: scf.reduce
+// CHECK-NOT: scf.parallel
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @rounded_siblings(%x: memref<?x8xbf16> {qkv.name = "x"}, %wq: memref<8x40xbf16> {qkv.name = "wq", qkv.param},
+                            %wk: memref<8x40xbf16> {qkv.name = "wk", qkv.param}, %wv: memref<8x24xbf16> {qkv.name = "wv", qkv.param},
+                            %q: memref<?x40xbf16>, %k: memref<?x40xbf16>, %v: memref<?x24xbf16>) attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %m = memref.dim %x, %c0 : memref<?x8xbf16>
+  %cq = memref.alloc(%m) : memref<?x40xf32>
+  linalg.fill ins(%zero : f32) outs(%cq : memref<?x40xf32>)
+  linalg.matmul ins(%x, %wq : memref<?x8xbf16>, memref<8x40xbf16>) outs(%cq : memref<?x40xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%cq : memref<?x40xf32>) outs(%q : memref<?x40xbf16>) {
+  ^bb0(%in: f32, %o: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  %ck = memref.alloc(%m) : memref<?x40xf32>
+  linalg.fill ins(%zero : f32) outs(%ck : memref<?x40xf32>)
+  linalg.matmul ins(%x, %wk : memref<?x8xbf16>, memref<8x40xbf16>) outs(%ck : memref<?x40xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%ck : memref<?x40xf32>) outs(%k : memref<?x40xbf16>) {
+  ^bb0(%in: f32, %o: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  %cv = memref.alloc(%m) : memref<?x24xf32>
+  linalg.fill ins(%zero : f32) outs(%cv : memref<?x24xf32>)
+  linalg.matmul ins(%x, %wv : memref<?x8xbf16>, memref<8x24xbf16>) outs(%cv : memref<?x24xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%cv : memref<?x24xf32>) outs(%v : memref<?x24xbf16>) {
+  ^bb0(%in: f32, %o: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return
+}
+
+// An epilogue whose output the next matmul reads (here as its B, through a cast: a view
+// of it) would be written by some tasks while others read it: the two stay two GEMMs,
+// the first one's rounding its own epilogue.
+// CHECK-LABEL: func.func @rounding_read_next(
+// CHECK: scf.parallel
+// CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
+// CHECK: arith.truncf
+// CHECK: scf.reduce
+// CHECK: call @qkv_gemm_pack_b_bf16_f32_16(
+// CHECK: scf.parallel
+// CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
+// CHECK: return
+func.func @rounding_read_next(%x: memref<8x8xbf16> {qkv.name = "x"}, %w0: memref<8x8xbf16> {qkv.name = "w0", qkv.param},
+                              %r: memref<8x8xbf16>, %c2: memref<8x8xf32>) attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
+  %c1 = memref.alloc() : memref<8x8xf32>
+  linalg.fill ins(%zero : f32) outs(%c1 : memref<8x8xf32>)
+  linalg.matmul ins(%x, %w0 : memref<8x8xbf16>, memref<8x8xbf16>) outs(%c1 : memref<8x8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%c1 : memref<8x8xf32>) outs(%r : memref<8x8xbf16>) {
+  ^bb0(%in: f32, %o: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  %rv = memref.cast %r : memref<8x8xbf16> to memref<?x8xbf16>
+  linalg.matmul ins(%x, %rv : memref<8x8xbf16>, memref<?x8xbf16>) outs(%c2 : memref<8x8xf32>)
+  return
+}

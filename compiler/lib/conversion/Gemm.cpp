@@ -196,7 +196,8 @@ void emitTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, cons
   int64_t group = g.kGroup();
   VectorType bt = kb.vec(g.packed, g.lanes * group), at = kb.vec(g.packed, group);
   s.a = [&, group, at](KernelBuilder &in, Value i, Value kk) -> Value {
-    Value off = in.add(in.add(t.aBase, in.mul(in.sub(i, t.row0), g.kc)), in.mul(kk, group));
+    Value off =
+        in.add(in.add(t.aBase, in.mul(in.sub(i, t.row0), g.aRowStride())), in.mul(kk, group));
     return group == 1 ? in.load(t.ap, {off}) : in.vload(at, t.ap, {off});
   };
   s.b = [&, group, bt](KernelBuilder &in, Value kk, int64_t c) {
@@ -253,7 +254,7 @@ void emitPackA(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Val
   Value ragged = g.amx ? kb.cmp(arith::CmpIPredicate::ne, tileTail, kcur) : nullptr;
   kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &rl, Value i) {
     Value src = rl.min(rl.add(x.i0, i), last);
-    Value base = rl.mul(i, g.kc);
+    Value base = rl.mul(i, g.aRowStride());
     if (ragged)
       rl.ifThen(ragged, [&](KernelBuilder &c) {
         c.vstore(c.fconst(c.vec(g.packed, g.kAlign()), 0.0), ap, {c.add(base, tileTail)});
@@ -279,7 +280,7 @@ void emitPackA(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Val
 void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
   ImplicitLocOpBuilder &ib = kb.builder();
   // The packed rows of A: mc rounded up to whole tiles, kc columns, for one K block.
-  Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.kc}, g.packed),
+  Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.aRowStride()}, g.packed),
                                      ib.getI64IntegerAttr(64));
   // Rows of B in a panel: K rounded up to whole groups (pairs on the dot tier).
   Value kRows = gemmPackedRows(kb, g, x.k);
@@ -302,7 +303,7 @@ void emitBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x)
       Value fullCols = pl.cmp(arith::CmpIPredicate::sge, t.cols, pl.idx(g.nr()));
       pl.forLoop(pl.idx(0), x.m, g.mr, [&](KernelBuilder &tl, Value t0) {
         t.row0 = tl.add(x.i0, t0);
-        t.aBase = tl.mul(t0, g.kc);
+        t.aBase = tl.mul(t0, g.aRowStride());
         Value fullRows = tl.cmp(arith::CmpIPredicate::sge, tl.sub(x.m, t0), tl.idx(g.mr));
         Value full = arith::AndIOp::create(tl.builder(), fullCols, fullRows);
         tl.ifThen(
@@ -324,11 +325,11 @@ SmallVector<Value> emitAmxTile(KernelBuilder &kb, const GemmBlocking &g, const B
                                ValueRange init) {
   constexpr int64_t R = GemmBlocking::kAmxRows, K = GemmBlocking::kAmxK;
   auto operand = amx::TileType::get({R, K}, g.packed);
-  Value aStride = kb.idx(g.kc), bStride = kb.idx(2 * g.nr());
+  Value aStride = kb.idx(g.aRowStride()), bStride = kb.idx(2 * g.nr());
   return emitAmxBlock(
       kb, steps, init,
       [&](KernelBuilder &in, int64_t r, Value s) {
-        Value at = in.add(in.add(aBase, in.mul(s, K)), in.idx(r * R * g.kc));
+        Value at = in.add(in.add(aBase, in.mul(s, K)), in.idx(r * R * g.aRowStride()));
         return amx::TileLoadOp::create(in.builder(), operand, ap, ValueRange{at}, aStride)
             .getResult();
       },
@@ -441,7 +442,7 @@ Value widenedBias(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) 
 /// tiles of K), then panels, then tiles of 32 rows, each half panel one emitAmxHalf.
 void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
   ImplicitLocOpBuilder &ib = kb.builder();
-  Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.kc}, g.packed),
+  Value ap = memref::AllocOp::create(ib, MemRefType::get({g.mc * g.aRowStride()}, g.packed),
                                      ib.getI64IntegerAttr(64));
   Value scratch = memref::AllocaOp::create(ib, MemRefType::get({g.mr * g.mr}, g.acc),
                                            ib.getI64IntegerAttr(64));
@@ -473,8 +474,8 @@ void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs 
         for (int64_t half = 0; half < g.nr() / g.mr; ++half) {
           Value c0 = tl.add(j0, half * g.mr), cols = tl.sub(x.n, c0);
           tl.ifThen(tl.cmp(arith::CmpIPredicate::sgt, cols, tl.idx(0)), [&](KernelBuilder &in) {
-            emitAmxHalf(in, g, x, ap, in.mul(t0, g.kc), in.add(bBase, half * 2 * g.mr), steps,
-                        scratch, start, in.add(x.i0, t0), rows, c0, cols, filled);
+            emitAmxHalf(in, g, x, ap, in.mul(t0, g.aRowStride()), in.add(bBase, half * 2 * g.mr),
+                        steps, scratch, start, in.add(x.i0, t0), rows, c0, cols, filled);
           });
         }
       });

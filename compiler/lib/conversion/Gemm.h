@@ -45,6 +45,10 @@ struct GemmBlocking {
   /// A packed B's rows (and a packed A block's columns) are K rounded up to a multiple of
   /// this, zeros past K: 32 on AMX (a tile's 16 pairs), else kGroup().
   int64_t kAlign() const { return amx ? kAmxK : kGroup(); }
+  /// Elements from one row of a packed A block to the next: kc, and on AMX one tile of K
+  /// more, so that the 16 rows a tile load reads do not lie a multiple of 4 KiB apart
+  /// (kc = 2048 bf16 would put all of them in one set of L1).
+  int64_t aRowStride() const { return amx ? kc + kAmxK : kc; }
   /// K per AMX tile product (16 pairs of bf16), and rows / f32 columns per tile.
   static constexpr int64_t kAmxK = kAmxTileDepth, kAmxRows = kAmxTileRows;
 

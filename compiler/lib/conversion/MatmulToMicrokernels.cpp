@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "Gemm.h"
 #include "GemmFusion.h"
@@ -40,6 +41,14 @@ bool unitInnerStride(Value v) {
   if (failed(mt.getStridesAndOffset(strides, offset)))
     return false;
   return !strides.empty() && strides.back() == 1;
+}
+
+/// The buffer that `v` is a view of (through subviews, casts, reshapes): two values of
+/// one root may overlap.
+Value rootOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
 }
 
 /// Whether a 3-D buffer's first two dims can be collapsed into one (rows of rows).
@@ -132,23 +141,62 @@ public:
   /// Whether matmul `next` (operands `n`, start `start`) can join `group` (matmuls that
   /// run as one GEMM over their weights' panels: Q, K and V of one input; SwiGLU's gate
   /// and up): the same A as its last member, both over rows with the same types and tier,
-  /// in the same block with nothing between them but `next`'s start and ops that at most
-  /// allocate, and `next` neither reading nor writing what a member writes.
-  bool joins(ArrayRef<Member> group, linalg::LinalgOp next, const MatmulOperands &n,
-             const GemmStart &start) const {
-    linalg::LinalgOp prev = group.back().op;
-    const MatmulOperands &p = group.back().o;
-    if (prev->getBlock() != next->getBlock() || p.a != n.a || !overRows(p) || !overRows(n) ||
+  /// in the same block with nothing between them but `next`'s start, ops that at most
+  /// allocate and the last member's epilogue (a bf16 graph's rounding of its product,
+  /// taken here: takeBetween), and `next` neither reading nor writing what a member or a
+  /// member's epilogue writes.
+  bool joins(MutableArrayRef<Member> group, linalg::LinalgOp next, const MatmulOperands &n,
+             const GemmStart &start) {
+    Member &prev = group.back();
+    const MatmulOperands &p = prev.o;
+    if (prev.op->getBlock() != next->getBlock() || p.a != n.a || !overRows(p) || !overRows(n) ||
         p.aElem() != n.aElem() || p.bElem() != n.bElem() || p.elem != n.elem ||
         onPairs(p) != onPairs(n))
       return false;
     for (const Member &m : group)
-      if (n.b == m.o.c || n.c == m.o.c)
+      if (n.b == m.o.c || n.c == m.o.c ||
+          (m.epilogue && overlaps(m.epilogue->generic.op(), n, start)))
         return false;
-    for (Operation *x = prev->getNextNode(); x && x != next.getOperation(); x = x->getNextNode())
-      if (x != start.op && !onlyAllocates(x))
+    linalg::GenericOp epilogue = prev.epilogue ? nullptr : gemmConsumer(prev.op, p.c);
+    bool between = false;
+    for (Operation *x = prev.op->getNextNode(); x && x != next.getOperation();
+         x = x->getNextNode()) {
+      if (epilogue && x == epilogue.getOperation())
+        between = true;
+      else if (x != start.op && !onlyAllocates(x))
         return false;
+    }
+    return !between || takeBetween(group, epilogue, n, start);
+  }
+
+  /// Takes `g`, the elementwise op that reads the result of the group's last member and
+  /// lies between it and the next member `n`, as that member's epilogue (each task runs
+  /// it on its block right after computing it), so that `n` can join: when every task
+  /// can run it there (runsPerTask), it does not touch what `n` reads or writes
+  /// (overlaps), and it is an epilogue the GEMM can take (takeGemmEpilogue).
+  bool takeBetween(MutableArrayRef<Member> group, linalg::GenericOp g, const MatmulOperands &n,
+                   const GemmStart &start) {
+    Member &prev = group.back();
+    if (overlaps(g, n, start) || !runsPerTask(g, group.drop_back(), prev))
+      return false;
+    prev.epilogue = takeGemmEpilogue(prev.op, prev.o.c, prev.start, options.vectorBits);
+    if (!prev.epilogue)
+      return false;
+    prev.o.c = prev.full = prev.epilogue->out;
     return true;
+  }
+
+  /// Whether epilogue `g` and matmul `n` (with its start) may touch the same memory where
+  /// one of them writes: the epilogue then cannot run interleaved with `n`'s tasks.
+  static bool overlaps(linalg::GenericOp g, const MatmulOperands &n, const GemmStart &start) {
+    SmallVector<Value> reads = {rootOf(n.a), rootOf(n.b)}, writes = {rootOf(n.c)};
+    if (start.kind == GemmStart::Kind::Bias)
+      reads.push_back(rootOf(start.value));
+    for (Value x : g.getDpsInits())
+      if (llvm::is_contained(reads, rootOf(x)) || llvm::is_contained(writes, rootOf(x)))
+        return true;
+    return llvm::any_of(g.getDpsInputs(),
+                        [&](Value x) { return llvm::is_contained(writes, rootOf(x)); });
   }
 
   /// Lowers `ops` (matmuls in program order): runs of siblings (joins) as one GEMM each,
@@ -174,35 +222,65 @@ public:
   }
 
 private:
-  /// The epilogue (GemmFusion.h) of a group, its members' starts found as they joined (a
-  /// fill or a bias row instead of a pass over C before): the elementwise op after the
-  /// last member, applied per task. Only the last
-  /// member can have an epilogue (its siblings' results are read after the group); one
-  /// that reads another member's result with another width or another map than the
-  /// identity is not taken (that member's block of it would not be its task's).
+  /// The epilogue (GemmFusion.h) of a group's last member, its members' starts found as
+  /// they joined (a fill or a bias row instead of a pass over C before), and the other
+  /// members' epilogues taken as the next one joined (takeBetween): the elementwise op
+  /// after the last member, applied per task, when every task can run it there
+  /// (runsPerTask).
   void fuse(MutableArrayRef<Member> group) {
     for (Member &m : group)
-      m.full = m.o.c;
+      if (!m.epilogue)
+        m.full = m.o.c;
     Member &last = group.back();
     if (linalg::GenericOp g = gemmConsumer(last.op, last.o.c))
-      for (const Member &m : group.drop_back())
-        if (llvm::is_contained(g->getOperands(), m.o.c) && !sameTileOf(g, m, last))
-          return;
+      if (!runsPerTask(g, group.drop_back(), last))
+        return;
     last.epilogue = takeGemmEpilogue(last.op, last.o.c, last.start, options.vectorBits);
     if (last.epilogue)
       last.o.c = last.full = last.epilogue->out;
   }
 
-  /// Whether epilogue `g` of `last` reads member `m`'s C element for element with its own
-  /// (the identity map, the same static width; the rows are A's for both), so that a
-  /// task's block of it is the block the task wrote.
-  static bool sameTileOf(linalg::GenericOp g, const Member &m, const Member &last) {
-    auto mt = cast<MemRefType>(m.o.c.getType()), lt = cast<MemRefType>(last.o.c.getType());
-    if (mt.getRank() != lt.getRank() || mt.isDynamicDim(mt.getRank() - 1) ||
-        mt.getShape().back() != lt.getShape().back())
+  /// Whether epilogue candidate `g` of `owner` can run in each task right after the
+  /// owner's block, after the blocks of the members before it (`earlier`) in the same
+  /// task and interleaved with other tasks: what it reads or writes of an earlier
+  /// member's result, or of what an earlier member's epilogue writes, it takes element by
+  /// element at the owner's width (sameTile: the block its own task wrote); it touches
+  /// no other view of those, and writes nothing that an earlier epilogue reads.
+  static bool runsPerTask(linalg::GenericOp g, ArrayRef<Member> earlier, const Member &owner) {
+    for (const Member &m : earlier) {
+      SmallVector<Value> blocks = {m.o.c}, written = {rootOf(m.o.c)}, read;
+      if (m.epilogue) {
+        linalg::GenericOp e = m.epilogue->generic.op();
+        for (Value x : e.getDpsInits()) {
+          blocks.push_back(x);
+          written.push_back(rootOf(x));
+        }
+        for (Value x : e.getDpsInputs())
+          read.push_back(rootOf(x));
+      }
+      for (OpOperand &x : g->getOpOperands()) {
+        if (llvm::is_contained(blocks, x.get())) {
+          if (!sameTile(g, x.get(), owner.o.c))
+            return false;
+        } else if (llvm::is_contained(written, rootOf(x.get())) ||
+                   (g.isDpsInit(&x) && llvm::is_contained(read, rootOf(x.get())))) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  /// Whether `g` takes `v` element for element with `c`, the result of the member whose
+  /// epilogue it is (the identity map, the same static width; the rows are A's for
+  /// both), so that a task's block of it is the block the task wrote.
+  static bool sameTile(linalg::GenericOp g, Value v, Value c) {
+    auto vt = cast<MemRefType>(v.getType()), ct = cast<MemRefType>(c.getType());
+    if (vt.getRank() != ct.getRank() || vt.isDynamicDim(vt.getRank() - 1) ||
+        vt.getShape().back() != ct.getShape().back())
       return false;
-    for (OpOperand *in : g.getDpsInputOperands())
-      if (in->get() == m.o.c && !g.getMatchingIndexingMap(in).isIdentity())
+    for (OpOperand &x : g->getOpOperands())
+      if (x.get() == v && !g.getMatchingIndexingMap(&x).isIdentity())
         return false;
     return true;
   }
