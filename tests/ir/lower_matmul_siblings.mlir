@@ -135,8 +135,10 @@ func.func @reads_a_sibling(%x: memref<8x8xf32> {qkv.name = "x"}, %w0: memref<8x8
 // CHECK: scf.parallel
 // CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
 // CHECK: arith.truncf
+// CHECK-NOT: scf.reduce
 // CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
 // CHECK: arith.truncf
+// CHECK-NOT: scf.reduce
 // CHECK: call @qkv_gemm_block_bf16_f32_6x16_k32(
 // CHECK: arith.truncf
 // CHECK: scf.reduce
@@ -205,5 +207,36 @@ func.func @rounding_read_next(%x: memref<8x8xbf16> {qkv.name = "x"}, %w0: memref
   }
   %rv = memref.cast %r : memref<8x8xbf16> to memref<?x8xbf16>
   linalg.matmul ins(%x, %rv : memref<8x8xbf16>, memref<?x8xbf16>) outs(%c2 : memref<8x8xf32>)
+  return
+}
+
+// An epilogue of the last member that reads a sibling's result when their widths may
+// differ (N dynamic: each member then gets its own share of panels, and a task's block
+// of the sibling need not be the one it wrote) is not taken: it runs after the group.
+// CHECK-LABEL: func.func @reads_a_sibling_of_unknown_width(
+// CHECK: scf.parallel
+// CHECK-COUNT-2: call @qkv_gemm_block_f32_6x16_k32(
+// CHECK: scf.reduce
+// CHECK: linalg.generic
+// CHECK: return
+func.func @reads_a_sibling_of_unknown_width(%x: memref<?x8xf32>, %w0: memref<8x?xf32>, %w1: memref<8x?xf32>,
+                                            %c1: memref<?x?xf32>, %out: memref<?x?xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1i = arith.constant 1 : index
+  %m = memref.dim %x, %c0 : memref<?x8xf32>
+  %n = memref.dim %w1, %c1i : memref<8x?xf32>
+  linalg.fill ins(%zero : f32) outs(%c1 : memref<?x?xf32>)
+  linalg.matmul ins(%x, %w0 : memref<?x8xf32>, memref<8x?xf32>) outs(%c1 : memref<?x?xf32>)
+  %c2 = memref.alloc(%m, %n) : memref<?x?xf32>
+  linalg.fill ins(%zero : f32) outs(%c2 : memref<?x?xf32>)
+  linalg.matmul ins(%x, %w1 : memref<?x8xf32>, memref<8x?xf32>) outs(%c2 : memref<?x?xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%c2, %c1 : memref<?x?xf32>, memref<?x?xf32>) outs(%out : memref<?x?xf32>) {
+  ^bb0(%u: f32, %g: f32, %o: f32):
+    %r = arith.addf %u, %g : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %c2 : memref<?x?xf32>
   return
 }
