@@ -14,8 +14,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "Gemm.h"
 #include "GemmFusion.h"
@@ -45,11 +45,7 @@ bool unitInnerStride(Value v) {
 
 /// The buffer that `v` is a view of (through subviews, casts, reshapes): two values of
 /// one root may overlap.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
+Value rootOf(Value v) { return memref::skipViewLikeOps(cast<MemrefValue>(v)); }
 
 /// Whether a 3-D buffer's first two dims can be collapsed into one (rows of rows).
 bool denseRows(Value v) {
