@@ -231,6 +231,30 @@ TEST(Bf16Gemm, RoundedSiblingsRunAsOneGemm) {
   check_kernel(kernel, c);
 }
 
+TEST(Bf16Gemm, AmxRoundsEachTileAsItWritesIt) {
+  // With one block of K (K <= kc), a bf16 product rounded to bf16 is rounded by the AMX
+  // GEMM itself, tile by tile from L1 (`_c_bf16`): alone, into the output; before GELU,
+  // into a bf16 buffer the epilogue reads. No f32 C. Other tiers keep their f32 C.
+  Dim b("B"), l("L"), k("K", 40), n("N", 45);
+  for (const char *what : {"rounded", "gelu"}) {
+    DiffCase c = one_output(
+        std::string("linear_bf16_") + what,
+        [&, what](Graph &g) {
+          Value x = g.input("x", DType::BF16, {b, l, k});
+          Value y = linear(x, g.param("w", DType::BF16, {k, n}), g.param("bias", DType::BF16, {n}));
+          return std::string(what) == "gelu" ? gelu(y) : y;
+        },
+        {{{"B", 1}, {"L", 1}}, {{"B", 1}, {"L", 5}}, {{"B", 2}, {"L", 17}}, {{"B", 7}, {"L", 30}}});
+    c.sums({"K"}, 2).within_half_ulps(4);
+    SCOPED_TRACE(c.name);
+    Kernel kernel = compile(c.build(), Target::host(), on_tier());
+    std::string loops = kernel.ir("loops");
+    EXPECT_EQ(loops.find("_c_bf16(") != std::string::npos, amx_tier()) << loops;
+    EXPECT_EQ(loops.find("x45xf32>") == std::string::npos, amx_tier()) << loops;
+    check_kernel(kernel, c);
+  }
+}
+
 TEST(Bf16Gemm, SameBitsOnAnyThreadCount) {
   Graph g = linear_graph(DType::BF16, 100, 70);
   TensorMap in = random_inputs(g, {{"M", 77}}, 5);

@@ -86,12 +86,15 @@ func.func @rounded(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %out: memref<?x7
 // DOT-NOT: linalg.generic
 // DOT: func.call @qkv_gemm_block_bf16_dot_6x64_k32_bias_bf16({{.*}}, %{{.*}}) : ({{.*}}, memref<?xbf16, strided<[1], offset: ?>>) -> ()
 // DOT: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
-// On AMX too: its block function widens the task's columns of the bias into an f32 row
-// once, which whole tiles load with a stride of 0.
+// On AMX, with one block of K, the GEMM rounds each tile itself as it writes it, from its
+// f32 scratch tile (`_c_bf16`): the rounding alone was the epilogue, so the block
+// function writes the output, and no f32 C is made.
 // AMX-LABEL: func.func @bf16_bias
 // AMX-NOT: linalg.generic
-// AMX: func.call @qkv_gemm_block_bf16_amx_32x64_k32_bias_bf16({{.*}}, %{{.*}}) : ({{.*}}, memref<?xbf16, strided<[1], offset: ?>>) -> ()
-// AMX: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// AMX-NOT: memref<?x70xf32>
+// AMX: func.call @qkv_gemm_block_bf16_amx_32x64_k32_bias_bf16_c_bf16(%{{.*}}, %{{.*}}, %{{.*}}, {{.*}}) : (memref<?x?xbf16, strided<[?, 1], offset: ?>>, memref<?xbf16, strided<[1], offset: ?>>, memref<?x?xbf16, strided<[?, 1], offset: ?>>, {{.*}}, memref<?xbf16, strided<[1], offset: ?>>) -> ()
+// AMX-NOT: arith.truncf
+// AMX: return
 // F32-LABEL: func.func @bf16_bias
 // F32-NOT: linalg.generic
 // F32: func.call @qkv_gemm_block_bf16_f32_6x64_k32_bias_bf16({{.*}}, %{{.*}}) : ({{.*}}, memref<?xbf16, strided<[1], offset: ?>>) -> ()
@@ -119,6 +122,75 @@ func.func @bf16_bias(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %bias: memref<
   memref.dealloc %c : memref<?x70xf32>
   return
 }
+
+// An activation after the rounding (GELU's polynomial here cut to a product): on AMX the
+// GEMM writes the rounded product into a bf16 buffer instead of the f32 C, and each
+// task's epilogue reads it as bf16 (no truncf left in it).
+// AMX-LABEL: func.func @bf16_then_scaled
+// AMX: %[[C16:.*]] = memref.alloc(%{{.*}}) : memref<?x70xbf16>
+// AMX-NOT: memref<?x70xf32>
+// AMX: func.call @qkv_gemm_block_bf16_amx_32x64_k32_c_bf16(
+// AMX: vector.load %[[C16]][%{{.*}}] : memref<?x70xbf16>, vector<16xbf16>
+// AMX: arith.extf
+// AMX: arith.mulf
+// AMX: memref.dealloc %[[C16]]
+// K longer than kc (40 > 32): more than one K block adds into an f32 C, which stays.
+// AMX-LABEL: func.func @bf16_long_k
+// AMX: memref.alloc(%{{.*}}) : memref<?x70xf32>
+// AMX: func.call @qkv_gemm_block_bf16_amx_32x64_k32(
+// AMX: arith.truncf
+func.func @bf16_then_scaled(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %out: memref<?x70xbf16>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %m = memref.dim %a, %c0 : memref<?x7xbf16>
+  %c = memref.alloc(%m) : memref<?x70xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<?x70xf32>)
+  linalg.matmul ins(%a, %b : memref<?x7xbf16>, memref<7x70xbf16>) outs(%c : memref<?x70xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<?x70xf32>) outs(%out : memref<?x70xbf16>) {
+  ^bb0(%x: f32, %y: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    %w = arith.extf %t : bf16 to f32
+    %s = arith.mulf %w, %two : f32
+    %r = arith.truncf %s : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.dealloc %c : memref<?x70xf32>
+  return
+}
+
+func.func @bf16_long_k(%a: memref<?x40xbf16>, %b: memref<40x70xbf16>, %out: memref<?x70xbf16>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %m = memref.dim %a, %c0 : memref<?x40xbf16>
+  %c = memref.alloc(%m) : memref<?x70xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<?x70xf32>)
+  linalg.matmul ins(%a, %b : memref<?x40xbf16>, memref<40x70xbf16>) outs(%c : memref<?x70xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<?x70xf32>) outs(%out : memref<?x70xbf16>) {
+  ^bb0(%x: f32, %y: bf16):
+    %t = arith.truncf %x : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  memref.dealloc %c : memref<?x70xf32>
+  return
+}
+
+// On AMX, the block function of a bf16 C: every tile from zero through the scratch tile,
+// the start added, rounded and stored under masks; C is never loaded nor a tile store's
+// target.
+// AMX-LABEL: func.func private @qkv_gemm_block_bf16_amx_32x64_k32_bias_bf16_c_bf16(
+// AMX-NOT: amx.tile_store %arg2
+// AMX-NOT: vector.load %arg2
+// AMX: amx.tile_zero
+// AMX: amx.tile_mulf
+// AMX: amx.tile_store
+// AMX: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// AMX: vector.maskedstore %arg2
+// AMX: return
 
 // The block function: A's rows packed as bf16 (a zero past an odd block of K), pairs
 // broadcast as 32-bit elements, four dot products per broadcast.

@@ -146,12 +146,18 @@ std::pair<func::FuncOp, bool> privateFunction(ModuleOp module, StringRef name,
 /// The operands of the block function, by name.
 struct BlockArgs {
   Value a, bp, c, i0, m, p0, p1, n, k, fill, fromC, bias;
-  explicit BlockArgs(func::FuncOp f) {
+  /// C's element type when it is narrower than the accumulators (bf16): each block is
+  /// rounded to it as it is written, and C is never read (gemmFunction).
+  Type narrowC;
+  explicit BlockArgs(func::FuncOp f, Type acc) {
     auto x = f.getArguments();
     a = x[0], bp = x[1], c = x[2], i0 = x[3], m = x[4], p0 = x[5], p1 = x[6], n = x[7], k = x[8],
     fill = x[9], fromC = x[10];
     if (x.size() > 11)
       bias = x[11];
+    Type ce = cast<MemRefType>(c.getType()).getElementType();
+    if (ce != acc)
+      narrowC = ce;
   }
   /// The value a vector of C's columns [col, col + lanes) starts from in the first K
   /// block without C: the bias there (lanes off `mask` not read; widened to C's type),
@@ -362,6 +368,11 @@ void emitAmxStore(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, 
     for (int64_t c = 0; c < 2 * R / g.lanes; ++c) {
       SmallVector<Value> at = {in.add(row0, r), in.add(c0, c * g.lanes)};
       Value v = in.vload(vt, scratch, {in.add(in.mul(r, 2 * R), c * g.lanes)});
+      if (x.narrowC) { // one K block, from the start: rounded as it is written
+        Value sum = arith::AddFOp::create(in.builder(), start[c], v);
+        in.vstore(convertTo(in, sum, x.narrowC), x.c, at, masks[c]);
+        continue;
+      }
       Value old = in.vload(vt, x.c, at, masks[c]);
       Value from = arith::SelectOp::create(in.builder(), filled, start[c], old);
       in.vstore(arith::AddFOp::create(in.builder(), from, v), x.c, at, masks[c]);
@@ -403,6 +414,17 @@ void emitAmxHalf(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, V
                  Value aBase, Value bBase, Value steps, Value scratch, Value start, Value row0,
                  Value rows, Value c0, Value cols, Value filled) {
   constexpr int64_t R = GemmBlocking::kAmxRows;
+  auto throughScratch = [&](KernelBuilder &in) {
+    auto accType = amx::TileType::get({R, R}, g.acc);
+    Value zero = amx::TileZeroOp::create(in.builder(), accType);
+    SmallVector<Value> acc =
+        emitAmxTile(in, g, x, ap, aBase, bBase, steps, {zero, zero, zero, zero});
+    emitAmxStore(in, g, x, scratch, acc, row0, rows, c0, cols, filled);
+  };
+  // A narrow C (bf16) is never a tile's start nor a tile store's target: every tile goes
+  // through the scratch, in L1, and is rounded as it is written.
+  if (x.narrowC)
+    return throughScratch(kb);
   Value whole = arith::AndIOp::create(kb.builder(), kb.cmp(arith::CmpIPredicate::eq, rows, kb.idx(g.mr)),
                                       kb.cmp(arith::CmpIPredicate::sge, cols, kb.idx(g.mr)));
   kb.ifThen(
@@ -416,12 +438,7 @@ void emitAmxHalf(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, V
           amx::TileStoreOp::create(in.builder(), x.c,
                                    ValueRange{in.add(row0, (t / 2) * R), in.add(c0, (t % 2) * R)}, acc[t]);
       },
-      [&](KernelBuilder &in) {
-        auto accType = amx::TileType::get({R, R}, g.acc);
-        Value zero = amx::TileZeroOp::create(in.builder(), accType);
-        SmallVector<Value> acc = emitAmxTile(in, g, x, ap, aBase, bBase, steps, {zero, zero, zero, zero});
-        emitAmxStore(in, g, x, scratch, acc, row0, rows, c0, cols, filled);
-      });
+      throughScratch);
 }
 
 /// A bias narrower than C (a bf16 graph's) widened into a row of C's type, N long, for
@@ -449,7 +466,7 @@ void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs 
   // The start row of whole tiles: the bias (widened when narrower than C), else 32 copies
   // of the fill.
   Value start = x.bias, widened;
-  if (start && cast<MemRefType>(start.getType()).getElementType() != g.acc)
+  if (start && !x.narrowC && cast<MemRefType>(start.getType()).getElementType() != g.acc)
     start = widened = widenedBias(kb, g, x);
   if (!start) {
     start = memref::AllocaOp::create(ib, MemRefType::get({g.mr}, g.acc), ib.getI64IntegerAttr(64));
@@ -612,10 +629,14 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
           return b.vload(bt, x.bp, {b.add(off, c * g.lanes * group)});
         };
         s.init = [&](KernelBuilder &b, Value i, int64_t c) -> Value {
+          if (x.narrowC)
+            return start[c];
           Value v = b.vload(vt, x.c, {i, b.add(j0, c * g.lanes)}, masks[c]);
           return arith::SelectOp::create(b.builder(), notFromC, start[c], v);
         };
         s.store = [&](KernelBuilder &b, Value i, int64_t c, Value v) {
+          if (x.narrowC)
+            v = convertTo(b, v, x.narrowC);
           b.vstore(v, x.c, {i, b.add(j0, c * g.lanes)}, masks[c]);
         };
         emitGemmTile(in, s, x.i0, rows);
@@ -624,15 +645,27 @@ void emitSkinnyBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x
   });
 }
 
-func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias,
+func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias, Type c,
                           bool skinny) {
   Type index = IndexType::get(module.getContext());
+  if (!c)
+    c = g.acc;
+  assert((c == g.acc || g.amx) && "a narrow C only on AMX");
   std::string name = std::string(skinny ? "qkv_gemm_skinny_" : "qkv_gemm_block_") +
                      formName(aElem, g) + "_" + std::to_string(skinny ? g.skinnyMr : g.mr) + "x" +
                      std::to_string(g.nr()) + (skinny ? "" : "_k" + std::to_string(g.kc)) +
-                     (bias ? "_bias" : "") + (bias && bias != g.acc ? "_" + typeName(bias) : "");
-  SmallVector<Type> args = {gemmViewType(aElem), gemmPackedType(g.packed), gemmViewType(g.acc),
-                            index, index, index, index, index, index, g.acc,
+                     (bias ? "_bias" : "") + (bias && bias != g.acc ? "_" + typeName(bias) : "") +
+                     (c != g.acc ? "_c_" + typeName(c) : "");
+  SmallVector<Type> args = {gemmViewType(aElem),
+                            gemmPackedType(g.packed),
+                            gemmViewType(c),
+                            index,
+                            index,
+                            index,
+                            index,
+                            index,
+                            index,
+                            g.acc,
                             IntegerType::get(module.getContext(), 1)};
   if (bias)
     args.push_back(gemmPackedType(bias));
@@ -643,23 +676,25 @@ func::FuncOp gemmFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Ty
   ib.setInsertionPointToStart(&f.getBody().front());
   KernelBuilder kb(ib);
   if (skinny)
-    emitSkinnyBody(kb, g, BlockArgs(f));
+    emitSkinnyBody(kb, g, BlockArgs(f, g.acc));
   else if (g.amx)
-    emitAmxBlockBody(kb, g, BlockArgs(f));
+    emitAmxBlockBody(kb, g, BlockArgs(f, g.acc));
   else
-    emitBlockBody(kb, g, BlockArgs(f));
+    emitBlockBody(kb, g, BlockArgs(f, g.acc));
   func::ReturnOp::create(ib);
   return f;
 }
 
 } // namespace
 
-func::FuncOp gemmBlockFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias) {
-  return gemmFunction(module, aElem, g, bias, false);
+func::FuncOp gemmBlockFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias,
+                               Type c) {
+  return gemmFunction(module, aElem, g, bias, c, false);
 }
 
-func::FuncOp gemmSkinnyFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias) {
-  return gemmFunction(module, aElem, g, bias, true);
+func::FuncOp gemmSkinnyFunction(ModuleOp module, Type aElem, const GemmBlocking &g, Type bias,
+                                Type c) {
+  return gemmFunction(module, aElem, g, bias, c, true);
 }
 
 } // namespace qkv::ir

@@ -91,9 +91,12 @@ mlir::func::FuncOp gemmPackBFunction(mlir::ModuleOp module, mlir::Type bElem,
 /// gemmPackBFunction writes it, start being C itself when fromC, else the bias row
 /// (bias[j] for column j, widened when `bias` is narrower than C: a bf16 linear's bias)
 /// when the function takes one (`bias` not null), else the fill. K = 0 writes the start
-/// value. Made once per module, form, blocking and bias type. On AMX the bias has C's type.
+/// value. Made once per module, form, blocking and bias type. On AMX, `c` (C's element
+/// type, g.acc when null) may be bf16 (`..._c_bf16`): each tile is then rounded to it from
+/// an f32 scratch tile in L1 as it is written, C is never read, and the caller must pass
+/// fromC false and k <= kc (one K block): no f32 C is ever made.
 mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type aElem, const GemmBlocking &g,
-                                     mlir::Type bias = {});
+                                     mlir::Type bias = {}, mlir::Type c = {});
 
 /// func.func private @qkv_gemm_skinny_<form>_<mr>x<nr>[_bias[_<type>]](the block function's
 /// operands): the same product for m <= skinnyMr rows (a decode step's), each panel one
@@ -101,6 +104,7 @@ mlir::func::FuncOp gemmBlockFunction(mlir::ModuleOp module, mlir::Type aElem, co
 /// panel of B read once, as one stream (on AMX by vdpbf16ps: a few rows would fill
 /// tiles of 16 with copies).
 mlir::func::FuncOp gemmSkinnyFunction(mlir::ModuleOp module, mlir::Type aElem,
-                                      const GemmBlocking &g, mlir::Type bias = {});
+                                      const GemmBlocking &g, mlir::Type bias = {},
+                                      mlir::Type c = {});
 
 } // namespace qkv::ir

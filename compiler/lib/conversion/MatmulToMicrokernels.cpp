@@ -102,6 +102,7 @@ public:
     GemmStart start;
     std::optional<GemmEpilogue> epilogue;
     Value full;
+    Operation *oldC = nullptr; ///< C's f32 allocation, replaced by roundInTiles
     // Made where the group is emitted:
     Value packed, size, panels, n, fill, fromC;
     bool param = false, bias = false, batchedB = false;
@@ -287,6 +288,12 @@ private:
   void lowerGroup(MutableArrayRef<Member> group) {
     fuse(group);
     Member &last = group.back();
+    bool pairs = onPairs(last.o), amx = onAmx(last.o);
+    GemmBlocking g =
+        GemmBlocking::forTarget(last.o.elem, pairs, amx, options.vectorBits, options.l1Bytes,
+                                options.l2Bytes, options.kc, options.mc);
+    for (Member &m : group)
+      roundInTiles(m, g);
     ImplicitLocOpBuilder ib(last.op->getLoc(), last.op);
     KernelBuilder kb(ib);
     Value a = group.front().o.a;
@@ -301,10 +308,6 @@ private:
         m.o.batched = false;
       }
     }
-    bool pairs = onPairs(last.o), amx = onAmx(last.o);
-    GemmBlocking g =
-        GemmBlocking::forTarget(last.o.elem, pairs, amx, options.vectorBits, options.l1Bytes,
-                                options.l2Bytes, options.kc, options.mc);
     emitGemm(kb, group, g);
     for (Member &m : group) {
       m.op->erase();
@@ -312,6 +315,87 @@ private:
         m.start.op->erase();
       if (m.epilogue)
         m.epilogue->generic.op()->erase();
+      if (m.oldC)
+        m.oldC->erase();
+    }
+  }
+
+  /// A member on AMX whose epilogue reads its f32 result only rounded to bf16 (a bf16
+  /// graph's rounding of the product, maybe followed by an activation), with one K block
+  /// (K static, at most kc) and a start that is not C: the GEMM rounds each tile itself
+  /// as it writes it, from the f32 scratch tile in L1 (the `_c_bf16` block function), into
+  /// a bf16 buffer that replaces C, and the epilogue reads that; an epilogue that was the
+  /// rounding alone goes, the GEMM writing its output. No f32 C is made (it went to
+  /// memory and back: the tiles' stores into it cost the AMX GEMM ~40%).
+  void roundInTiles(Member &m, const GemmBlocking &g) {
+    auto alloc = m.o.c.getDefiningOp<memref::AllocOp>();
+    int64_t k = cast<MemRefType>(m.o.a.getType()).getShape().back();
+    if (!g.amx || !m.epilogue || m.epilogue->out != m.o.c || !alloc ||
+        m.start.kind == GemmStart::Kind::FromC || ShapedType::isDynamic(k) || k > g.kc)
+      return;
+    linalg::GenericOp e = m.epilogue->generic.op();
+    OpOperand *cIn = nullptr;
+    for (OpOperand &x : e->getOpOperands())
+      if (x.get() == m.o.c) {
+        if (cIn || e.isDpsInit(&x))
+          return;
+        cIn = &x;
+      }
+    if (!cIn)
+      return;
+    Type bf16 = BFloat16Type::get(e.getContext());
+    auto rounded = [&](Operation *u) {
+      auto t = dyn_cast<arith::TruncFOp>(u);
+      return t && t.getType() == bf16;
+    };
+    BlockArgument arg = e.getMatchingBlockArgument(cIn);
+    if (!llvm::all_of(arg.getUsers(), rounded))
+      return;
+    // The epilogue on the rounded values: a copy of it, kept only if it still vectorizes.
+    OpBuilder b(e);
+    auto copy = cast<linalg::GenericOp>(b.clone(*e));
+    BlockArgument carg =
+        copy.getMatchingBlockArgument(&copy->getOpOperand(cIn->getOperandNumber()));
+    carg.setType(bf16);
+    for (Operation *u : llvm::make_early_inc_range(carg.getUsers())) {
+      u->getResult(0).replaceAllUsesWith(carg);
+      u->erase();
+    }
+    std::optional<VectorizedGeneric> v = VectorizedGeneric::analyse(copy, options.vectorBits);
+    if (!v) {
+      copy->erase();
+      return;
+    }
+    Value out = copy.getDpsInits()[0];
+    auto ot = cast<MemRefType>(out.getType()), ct = cast<MemRefType>(m.o.c.getType());
+    bool alone = copy.getNumDpsInputs() == 1 && copy.getNumDpsInits() == 1 &&
+                 copy.getRegion().front().getTerminator()->getOperand(0) == carg &&
+                 ot.getShape() == ct.getShape() && ot.getLayout().isIdentity() &&
+                 ot.getElementType() == bf16 && !llvm::is_contained(m.op->getOperands(), out);
+    Value c16 = out;
+    if (!alone) {
+      b.setInsertionPoint(alloc);
+      c16 = memref::AllocOp::create(b, alloc.getLoc(), MemRefType::get(ct.getShape(), bf16),
+                                    alloc.getDynamicSizes(), alloc.getSymbolOperands(),
+                                    alloc.getAlignmentAttr());
+      copy->setOperand(cIn->getOperandNumber(), c16);
+    }
+    e->erase();
+    for (Operation *u : llvm::make_early_inc_range(alloc->getUsers()))
+      if (isa<memref::DeallocOp>(u)) {
+        if (!alone) {
+          OpBuilder d(u);
+          memref::DeallocOp::create(d, u->getLoc(), c16);
+        }
+        u->erase();
+      }
+    m.oldC = alloc;
+    m.o.c = m.full = c16;
+    if (alone) {
+      copy->erase();
+      m.epilogue.reset();
+    } else {
+      m.epilogue = GemmEpilogue{*v, SmallVector<Value>(copy->getOperands()), c16};
     }
   }
 
@@ -537,13 +621,14 @@ private:
       std::tie(m.packed, m.size) =
           packB(kb, o, g, m.batchedB ? nBatch : kb.idx(1), m.panels, m.n, k);
     Type biasElem = m.bias ? cast<MemRefType>(m.start.value.getType()).getElementType() : Type();
-    m.fn = gemmBlockFunction(module, o.aElem(), g, biasElem);
+    Type cElem = cast<MemRefType>(o.c.getType()).getElementType();
+    m.fn = gemmBlockFunction(module, o.aElem(), g, biasElem, cElem);
     // A task of at most mr rows (a decode step's) takes the skinny form: A read in place,
     // each panel of B once. Not made when M is static and larger.
     auto cType = cast<MemRefType>(o.c.getType());
     int64_t rowDim = cType.getRank() - 2;
     m.skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.skinnyMr
-                   ? gemmSkinnyFunction(module, o.aElem(), g, biasElem)
+                   ? gemmSkinnyFunction(module, o.aElem(), g, biasElem, cElem)
                    : func::FuncOp();
   }
 
