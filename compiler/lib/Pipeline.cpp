@@ -230,13 +230,7 @@ void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
   // dialect as one pass per dialect, in less time (mha: 30 ms as five passes, 12-13 as
   // one). convert-to-llvm takes the dialects' interfaces
   // registered with the context (registerQkvDialects): without func's, a declaration made
-  // after the last func conversion (qkv-math-to-libm's f64 erf) stayed func.func. On amx
-  // arith, index and func still go first on their own, in the order AMX hosts ran.
-  if (amx) {
-    pm.addPass(mlir::createArithToLLVMConversionPass());
-    pm.addPass(mlir::createConvertIndexToLLVMPass());
-    pm.addPass(mlir::createConvertFuncToLLVMPass());
-  }
+  // after the last func conversion (qkv-math-to-libm's f64 erf) stayed func.func.
   pm.addPass(mlir::createConvertToLLVMPass());
   if (o.warpTiles)
     pm.addPass(mlir::createUBToLLVMConversionPass());

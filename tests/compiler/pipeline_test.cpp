@@ -1,0 +1,39 @@
+// The CPU pipeline's pass lists per ISA tier (ir::cpuStagePipeline): what a tier adds and
+// what no tier runs. The IR the passes make is checked by the lit tests and the
+// differential tests; these guard the lists themselves, where a pass run twice or one
+// conversion split into several costs compile time without changing any result.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "qkv/compiler/transforms/Passes.h"
+
+namespace qkv {
+namespace {
+
+std::string llvm_stage(const std::string &isa) {
+  ir::CpuPipelineOptions o;
+  o.isa = isa;
+  return ir::cpuStagePipeline(Stage::Llvm, o);
+}
+
+// One closing conversion on every tier: arith, index, func, cf and omp all go through
+// convert-to-llvm's one walk (and one type converter, which the amx tier's tiles need).
+TEST(CpuPipeline, EveryTierClosesWithOneConversion) {
+  for (const char *isa : {"f32", "avx512bf16", "amx"}) {
+    SCOPED_TRACE(isa);
+    std::string p = llvm_stage(isa);
+    EXPECT_NE(p.find("convert-to-llvm"), std::string::npos) << p;
+    for (const char *apart : {"convert-arith-to-llvm", "convert-index-to-llvm",
+                              "convert-func-to-llvm", "convert-openmp-to-llvm"})
+      EXPECT_EQ(p.find(apart), std::string::npos) << apart << " in " << p;
+  }
+}
+
+TEST(CpuPipeline, AmxTierLowersTheAmxOps) {
+  EXPECT_NE(llvm_stage("amx").find("enable-amx=true"), std::string::npos) << llvm_stage("amx");
+  EXPECT_EQ(llvm_stage("f32").find("enable-amx=true"), std::string::npos) << llvm_stage("f32");
+}
+
+} // namespace
+} // namespace qkv
