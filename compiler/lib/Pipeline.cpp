@@ -82,6 +82,7 @@ void addBufferize(mlir::OpPassManager &pm) {
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
       mlir::bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(mlir::bufferization::createEmptyTensorEliminationPass());
   pm.addPass(mlir::bufferization::createOneShotBufferizePass(bufferize));
   pm.addPass(mlir::bufferization::createDropEquivalentBufferResultsPass());
   mlir::bufferization::BufferResultsToOutParamsPassOptions outParams;

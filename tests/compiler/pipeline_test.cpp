@@ -35,5 +35,16 @@ TEST(CpuPipeline, AmxTierLowersTheAmxOps) {
   EXPECT_EQ(llvm_stage("f32").find("enable-amx=true"), std::string::npos) << llvm_stage("f32");
 }
 
+// Empty tensors inserted into a destination become slices of it before bufferization, so
+// that an op written by parts (RoPE's halves) writes them in place.
+TEST(CpuPipeline, EmptyTensorsEliminatedBeforeBufferizing) {
+  std::string p = ir::cpuStagePipeline(Stage::Loops, {});
+  std::size_t eliminate = p.find("eliminate-empty-tensors"),
+              bufferize = p.find("one-shot-bufferize");
+  ASSERT_NE(eliminate, std::string::npos) << p;
+  ASSERT_NE(bufferize, std::string::npos) << p;
+  EXPECT_LT(eliminate, bufferize) << p;
+}
+
 } // namespace
 } // namespace qkv

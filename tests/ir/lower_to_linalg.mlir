@@ -1,6 +1,7 @@
 // qkv-lower-to-linalg: qkv ops become linalg on tensors; positions come from linalg.index.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-lower-to-linalg))" | FileCheck %s
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-lower-to-linalg))" | FileCheck %s --check-prefix=NOQKV
+// RUN: qkv-opt %s --pass-pipeline="builtin.module(func.func(qkv-lower-to-linalg),cse)" | FileCheck %s --check-prefix=CSE
 
 // No qkv op is left anywhere in the output.
 // NOQKV-NOT: qkv.
@@ -295,6 +296,18 @@ func.func @paged_cache_view(%pool: tensor<?x2x4x8xf32>, %table: tensor<2x3xi32>,
 func.func @rope_positions(%x: tensor<2x?x8xf32>, %pos: tensor<2x?xi64>) -> tensor<2x?x8xf32> {
   %2 = qkv.rope %x positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x?x8xf32> -> tensor<2x?x8xf32>
   return %2 : tensor<2x?x8xf32>
+}
+
+// q's and k's rope over the same positions: their tables' rows are counted from the
+// positions (x's dims are two values), so after CSE one table serves both, one cos a layer.
+// CSE-LABEL: func.func @rope_q_and_k
+// CSE: math.cos
+// CSE-NOT: math.cos
+// CSE: return
+func.func @rope_q_and_k(%q: tensor<2x?x8xf32>, %k: tensor<2x?x8xf32>, %pos: tensor<2x?xi64>) -> (tensor<2x?x8xf32>, tensor<2x?x8xf32>) {
+  %0 = qkv.rope %q positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x?x8xf32> -> tensor<2x?x8xf32>
+  %1 = qkv.rope %k positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x?x8xf32> -> tensor<2x?x8xf32>
+  return %0, %1 : tensor<2x?x8xf32>, tensor<2x?x8xf32>
 }
 
 // Negative axes count from the end, as the verifiers accept them: -1 is the last axis.

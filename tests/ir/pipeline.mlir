@@ -24,6 +24,13 @@
 // LOOPS: memref.dealloc
 // LOOPS: return
 // LOOPS-NEXT: }
+// rope writes each half of its result straight into the out-param (eliminate-empty-tensors:
+// the halves' generics take slices of the destination), no buffer copied into it
+// LOOPS-LABEL: func.func @rope_qk(
+// LOOPS: math.cos
+// LOOPS-NOT: math.cos
+// LOOPS-NOT: memref.copy
+// LOOPS: return
 // the packing (w's 8 columns under a mask) and the block function: packed x broadcast,
 // packed w as vectors
 // LOOPS-LABEL: func.func private @qkv_gemm_pack_b_f32_64(
@@ -69,6 +76,7 @@
 // PIPE: qkv-group-sibling-matmuls
 // PIPE: qkv-copy-repeated-results
 // PIPE: qkv-unshare-fills
+// PIPE: eliminate-empty-tensors
 // PIPE: one-shot-bufferize
 // PIPE: buffer-results-to-out-params
 // PIPE: qkv-lower-matmul-to-microkernels
@@ -97,4 +105,10 @@ func.func @block(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>) -> tensor<?x8xf32> at
     }
   %n = qkv.rms_norm %a eps 0.000001 : tensor<?x8xf32> -> tensor<?x8xf32>
   return %n : tensor<?x8xf32>
+}
+
+func.func @rope_qk(%q: tensor<2x?x8xf32>, %k: tensor<2x?x8xf32>, %pos: tensor<2x?xi64>) -> (tensor<2x?x8xf32>, tensor<2x?x8xf32>) attributes {llvm.emit_c_interface} {
+  %0 = qkv.rope %q positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x?x8xf32> -> tensor<2x?x8xf32>
+  %1 = qkv.rope %k positions %pos : tensor<2x?xi64> base 10000.0 offset 0 : tensor<2x?x8xf32> -> tensor<2x?x8xf32>
+  return %0, %1 : tensor<2x?x8xf32>, tensor<2x?x8xf32>
 }

@@ -136,7 +136,13 @@ std::pair<Value, Value> ropeTables(OpBuilder &rw, Location loc, RopeOp op, Type 
   SmallVector<OpFoldResult> sizes;
   if (perSeq)
     sizes.push_back(tensor::getMixedSize(rw, loc, pos, 0));
-  sizes.push_back(tensor::getMixedSize(rw, loc, x, r - 2));
+  // A dynamic count of rows from the positions where there are some (the verifier has
+  // them agree with x's): q's and k's tables then have the same operands and CSE makes
+  // them one (x's dims are two values, one per projection, equal only at run time).
+  OpFoldResult rows = tensor::getMixedSize(rw, loc, x, r - 2);
+  if (pos && !isa<Attribute>(rows))
+    rows = tensor::getMixedSize(rw, loc, pos, perSeq ? 1 : 0);
+  sizes.push_back(rows);
   sizes.push_back(rw.getIndexAttr(dh / 2));
   unsigned tr = sizes.size();
   Value init = emptyOf(rw, loc, sizes, elem);
