@@ -39,6 +39,11 @@ func.func @activations(%a: memref<?x7xbf16>, %b: memref<7x70xbf16>, %c: memref<?
 // The ragged last tile of K: zeros, then A's columns over them.
 // CHECK: vector.store %{{.*}}, %{{.*}} : memref<2048xbf16>, vector<32xbf16>
 // CHECK: vector.load %arg0
+// Before a row tile's products, a write prefetch of each line of C it writes: its rows by
+// the panel's 64 f32 columns, four lines a row (columns clamped to C's last).
+// CHECK: scf.for %{{.*}} = %c0 to %{{.*}} step %c1 {
+// CHECK-COUNT-4: memref.prefetch %arg2[%{{.*}}, %{{.*}}], write, locality<3>, data
+// CHECK-NOT: memref.prefetch
 // A whole tile: from the fill row (stride 0) in the first K block, else from C.
 // CHECK: scf.if %{{.*}} -> (!amx.tile<16x16xf32>, !amx.tile<16x16xf32>, !amx.tile<16x16xf32>, !amx.tile<16x16xf32>)
 // CHECK: amx.tile_load %[[FILL]][%{{.*}}], %c0 : memref<32xf32> into !amx.tile<16x16xf32>

@@ -181,10 +181,13 @@ func.func @bf16_long_k(%a: memref<?x40xbf16>, %b: memref<40x70xbf16>, %out: memr
 
 // On AMX, the block function of a bf16 C: every tile from zero through the scratch tile,
 // the start added, rounded and stored under masks; C is never loaded nor a tile store's
-// target.
+// target; the lines a row tile writes are prefetched for writing first, two a row (64
+// bf16 columns).
 // AMX-LABEL: func.func private @qkv_gemm_block_bf16_amx_32x64_k32_bias_bf16_c_bf16(
 // AMX-NOT: amx.tile_store %arg2
 // AMX-NOT: vector.load %arg2
+// AMX-COUNT-2: memref.prefetch %arg2[%{{.*}}, %{{.*}}], write, locality<3>, data : memref<?x?xbf16
+// AMX-NOT: memref.prefetch
 // AMX: amx.tile_zero
 // AMX: amx.tile_mulf
 // AMX: amx.tile_store

@@ -455,6 +455,26 @@ Value widenedBias(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) 
   return row;
 }
 
+/// Write prefetches of the lines of C that the row tile at row0 (`rows` rows) writes in
+/// the panel from column j0 (columns clamped to C's last), issued before its products: C
+/// is written, never read, in the first K block, and a tile's rows are 32 lines a row
+/// stride apart that no hardware prefetcher foresees, so without them every store missed
+/// where C was not in cache (a layer's output, fresh after the layer's other work:
+/// 4096 x 512 x 1376 bf16 on 1 thread with the caches flushed, 7.6 -> 6.8 ms).
+void prefetchCTile(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x, Value row0,
+                   Value rows, Value j0) {
+  Type stored = x.narrowC ? x.narrowC : g.acc;
+  int64_t perLine = 64 / (stored.getIntOrFloatBitWidth() / 8);
+  Value lastCol = kb.sub(x.n, kb.idx(1));
+  kb.forLoop(kb.idx(0), rows, 1, [&](KernelBuilder &in, Value r) {
+    ImplicitLocOpBuilder &b = in.builder();
+    for (int64_t c = 0; c < g.nr(); c += perLine)
+      memref::PrefetchOp::create(b, x.c,
+                                 ValueRange{in.add(row0, r), in.min(in.add(j0, c), lastCol)},
+                                 b.getBoolAttr(true), b.getI32IntegerAttr(3), b.getBoolAttr(true));
+  });
+}
+
 /// The block function's body on AMX: K blocks (A's rows packed for each, zeros to whole
 /// tiles of K), then panels, then tiles of 32 rows, each half panel one emitAmxHalf.
 void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs &x) {
@@ -488,6 +508,7 @@ void emitAmxBlockBody(KernelBuilder &kb, const GemmBlocking &g, const BlockArgs 
       Value bBase = pl.mul(pl.add(pl.mul(p, kRows), pc), g.nr());
       pl.forLoop(pl.idx(0), x.m, g.mr, [&](KernelBuilder &tl, Value t0) {
         Value rows = tl.min(tl.idx(g.mr), tl.sub(x.m, t0));
+        prefetchCTile(tl, g, x, tl.add(x.i0, t0), rows, j0);
         for (int64_t half = 0; half < g.nr() / g.mr; ++half) {
           Value c0 = tl.add(j0, half * g.mr), cols = tl.sub(x.n, c0);
           tl.ifThen(tl.cmp(arith::CmpIPredicate::sgt, cols, tl.idx(0)), [&](KernelBuilder &in) {
