@@ -39,6 +39,21 @@ inline std::vector<DiffCase> half_cases() {
                            {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 33}}, {{"B", 1}, {"L", 130}}})
                     .sums({"Dh", "L"})
                     .within_half_ulps(2));
+    // q's and k's RoPE over the same positions, as a Llama layer has them: one table, each
+    // half read and written in the node's dtype (qkv-fuse-casts moves the casts through
+    // the halves' slices).
+    c.push_back(one_output(d + "_rope_q_and_k",
+                           [t](Graph &g) {
+                             Dim B = g.dim("B"), L = g.dim("L"), H = g.dim("H", 2);
+                             Dim Dh = g.dim("Dh", 8), D = g.dim("D", 16);
+                             Value pos = g.input("positions", DType::I64, {B, L});
+                             auto rotated = [&](const char *name) {
+                               Value x = split_heads(g.input(name, t, {B, L, D}), H, Dh);
+                               return merge_heads(rope(x, pos), D);
+                             };
+                             return add(rotated("q"), rotated("k"));
+                           },
+                           {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 17}}, {{"B", 1}, {"L", 40}}}));
     c.push_back(one_output(d + "_constant_and_mixed_ops",
                            [t](Graph &g) {
                              Dim L = g.dim("L"), D = g.dim("D", 3);

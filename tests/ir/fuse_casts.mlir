@@ -130,3 +130,81 @@ func.func @left_alone(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>) -> (tensor<?x8xf
   } -> tensor<?x8xbf16>
   return %g, %r : tensor<?x8xf32>, tensor<?x8xbf16>
 }
+
+// An op written by halves (RoPE's shape once canonicalized: each half reads both halves of
+// the widened input, is written into an empty tensor and inserted into the result, which
+// is rounded): the widening moves through the
+// slices and the rounding through the assembly, so each half's generic reads bf16 slices
+// of the input and writes its bf16 half; no generic over the whole tensor is left.
+// CHECK-LABEL: func.func @halves
+// CHECK-NOT: tensor<?x8xf32>
+// CHECK-DAG: %[[LO:.*]] = tensor.extract_slice %arg0[0, 0] [%{{.*}}, 4] [1, 1] : tensor<?x8xbf16> to tensor<?x4xbf16>
+// CHECK-DAG: %[[HI:.*]] = tensor.extract_slice %arg0[0, 4] [%{{.*}}, 4] [1, 1] : tensor<?x8xbf16> to tensor<?x4xbf16>
+// CHECK-COUNT-2: linalg.generic {{.*}} ins(%[[LO]], %[[HI]] : tensor<?x4xbf16>, tensor<?x4xbf16>) outs(%{{.*}} : tensor<?x4xbf16>)
+// CHECK-NOT: linalg.generic
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, 0] [%{{.*}}, 4] [1, 1] : tensor<?x4xbf16> into tensor<?x8xbf16>
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, 4] [%{{.*}}, 4] [1, 1] : tensor<?x4xbf16> into tensor<?x8xbf16>
+// CHECK-NOT: tensor<?x8xf32>
+// CHECK: return
+func.func @halves(%x: tensor<?x8xbf16>) -> tensor<?x8xbf16> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?x8xbf16>
+  %ef = tensor.empty(%n) : tensor<?x8xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x8xbf16>) outs(%ef : tensor<?x8xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %e = arith.extf %a : bf16 to f32
+    linalg.yield %e : f32
+  } -> tensor<?x8xf32>
+  %x1 = tensor.extract_slice %w[0, 0] [%n, 4] [1, 1] : tensor<?x8xf32> to tensor<?x4xf32>
+  %x2 = tensor.extract_slice %w[0, 4] [%n, 4] [1, 1] : tensor<?x8xf32> to tensor<?x4xf32>
+  %out = tensor.empty(%n) : tensor<?x8xf32>
+  %d1 = tensor.empty(%n) : tensor<?x4xf32>
+  %lo = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x1, %x2 : tensor<?x4xf32>, tensor<?x4xf32>) outs(%d1 : tensor<?x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.subf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<?x4xf32>
+  %i0 = tensor.insert_slice %lo into %out[0, 0] [%n, 4] [1, 1] : tensor<?x4xf32> into tensor<?x8xf32>
+  %d2 = tensor.empty(%n) : tensor<?x4xf32>
+  %hi = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x1, %x2 : tensor<?x4xf32>, tensor<?x4xf32>) outs(%d2 : tensor<?x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<?x4xf32>
+  %i1 = tensor.insert_slice %hi into %i0[0, 4] [%n, 4] [1, 1] : tensor<?x4xf32> into tensor<?x8xf32>
+  %eh = tensor.empty(%n) : tensor<?x8xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%i1 : tensor<?x8xf32>) outs(%eh : tensor<?x8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<?x8xbf16>
+  return %r : tensor<?x8xbf16>
+}
+
+// The same assembly also returned in f32: the rounding stays one generic over the whole
+// tensor (moving it through the assembly would round the parts and keep them too).
+// CHECK-LABEL: func.func @halves_kept
+// CHECK: tensor.insert_slice %{{.*}} : tensor<?x4xf32> into tensor<?x8xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x8xf32>) outs(%{{.*}} : tensor<?x8xbf16>)
+// CHECK: arith.truncf
+// CHECK-NOT: tensor<?x4xbf16>
+// CHECK: return
+func.func @halves_kept(%x: tensor<?x4xf32>, %y: tensor<?x4xf32>) -> (tensor<?x8xbf16>, tensor<?x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %out = tensor.empty(%n) : tensor<?x8xf32>
+  %i0 = tensor.insert_slice %x into %out[0, 0] [%n, 4] [1, 1] : tensor<?x4xf32> into tensor<?x8xf32>
+  %i1 = tensor.insert_slice %y into %i0[0, 4] [%n, 4] [1, 1] : tensor<?x4xf32> into tensor<?x8xf32>
+  %eh = tensor.empty(%n) : tensor<?x8xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%i1 : tensor<?x8xf32>) outs(%eh : tensor<?x8xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<?x8xbf16>
+  return %r, %i1 : tensor<?x8xbf16>, tensor<?x8xf32>
+}

@@ -43,9 +43,13 @@ def FuseCasts : Pass<"qkv-fuse-casts", "::mlir::func::FuncOp"> {
     generic that reads it; an elementwise generic with a single use fuses into the cast
     that reads it. Upstream's elementwise fusion does the work; its control function
     allows nothing else, so graphs without f16/bf16 are unchanged and a matmul keeps
-    its elementwise consumer as the GEMM's epilogue. The same bits are computed.
+    its elementwise consumer as the GEMM's epilogue. Casts move through slices first: a
+    slice of a widening is the widening of the slice, and the rounding of a tensor
+    assembled by insert_slice (its only use) the assembly of the rounded parts. The
+    same bits are computed.
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::arith::ArithDialect"];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def GroupSiblingMatmuls : Pass<"qkv-group-sibling-matmuls", "::mlir::func::FuncOp"> {
