@@ -41,7 +41,9 @@ namespace {
 
 using PartOf = llvm::DenseMap<const llvm::GlobalValue *, unsigned>;
 
-/// Union-find over the functions with bodies: direct calls join caller and callee.
+/// Union-find over the functions with bodies: direct calls join caller and callee, except,
+/// with `defer`, a call of a deferred function (a deferred schedule's stub, called from the
+/// entry: its part is compiled when that call is first made).
 struct CallClusters {
   llvm::DenseMap<llvm::Function *, llvm::Function *> parent;
 
@@ -60,7 +62,7 @@ struct CallClusters {
     }
     return f;
   }
-  explicit CallClusters(llvm::Module &m) {
+  CallClusters(llvm::Module &m, bool defer) {
     for (llvm::Function &f : m)
       if (!f.isDeclaration())
         parent[&f] = &f;
@@ -68,7 +70,8 @@ struct CallClusters {
       for (llvm::Instruction &i : llvm::instructions(f))
         if (auto *call = llvm::dyn_cast<llvm::CallBase>(&i))
           if (llvm::Function *callee = call->getCalledFunction();
-              callee && !callee->isDeclaration())
+              callee && !callee->isDeclaration() &&
+              !(defer && callee->hasFnAttribute(kDeferredAttr)))
             parent[find(&f)] = find(callee);
   }
 };
@@ -86,7 +89,7 @@ std::size_t code_weight(llvm::Function &f) {
 /// each cluster of deferred task bodies is a part of its own, compiled when first called).
 PartOf assign_parts(llvm::Module &m, unsigned parts, bool defer, unsigned &used,
                     unsigned &deferred) {
-  CallClusters clusters(m);
+  CallClusters clusters(m, defer);
   std::vector<std::pair<llvm::Function *, std::size_t>> sizes; // cluster root, instructions
   llvm::DenseMap<llvm::Function *, std::size_t> slot;
   // A cluster is deferred when every function of it is a deferred task body.

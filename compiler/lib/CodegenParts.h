@@ -27,8 +27,8 @@ struct CompiledPart {
 /// Moves `p`'s code (its glue's object first, when apart) to the end of `objects`.
 void take_objects(CompiledPart &p, std::vector<std::string> &objects);
 
-/// The function attribute of a deferred task body (what prepare_module gives each function
-/// that called abi::kDeferredTask).
+/// The function attribute of a deferred function: a deferred attention schedule's stub
+/// (add_deferred_stubs, DeferredSchedules.h).
 inline constexpr const char *kDeferredAttr = "qkv-deferred";
 /// The module flag of a deferred part: the opt level it is optimised at when compiled.
 inline constexpr const char *kOptLevelFlag = "qkv.opt_level";
@@ -45,7 +45,7 @@ inline constexpr const char *kOptLevelFlag = "qkv.opt_level";
 /// and should not be used again.
 /// `keep_ir`: print each part's optimised IR into CompiledPart::ir (else it stays empty).
 /// `shared_library`: code for a shared library (host_target_machine's).
-/// `defer`: each cluster of functions that are all deferred task bodies (kDeferredAttr)
+/// `defer`: each cluster of functions that are all deferred (kDeferredAttr)
 /// becomes a part of its own, returned as bitcode after the compiled parts (not counted
 /// in `parts`); without it they are compiled with the rest.
 std::vector<CompiledPart> compile_in_parts(llvm::Module &m, unsigned parts, int opt_level,

@@ -38,9 +38,11 @@
 
 #include "CodegenParts.h"
 #include "CompileCuda.h"
+#include "DeferredSchedules.h"
 #include "Import.h"
 #include "KernelCache.h"
 #include "LibraryObjects.h"
+#include "LlvmTranslation.h"
 #include "ObjectJit.h"
 #include "qkv/compiler/transforms/Passes.h"
 
@@ -299,11 +301,13 @@ bool pass_timing_wanted() {
   return wanted;
 }
 
-/// Imports g and runs the CPU pipeline's stages on it, down to the LLVM dialect.
+/// Imports g and runs the CPU pipeline's stages on it, down to the LLVM dialect; with
+/// `deferred`, the deferred attention schedules are taken out after the `linalg` stage into it.
 mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
                                         const CompileOptions &options,
                                         const ir::CpuPipelineOptions &popts,
-                                        const std::string &diags, StageLog &log) {
+                                        const std::string &diags, StageLog &log,
+                                        std::vector<jit::DeferredSchedule> *deferred) {
   auto t = Clock::now();
   mlir::OwningOpRef<mlir::ModuleOp> module =
       ir::import_graph(ctx, g, *options.checked, options.share_repeated_layers);
@@ -318,6 +322,10 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
       pm.enableTiming();
     if (mlir::failed(pm.run(*module)))
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
+    // The attention schedules to defer leave the module once outlined (deferred
+    // schedules): the stages after this one lower the rest.
+    if (stage == Stage::Linalg && deferred)
+      *deferred = jit::take_deferred_schedules(*module);
     log.keep(
         name, [&] { return ir::print_module(*module); },
         ms_since(t) + (stage == Stage::Qkv ? import_ms : 0));
@@ -337,73 +345,34 @@ std::string join_parts_ir(const std::vector<std::string> &parts) {
   return out;
 }
 
-/// Removes the argument and result attributes of other dialects than LLVM's (qkv.name,
-/// qkv.dims, qkv.param, ... which the `llvm` stage still shows) from every function: the
-/// translation to LLVM IR warns about each one, and each warning prints its whole function,
-/// so a graph with hundreds of params (a model in one graph) spent seconds printing.
-void drop_foreign_argument_attrs(mlir::ModuleOp module) {
-  auto keep_llvm = [](mlir::DictionaryAttr attrs) {
-    llvm::SmallVector<mlir::NamedAttribute> kept;
-    if (attrs)
-      for (mlir::NamedAttribute a : attrs)
-        if (a.getName().strref().starts_with("llvm."))
-          kept.push_back(a);
-    return kept;
-  };
-  module.walk([&](mlir::LLVM::LLVMFuncOp fn) {
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      fn.setArgAttrs(i, keep_llvm(fn.getArgAttrDict(i)));
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      fn.setResultAttrs(i, keep_llvm(fn.getResultAttrDict(i)));
-  });
-}
-
 /// Object code for the host from `module` (in the LLVM dialect): translated to LLVM IR,
-/// given MLIR's packed wrappers, then optimised at `opt_level` for the host CPU at the
-/// schedule's vector width and compiled, in up to `parts` parts on as many threads; with
-/// `shared_library`, for a shared library (an ahead-of-time bundle) instead of the JIT.
-std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level, int64_t vector_bits,
-                                          unsigned parts, bool keep_ir, bool defer,
-                                          const std::string &diags, bool shared_library,
-                                          const std::string &target_cpu = "") {
-  drop_foreign_argument_attrs(module);
+/// given MLIR's packed wrappers and a stub for each of the `deferred` schedules taken out
+/// of it, then optimised at `opt_level` for the host CPU at the schedule's vector width and
+/// compiled, in up to `parts` parts on as many threads (each deferred schedule a part of
+/// its own, left as bitcode); with `shared_library`, for a shared library (an
+/// ahead-of-time bundle) instead of the JIT.
+std::vector<jit::CompiledPart>
+to_objects(mlir::ModuleOp module, int opt_level, const ir::CpuPipelineOptions &popts,
+           unsigned parts, bool keep_ir, const std::vector<jit::DeferredSchedule> &deferred,
+           const std::string &diags, bool shared_library, const std::string &target_cpu = "") {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(module, ctx);
+  std::unique_ptr<llvm::Module> m = jit::translate(module, ctx);
   if (!m)
     throw CompileError("llvm-ir", "cannot translate to LLVM IR\n" + diags);
   auto tm = jit::host_target_machine(shared_library);
+  jit::add_deferred_stubs(*m, deferred, popts);
   jit::prepare_module(*m, *tm);
   if (shared_library)
     jit::name_runtime_functions(*m);
-  // Code for the host CPU at the schedule's vector width (LLVM otherwise keeps to 256-bit
-  // vectors on some AVX-512 machines).
-  // Or for `target_cpu` (an ahead-of-time bundle for another CPU), with its own features.
-  std::string cpu = target_cpu.empty() ? llvm::sys::getHostCPUName().str() : target_cpu,
-              features = target_cpu.empty() ? tm->getTargetFeatureString().str() : "";
-  for (llvm::Function &f : *m) {
-    if (f.isDeclaration())
-      continue;
-    f.addFnAttr("target-cpu", cpu);
-    f.addFnAttr("target-features", features);
-    f.addFnAttr("prefer-vector-width", std::to_string(vector_bits));
-    f.addFnAttr("min-legal-vector-width", std::to_string(vector_bits));
-    // The entry point and its packed wrapper are glue (descriptors unpacked, buffers
-    // allocated, layers and parallel regions called; no vector code): one basic block of
-    // thousands of instructions for a model in one graph. The host's scheduling model buys
-    // them nothing, and the post-RA list scheduler some hosts enable (Zen), quadratic in a
-    // block's length, was 40% of the code generator's time on a 24-layer encoder.
-    if (f.getName().starts_with(abi::kPackedPrefix))
-      f.addFnAttr("tune-cpu", "generic");
-  }
-  // A JIT kernel defers the task bodies marked so (the attention schedules for shorter
-  // query lengths) to a call that first needs them; a bundle compiles everything, and so
-  // does a compile that keeps the optimised IR (its text is the whole kernel's).
-  return jit::compile_in_parts(*m, parts, opt_level, keep_ir, shared_library,
-                               defer && !keep_ir && !shared_library);
+  jit::set_code_attributes(*m, *tm, popts.vectorBits, target_cpu);
+  return jit::compile_in_parts(*m, parts, opt_level, keep_ir, shared_library, !deferred.empty());
 }
 
 /// The pipeline and LLVM: g imported, lowered stage by stage (kept in `log`) and compiled
-/// to object code in parts. `llvm_ms` receives the time LLVM took.
+/// to object code in parts. `llvm_ms` receives the time LLVM took. A JIT kernel defers the
+/// attention schedules for shorter query lengths to a call that first needs them; a
+/// bundle compiles everything, and so does a compile that keeps or prints any stage (its
+/// text is the whole kernel's).
 std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOptions &options,
                                                 const ir::CpuPipelineOptions &popts, StageLog &log,
                                                 bool keep_ir, bool shared_library, double &llvm_ms,
@@ -415,11 +384,15 @@ std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOpt
   ctx->loadAllAvailableDialects();
   std::string diags;
   auto handler = ir::collect_diagnostics(*ctx, diags);
-  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*ctx, g, options, popts, diags, log);
+  bool defer =
+      options.defer_schedules && !keep_ir && !shared_library && !log.keep_all && log.dump.empty();
+  std::vector<jit::DeferredSchedule> deferred;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      lower(*ctx, g, options, popts, diags, log, defer ? &deferred : nullptr);
   auto t = Clock::now();
-  std::vector<jit::CompiledPart> parts = to_objects(
-      *module, options.opt_level, popts.vectorBits, jit::codegen_parts(options.compile_threads),
-      keep_ir, options.defer_schedules, diags, shared_library, target_cpu);
+  std::vector<jit::CompiledPart> parts =
+      to_objects(*module, options.opt_level, popts, jit::codegen_parts(options.compile_threads),
+                 keep_ir, deferred, diags, shared_library, target_cpu);
   llvm_ms = ms_since(t);
   return parts;
 }

@@ -3,6 +3,7 @@
 // runtime libraries), split so that the object can be kept between the steps.
 #include "ObjectJit.h"
 #include "CodegenParts.h"
+#include "DeferredSchedules.h"
 #include "PerfMap.h"
 
 #include <qkv/compiler/compile.hpp>
@@ -105,12 +106,17 @@ template <typename Builder> Builder &configure(Builder &b) {
 void deferred_compile_failed() {}
 
 /// Optimises a deferred part as compile_in_parts optimises the others, at the level the
-/// part's module flag records.
+/// part's module flag records; a deferred schedule's stub is first replaced by its code,
+/// lowered from the stub's MLIR (lower_deferred_stub).
 llvm::Expected<llvm::orc::ThreadSafeModule> optimize_deferred(llvm::orc::ThreadSafeModule tsm) {
   std::string error;
-  tsm.withModuleDo([&](llvm::Module &m) {
-    auto *level = llvm::mdconst::extract_or_null<llvm::ConstantInt>(m.getModuleFlag(kOptLevelFlag));
+  std::unique_ptr<llvm::Module> lowered;
+  tsm.withModuleDo([&](llvm::Module &part) {
     try {
+      lowered = lower_deferred_stub(part);
+      llvm::Module &m = lowered ? *lowered : part;
+      auto *level =
+          llvm::mdconst::extract_or_null<llvm::ConstantInt>(m.getModuleFlag(kOptLevelFlag));
       optimize(m, level ? static_cast<int>(level->getZExtValue()) : 3, *host_target_machine());
     } catch (const std::exception &e) {
       error = e.what();
@@ -118,6 +124,8 @@ llvm::Expected<llvm::orc::ThreadSafeModule> optimize_deferred(llvm::orc::ThreadS
   });
   if (!error.empty())
     return llvm::createStringError(error);
+  if (lowered)
+    return llvm::orc::ThreadSafeModule(std::move(lowered), tsm.getContext());
   return std::move(tsm);
 }
 
@@ -207,35 +215,12 @@ void internalize_callees(llvm::Module &m, const std::vector<std::string> &called
   }
 }
 
-/// Takes the marks of deferred task bodies (calls of abi::kDeferredTask, which
-/// qkv-lower-attention-to-flash puts at the start of some parallel loops' bodies) out of
-/// the module, giving each function that had one the attribute kDeferredAttr.
-void take_deferred_marks(llvm::Module &m) {
-  llvm::Function *mark = m.getFunction(abi::kDeferredTask);
-  if (!mark)
-    return;
-  std::vector<llvm::CallBase *> calls;
-  for (llvm::User *u : mark->users())
-    if (auto *call = llvm::dyn_cast<llvm::CallBase>(u))
-      calls.push_back(call);
-  for (llvm::CallBase *call : calls) {
-    call->getFunction()->addFnAttr(kDeferredAttr);
-    call->eraseFromParent();
-  }
-  if (!mark->use_empty())
-    throw CompileError("llvm-ir", std::string(abi::kDeferredTask) +
-                                      " is used other than called: it is qkv's mark of a "
-                                      "deferred task body");
-  mark->eraseFromParent();
-}
-
 } // namespace
 
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
                     const std::vector<std::string> &called_by_name) {
   m.setDataLayout(tm.createDataLayout());
   m.setTargetTriple(tm.getTargetTriple());
-  take_deferred_marks(m);
   // Only the C-interface entry points are called from outside (Kernel::run): a wrapper
   // of any other function would be compiled for nothing.
   std::vector<llvm::Function *> fns;

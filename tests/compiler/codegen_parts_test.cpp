@@ -1,6 +1,6 @@
 // The parts of a kernel's LLVM module (compiler/lib/CodegenParts.cpp, ObjectJit.cpp) on
 // modules written by hand, where the compiler's own kernels give no such case. Deferred
-// task bodies: a marked body that shares a callee with the eager code is compiled with it,
+// functions: a marked one that shares a callee with the eager code is compiled with it,
 // one that calls nothing of theirs is deferred, and the loaded kernel reaches both (the
 // deferred one through ORC's lazy stub, compiled on that call). Glue: loop-free entry code
 // is generated unoptimised, code with a loop is not.
@@ -11,6 +11,7 @@
 #include <qkv/runtime/kernel_abi.hpp>
 
 #include "CodegenParts.h"
+#include "DeferredSchedules.h"
 #include "ObjectJit.h"
 
 #include "llvm/AsmParser/Parser.h"
@@ -24,23 +25,21 @@ namespace {
 // The entry calls `shared` directly and both task bodies through a pointer (as a kernel's
 // entry hands its OpenMP task bodies to __kmpc_fork_call): `near` calls `shared` too, so
 // it is in the entry's group; `far` calls nothing with a body.
+// Both are marked deferred (the attribute kDeferredAttr, which a deferred schedule's stub
+// has).
 constexpr const char *kModule = R"(
-declare void @qkv_deferred_task()
-
 define internal void @shared(ptr %out, i64 %i, float %v) {
   %p = getelementptr float, ptr %out, i64 %i
   store float %v, ptr %p
   ret void
 }
 
-define internal void @near(ptr %out) {
-  call void @qkv_deferred_task()
+define internal void @near(ptr %out) #0 {
   call void @shared(ptr %out, i64 1, float 1.0)
   ret void
 }
 
-define internal void @far(ptr %out) {
-  call void @qkv_deferred_task()
+define internal void @far(ptr %out) #0 {
   %p = getelementptr float, ptr %out, i64 2
   store float 2.0, ptr %p
   ret void
@@ -54,10 +53,11 @@ define void @_mlir_ciface_parts(ptr %out, i1 %which) {
   call void %g(ptr %out)
   ret void
 }
+
+attributes #0 = { "qkv-deferred" }
 )";
 
-/// The module above (or `text`), prepared as a kernel's is before it is split (marks
-/// taken out).
+/// The module above (or `text`), prepared as a kernel's is before it is split.
 std::unique_ptr<llvm::Module> prepared(llvm::LLVMContext &ctx, const std::string &text = kModule) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -74,7 +74,6 @@ TEST(CodegenParts, AMarkedBodyIsDeferredOnlyWithNothingTheEagerCodeCalls) {
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = prepared(ctx);
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->getFunction(abi::kDeferredTask), nullptr) << "the marks are taken out";
   EXPECT_TRUE(m->getFunction("far")->hasFnAttribute(kDeferredAttr));
   std::vector<CompiledPart> parts =
       compile_in_parts(*m, 2, 3, /*keep_ir=*/false, /*shared_library=*/false, /*defer=*/true);
@@ -134,6 +133,58 @@ TEST(CodegenParts, ADeferredPartThatFailsToCompileIsLoggedNotFatal) {
     EXPECT_NE(failure.find(call == 0 ? "qkv_test_no_such_function" : "far"), std::string::npos)
         << "call " << call << ": " << failure;
     EXPECT_EQ(loaded->deferred_failures->take(), "") << "taken once";
+  }
+}
+
+// A deferred attention schedule's stub (DeferredSchedules.h), called directly from the
+// entry: the call does not join the stub to the entry's part (the stub is a part of its own,
+// left as bitcode), and when the first call reaches it the JIT lowers its MLIR. Here that
+// MLIR does not read back: the call returns without the schedule's work, and the error,
+// which names the schedule, waits in the loader's log; the kernel is still usable.
+TEST(CodegenParts, ADeferredScheduleIsAPartOfItsOwnAndItsFailureIsLogged) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  const char *text = R"(
+declare void @qkv_deferred_schedule_3(ptr)
+
+define void @_mlir_ciface_stubbed(ptr %out, i1 %which) {
+  store float 3.0, ptr %out
+  br i1 %which, label %deferred, label %done
+deferred:
+  call void @qkv_deferred_schedule_3(ptr %out)
+  br label %done
+done:
+  ret void
+}
+)";
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, err, ctx);
+  ASSERT_TRUE(m) << err.getMessage().str();
+  add_deferred_stubs(*m, {{"qkv_deferred_schedule_3", "not MLIR bytecode"}}, {});
+  EXPECT_TRUE(m->getFunction("qkv_deferred_schedule_3")->hasFnAttribute(kDeferredAttr));
+  prepare_module(*m, *host_target_machine());
+  std::vector<CompiledPart> parts = compile_in_parts(*m, 2, 3, false, false, /*defer=*/true);
+  ASSERT_EQ(parts.size(), 2u) << "the entry, and the stub apart";
+  EXPECT_TRUE(parts.back().deferred);
+  std::vector<std::string> objects;
+  for (CompiledPart &p : parts)
+    take_objects(p, objects);
+  auto loaded = load_object(objects, "_mlir_ciface_stubbed");
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  for (bool which : {false, true, false}) {
+    float out = 0;
+    float *out_ptr = &out;
+    void *args[] = {&out_ptr, &which};
+    abi::call_generated(loaded->packed, args);
+    EXPECT_EQ(out, 3.0f) << "the entry ran";
+    std::string failure = loaded->deferred_failures->take();
+    if (which)
+      EXPECT_NE(failure.find("cannot read the deferred schedule qkv_deferred_schedule_3 back"),
+                std::string::npos)
+          << failure;
+    else
+      EXPECT_EQ(failure, "") << "a call that does not reach the schedule compiles nothing";
   }
 }
 

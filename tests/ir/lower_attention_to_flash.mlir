@@ -7,9 +7,6 @@
 // as many keys as queries.
 // RUN: qkv-opt %s --pass-pipeline="builtin.module(qkv-lower-attention-to-flash{vector-bits=512},canonicalize,cse)" | FileCheck %s --check-prefix=DEFAULT
 
-// The mark of a deferred task body (a dynamic query length's kernels below its longest
-// tiles: the JIT compiles them when a call first runs them).
-// CHECK: func.func private @qkv_deferred_task()
 // The decode kernel asks OpenMP how many threads it may split the keys over.
 // CHECK: func.func private @omp_get_max_threads() -> i32
 // Each attention op counts the calls that ran each of its kernels (one for a static query
@@ -155,22 +152,18 @@ func.func @tiled(%q: tensor<2x33x4xf32>, %k: tensor<1x40x4xf32>, %v: tensor<1x40
 // CHECK-LABEL: func.func @dynamic_causal
 // CHECK: %[[LQ:.*]] = tensor.dim %arg0, %c2 : tensor<1x16x?x64xf32>
 // CHECK: %[[FEW:.*]] = arith.cmpi ule, %[[LQ]], %c16 : index
-// The decode kernel's two task bodies (the split keys', then the merge's) start with the
-// mark of a deferred task; the tiled kernel's, which long lengths take, do not.
+// The decode kernel is outlined into a function of its own (deferred: a JIT compile takes
+// it out of the module and compiles it when a call first reaches it; its body is checked
+// at the end of the file), called with the values it uses; the tiled kernel, which long
+// lengths take, stays in place.
 // CHECK: scf.if %[[FEW]] {
 // CHECK: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c1] : (i64, memref<9xi64>) -> i64
-// CHECK: func.call @omp_get_max_threads()
-// CHECK: scf.parallel
-// CHECK-NEXT: func.call @qkv_deferred_task() : () -> ()
-// CHECK: scf.parallel
-// CHECK-NEXT: func.call @qkv_deferred_task() : () -> ()
-// CHECK: memref.dealloc
-// CHECK: } else {
+// CHECK-NEXT: func.call @qkv_deferred_schedule_1(%{{.*}}, %[[LQ]], {{.*}}) : (index, index, index, f32, memref<1x16x?x64xf32, strided<[?, ?, ?, 1], offset: ?>>, memref<1x16x?x64xf32, strided<[?, ?, ?, 1], offset: ?>>, memref<1x16x?x64xf32, strided<[?, ?, ?, 1], offset: ?>>, memref<1x16x?x64xf32>) -> ()
+// CHECK-NEXT: } else {
 // CHECK-NEXT: memref.get_global @qkv_schedule_runs
 // CHECK-NEXT: memref.atomic_rmw addi %c1_i64, %{{.*}}[%c2] : (i64, memref<9xi64>) -> i64
 // tiled: groups of 8 key tiles (512 keys) are tested first, empty when q_hi < j0
 // CHECK: scf.parallel (%{{.*}}, %[[QTI:.*]]) = (%c0, %c0) to (%c16, %{{.*}})
-// CHECK-NOT: qkv_deferred_task
 // CHECK: %[[I0:.*]] = arith.muli %[[QTI]], %c64 : index
 // CHECK: %[[NG:.*]] = arith.divui %{{.*}}, %c8 : index
 // CHECK: scf.for %[[KG:.*]] = %c0 to %[[NG]] step %c1 {
@@ -252,12 +245,14 @@ func.func @decode_causal(%q: tensor<1x16x1x64xf32>, %k: tensor<1x16x?x64xf32>, %
 // DEFAULT-LABEL: func.func @heads_in_place
 // By default a dynamic query length without a mask gets four kernels with 16 lanes:
 // decode for up to 8 queries, tiles of one vector (16 queries, 256 keys), of two vectors
-// (32 queries, 256 keys), the default tiles (64 queries, 66 keys) beyond.
+// (32 queries, 256 keys), the default tiles (64 queries, 66 keys) beyond; the first three
+// outlined (deferred; their tiles are checked at the end of the file).
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
+// DEFAULT: call @qkv_deferred_schedule_4(
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
-// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
+// DEFAULT: call @qkv_deferred_schedule_5(
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
-// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x32xf32>
+// DEFAULT: call @qkv_deferred_schedule_6(
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<66x64xf32>
 // CHECK-SAME: (%[[X:.*]]: tensor<1x?x32xf32>)
 // CHECK-NOT: qkv.split_heads
@@ -350,10 +345,11 @@ func.func @decode_paged(%q: tensor<2x4x1x16xf32>, %pool: tensor<?x2x8x16xf32>, %
 // tiles of 32 x 32.
 // DEFAULT-LABEL: func.func @padding_schedules_as_no_mask
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c8 : index
+// DEFAULT: call @qkv_deferred_schedule_9(
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c16 : index
-// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
+// DEFAULT: call @qkv_deferred_schedule_10(
 // DEFAULT: arith.cmpi ule, %{{.*}}, %c32 : index
-// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x32xf32>
+// DEFAULT: call @qkv_deferred_schedule_11(
 // DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<66x64xf32>
 // DEFAULT-NOT: memref<32x32xf32>
 // DEFAULT: return
@@ -368,3 +364,32 @@ func.func @padding_schedules_as_no_mask(%q: tensor<2x2x?x16xf32>, %k: tensor<2x2
     }
   return %a : tensor<2x2x?x16xf32>
 }
+
+// The deferred schedules' functions, after every other: private, each the kernel its call
+// stood for (here the decode kernel of @dynamic_causal: the keys split over OpenMP's
+// threads, then merged).
+// CHECK-LABEL: func.func private @qkv_deferred_schedule_7(
+// CHECK-LABEL: func.func private @qkv_deferred_schedule_4(
+// CHECK-LABEL: func.func private @qkv_deferred_schedule_1(
+// CHECK-SAME: %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32, %{{.*}}: memref<1x16x?x64xf32, strided<[?, ?, ?, 1], offset: ?>>
+// CHECK: call @omp_get_max_threads()
+// CHECK: scf.parallel
+// CHECK: scf.parallel
+// CHECK: memref.dealloc
+// CHECK: return
+// The short tiles of @padding_schedules_as_no_mask (no 32 x 32 tiles of a mask) and of
+// @heads_in_place, by default.
+// DEFAULT-LABEL: func.func private @qkv_deferred_schedule_9(
+// DEFAULT-LABEL: func.func private @qkv_deferred_schedule_10(
+// DEFAULT-NOT: memref<32x32xf32>
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
+// DEFAULT-NOT: memref<32x32xf32>
+// DEFAULT-LABEL: func.func private @qkv_deferred_schedule_11(
+// DEFAULT-NOT: memref<32x32xf32>
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x32xf32>
+// DEFAULT-NOT: memref<32x32xf32>
+// DEFAULT-LABEL: func.func private @qkv_deferred_schedule_4(
+// DEFAULT-LABEL: func.func private @qkv_deferred_schedule_5(
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x16xf32>
+// DEFAULT-LABEL: func.func private @qkv_deferred_schedule_6(
+// DEFAULT: memref.alloca() {alignment = 64 : i64} : memref<256x32xf32>

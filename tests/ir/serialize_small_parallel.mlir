@@ -76,24 +76,6 @@ func.func @branches(%t: memref<40xf32>, %c: i1) {
   return
 }
 
-// The mark of a deferred task body is no work (the JIT takes it out): 32 trips of a few
-// ops still never fork.
-// CHECK-LABEL: func.func @deferred_mark(
-// CHECK: omp.parallel if(%false)
-func.func private @qkv_deferred_task()
-func.func @deferred_mark(%t: memref<32xf32>) {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c32 = arith.constant 32 : index
-  %x = arith.constant 1.0 : f32
-  scf.parallel (%i) = (%c0) to (%c32) step (%c1) {
-    func.call @qkv_deferred_task() : () -> ()
-    memref.store %x, %t[%i] : memref<32xf32>
-    scf.reduce
-  }
-  return
-}
-
 // Work the count cannot see: a call, a loop of unknown length.
 // CHECK-LABEL: func.func @unseen(
 // CHECK-NOT: if(

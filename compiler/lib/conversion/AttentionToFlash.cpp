@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 #include "Microkernel.h"
 #include "ModVectorizer.h"
@@ -1081,7 +1082,7 @@ struct ScheduleCounters {
   llvm::DenseMap<Operation *, int64_t> slot; ///< each attention op's first slot
   llvm::DenseMap<Operation *, int64_t> index; ///< each attention op's number
   int64_t slots = 0;
-  ModuleOp module; ///< where the counters (and the deferred tasks' mark) are declared
+  ModuleOp module; ///< where the counters are declared and deferred variants outlined
 
   /// The tile counts' global, for `a` to add to.
   void bindTiles(ImplicitLocOpBuilder &b, Operation *op, AttentionInfo &a) const {
@@ -1149,38 +1150,82 @@ ScheduleCounters declareScheduleCounters(ModuleOp module, const FlashOptions &o)
   return c;
 }
 
-/// Marks the parallel loops of `block` (one variant's code) as deferred task bodies: each
-/// body starts with a call of `qkv_deferred_task`, which the JIT takes out of the LLVM
-/// module again, compiling the task bodies that had it when a call first runs them
-/// (qkv/runtime/kernel_abi.hpp, abi::kDeferredTask).
-void markDeferred(ModuleOp module, Block &block) {
-  if (!module.lookupSymbol<func::FuncOp>(qkv::abi::kDeferredTask)) {
-    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-    func::FuncOp::create(mb, module.getLoc(), qkv::abi::kDeferredTask, mb.getFunctionType({}, {}))
-        .setPrivate();
+/// Moves the code of `op` (an scf.execute_region without results: one variant's kernel)
+/// into a new private function `name` at the end of `module` and calls it there instead:
+/// the values the code uses from above become the function's arguments, the constants it
+/// uses are cloned into it.
+void outlineVariant(RewriterBase &rw, ModuleOp module, scf::ExecuteRegionOp op, StringRef name) {
+  OpBuilder::InsertionGuard guard(rw);
+  Region &region = op.getRegion();
+  Block &body = region.front();
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(region, captured);
+  SmallVector<Value> args;
+  for (Value v : captured) {
+    Value inside;
+    if (Operation *def = v.getDefiningOp(); def && def->hasTrait<OpTrait::ConstantLike>()) {
+      rw.setInsertionPointToStart(&body);
+      inside = rw.clone(*def)->getResult(cast<OpResult>(v).getResultNumber());
+    } else {
+      args.push_back(v);
+      inside = body.addArgument(v.getType(), v.getLoc());
+    }
+    rw.replaceUsesWithIf(v, inside, [&](OpOperand &use) {
+      return region.isAncestor(use.getOwner()->getParentRegion());
+    });
   }
-  block.walk([&](scf::ParallelOp loop) {
-    OpBuilder b = OpBuilder::atBlockBegin(loop.getBody());
-    func::CallOp::create(b, loop.getLoc(), qkv::abi::kDeferredTask, TypeRange{});
-  });
+  rw.setInsertionPointToEnd(module.getBody());
+  auto fn = func::FuncOp::create(rw, op.getLoc(), name,
+                                 rw.getFunctionType(ValueRange(args).getTypes(), {}));
+  fn.setPrivate();
+  rw.inlineRegionBefore(region, fn.getBody(), fn.getBody().end());
+  Operation *yield = fn.getBody().front().getTerminator();
+  rw.setInsertionPoint(yield);
+  rw.replaceOpWithNewOp<func::ReturnOp>(yield);
+  rw.setInsertionPoint(op);
+  func::CallOp::create(rw, op.getLoc(), fn, args);
+  rw.eraseOp(op);
+}
+
+/// The deferred variants' kernels, each in an scf.execute_region, with the names of the
+/// functions they are outlined into once the attention's code is complete.
+using DeferredRegions = SmallVector<std::pair<scf::ExecuteRegionOp, std::string>>;
+
+/// One variant's kernel, in place or (deferred) in a region that is outlined into a function
+/// of its own, `qkv_deferred_schedule_<slot>` (abi::kDeferredSchedulePrefix), which a JIT
+/// compile lowers and compiles when a call first reaches it.
+void emitVariant(KernelBuilder &kb, AttentionInfo &a, const FlashVariant &v,
+                 std::optional<int64_t> deferredSlot, DeferredRegions &deferred) {
+  auto emit = [&](KernelBuilder &in) {
+    (v.decode ? emitDecodeAttention : emitTiledAttention)(in, a, v.s);
+  };
+  if (!deferredSlot)
+    return emit(kb);
+  ImplicitLocOpBuilder &b = kb.builder();
+  auto region = scf::ExecuteRegionOp::create(b, TypeRange{});
+  OpBuilder::InsertionGuard guard(b);
+  b.createBlock(&region.getRegion());
+  emit(kb);
+  scf::YieldOp::create(b);
+  deferred.emplace_back(region, std::string(qkv::abi::kDeferredSchedulePrefix) +
+                                    std::to_string(*deferredSlot));
 }
 
 /// The variants from `v` on, each behind a test of the query length against its bound
 /// (none for the last), each counting its runs from slot `at`. Every variant but the last
-/// (the tiles a long query length takes) is deferred (markDeferred): its code compiles
+/// (the tiles a long query length takes) is deferred (emitVariant): its code compiles
 /// when a call first needs it.
 void emitVariants(KernelBuilder &kb, AttentionInfo &a, ArrayRef<FlashVariant> v,
-                  const ScheduleCounters &counters, int64_t at) {
+                  const ScheduleCounters &counters, int64_t at, DeferredRegions &deferred) {
   auto emit = [&](KernelBuilder &in) {
     counters.count(in, at);
-    (v[0].decode ? emitDecodeAttention : emitTiledAttention)(in, a, v[0].s);
-    if (v.size() > 1)
-      markDeferred(counters.module, *in.builder().getInsertionBlock());
+    emitVariant(in, a, v[0], v.size() > 1 ? std::optional<int64_t>(at) : std::nullopt, deferred);
   };
   if (v.size() == 1)
     return emit(kb);
-  kb.ifThen(kb.cmp(arith::CmpIPredicate::ule, a.nL, kb.idx(v[0].maxRows)), emit,
-            [&](KernelBuilder &in) { emitVariants(in, a, v.drop_front(), counters, at + 1); });
+  kb.ifThen(
+      kb.cmp(arith::CmpIPredicate::ule, a.nL, kb.idx(v[0].maxRows)), emit,
+      [&](KernelBuilder &in) { emitVariants(in, a, v.drop_front(), counters, at + 1, deferred); });
 }
 
 struct FlashLowering : OpRewritePattern<AttentionOp> {
@@ -1200,7 +1245,10 @@ struct FlashLowering : OpRewritePattern<AttentionOp> {
     // Few queries (at most decode-rows, as a decode step has): split the keys instead of
     // tiling the queries. A query length bound at run time gets every variant and picks
     // one on each call.
-    emitVariants(kb, a, variantsOf(op, opts), counters, counters.slot.lookup(op));
+    DeferredRegions deferred;
+    emitVariants(kb, a, variantsOf(op, opts), counters, counters.slot.lookup(op), deferred);
+    for (auto &[region, name] : deferred)
+      outlineVariant(rw, counters.module, region, name);
     freeRangeTables(kb, a.tables);
     replaceWithOutput(rw, ib, op, a);
     return success();

@@ -9,7 +9,6 @@
 #include "mlir/IR/Builders.h"
 
 #include "qkv/compiler/transforms/Passes.h"
-#include <qkv/runtime/kernel_abi.hpp>
 
 namespace qkv::ir {
 #define GEN_PASS_DEF_SERIALIZESMALLPARALLEL
@@ -22,16 +21,11 @@ namespace {
 
 /// Ops one run of `region` executes, each op counted once, a scf.for of constant bounds
 /// as its trips times its body's, an scf.if as its larger branch; nullopt when it runs a
-/// loop of unknown length, a while loop or a call (work the count cannot see; not the mark
-/// of a deferred task body, which is no work), or when
-/// the count reaches `cap` (enough to know).
+/// loop of unknown length, a while loop or a call (work the count cannot see), or when the
+/// count reaches `cap` (enough to know).
 std::optional<int64_t> workOf(Region &region, int64_t cap);
 
 std::optional<int64_t> workOfOp(Operation &op, int64_t cap) {
-  // The mark of a deferred task body (qkv-lower-attention-to-flash) does no work: the JIT
-  // takes it out.
-  if (auto call = dyn_cast<func::CallOp>(op); call && call.getCallee() == qkv::abi::kDeferredTask)
-    return 0;
   if (isa<CallOpInterface, scf::WhileOp>(op))
     return std::nullopt;
   if (auto loop = dyn_cast<scf::ForOp>(op)) {

@@ -45,11 +45,11 @@ inline constexpr const char *kScheduleRuns = "qkv_schedule_runs";
 /// The attention ops' names and their tile counts (tiles, computed, full per op).
 inline constexpr const char *kAttentions = "qkv_attentions";
 inline constexpr const char *kTileCounts = "qkv_tile_counts";
-/// A call of this function (no arguments, no body) at the start of a parallel loop's body
-/// marks the loop's task body as deferred: the JIT compiles it when a call first runs it
-/// (qkv-lower-attention-to-flash marks the kernels a dynamic query length takes below its
-/// longest tiles). The calls are taken out before LLVM optimises the module.
-inline constexpr const char *kDeferredTask = "qkv_deferred_task";
+/// The prefix of a deferred attention schedule's function: qkv-lower-attention-to-flash
+/// outlines each kernel a dynamic query length takes below its longest tiles into a private
+/// function `qkv_deferred_schedule_<n>`, which a JIT compile takes out of the module after
+/// the `linalg` stage and lowers, optimises and compiles when a call first reaches it.
+inline constexpr std::string_view kDeferredSchedulePrefix = "qkv_deferred_schedule_";
 
 /// The globals above as a kernel's loader (the JIT's, or a bundle's: qkv/runtime/bundle.hpp)
 /// found them in its code: null where the kernel defines none.

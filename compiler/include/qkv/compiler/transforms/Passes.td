@@ -177,7 +177,10 @@ def LowerAttentionToFlash : Pass<"qkv-lower-attention-to-flash", "::mlir::Module
     run without mask code. Tasks (b, h, query tile) are an scf.parallel. Few queries
     (at most decode-rows) take the split-KV decode kernel instead: the keys are split
     across tasks and the partial results merged by log-sum-exp. A query length bound at
-    run time gets both kernels behind an scf.if on the length.
+    run time gets every kernel behind scf.ifs on the length; all but the last (the
+    longest tiles) are outlined into private functions `qkv_deferred_schedule_<slot>`,
+    called with the values they use, which a JIT compile defers to the first call that
+    takes them.
   }];
   let options = [
     Option<"vectorBits", "vector-bits", "int64_t", "512",

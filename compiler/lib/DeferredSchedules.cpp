@@ -1,0 +1,210 @@
+#include "DeferredSchedules.h"
+
+#include "CodegenParts.h"
+#include "Import.h"
+#include "LlvmTranslation.h"
+#include "ObjectJit.h"
+
+#include <qkv/compiler/compile.hpp>
+#include <qkv/runtime/kernel_abi.hpp>
+#include <qkv/runtime/stage.hpp>
+
+#include <set>
+#include <sstream>
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/IR/Metadata.h"
+
+namespace qkv::jit {
+
+namespace {
+
+/// The stub's metadata: the schedule's MLIR bytecode and the pipeline's options.
+constexpr const char *kMlirMetadata = "qkv.deferred_mlir";
+
+/// Declares in `b`'s module (or, for a function with a body, defines) each symbol that
+/// `op` uses from `symbols`, once (`done`): functions, memref globals (declared without
+/// their values: the kernel's module defines them) and LLVM globals (the same).
+void declare_uses(mlir::Operation *op, mlir::SymbolTable &symbols, mlir::OpBuilder &b,
+                  std::set<std::string> &done) {
+  auto uses = mlir::SymbolTable::getSymbolUses(op);
+  if (!uses)
+    return;
+  for (const mlir::SymbolTable::SymbolUse &use : *uses) {
+    std::string name = use.getSymbolRef().getRootReference().str();
+    if (!done.insert(name).second)
+      continue;
+    mlir::Operation *def = symbols.lookup(name);
+    if (auto fn = llvm::dyn_cast_or_null<mlir::func::FuncOp>(def)) {
+      declare_uses(fn, symbols, b, done);
+      b.clone(*fn);
+    } else if (auto g = llvm::dyn_cast_or_null<mlir::memref::GlobalOp>(def)) {
+      auto copy = llvm::cast<mlir::memref::GlobalOp>(b.clone(*g));
+      copy.removeInitialValueAttr();
+      copy.setPublic();
+    } else if (auto g = llvm::dyn_cast_or_null<mlir::LLVM::GlobalOp>(def)) {
+      auto copy = llvm::cast<mlir::LLVM::GlobalOp>(b.clone(*g));
+      copy.removeValueAttr();
+      copy.getInitializerRegion().getBlocks().clear();
+      copy.setLinkage(mlir::LLVM::Linkage::External);
+    } else {
+      internal_error("a deferred schedule uses '" + name +
+                     "', which is not a function or a global of its kernel");
+    }
+  }
+}
+
+/// The one call of `fn` in `module` (the attention op's code that outlined it).
+mlir::func::CallOp only_call(mlir::func::FuncOp fn, mlir::ModuleOp module) {
+  auto uses = mlir::SymbolTable::getSymbolUses(fn, module);
+  mlir::func::CallOp call;
+  int n = 0;
+  for (const mlir::SymbolTable::SymbolUse &use : *uses) {
+    call = llvm::dyn_cast<mlir::func::CallOp>(use.getUser());
+    ++n;
+  }
+  if (n != 1 || !call)
+    internal_error("the deferred schedule " + fn.getName().str() + " is not called once");
+  return call;
+}
+
+/// Each argument of `fn` to which `call` passes a constant (the static dims and the scale
+/// the linalg stage has folded by now) becomes that constant, made in fn's entry: the
+/// schedule's code is optimised for them, as the code the kernel compiles at once is.
+void bind_constant_arguments(mlir::func::FuncOp fn, mlir::func::CallOp call) {
+  mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(&fn.front());
+  for (auto [arg, value] : llvm::zip(fn.getArguments(), call.getOperands()))
+    if (mlir::Operation *def = value.getDefiningOp();
+        def && def->hasTrait<mlir::OpTrait::ConstantLike>())
+      arg.replaceAllUsesWith(
+          b.clone(*def)->getResult(llvm::cast<mlir::OpResult>(value).getResultNumber()));
+}
+
+/// `fn` in a module of its own, public, with what it uses declared and the constants its
+/// call passes bound, as MLIR bytecode.
+std::string side_module(mlir::func::FuncOp fn, mlir::ModuleOp module, mlir::SymbolTable &symbols) {
+  mlir::OwningOpRef<mlir::ModuleOp> side = mlir::ModuleOp::create(fn.getLoc());
+  mlir::OpBuilder b = mlir::OpBuilder::atBlockEnd(side->getBody());
+  std::set<std::string> done{fn.getName().str()};
+  declare_uses(fn, symbols, b, done);
+  auto copy = llvm::cast<mlir::func::FuncOp>(b.clone(*fn));
+  copy.setPublic();
+  bind_constant_arguments(copy, only_call(fn, module));
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  if (mlir::failed(mlir::writeBytecodeToFile(*side, os)))
+    internal_error("cannot write the deferred schedule " + fn.getName().str() + " as bytecode");
+  return bytes;
+}
+
+/// The fields of CpuPipelineOptions that the `loops` and `llvm` stages read, as text.
+std::string encode(const ir::CpuPipelineOptions &o) {
+  std::ostringstream os;
+  os << o.vectorBits << ' ' << o.qTile << ' ' << o.kvTile << ' ' << o.decodeRows << ' ' << o.threads
+     << ' ' << o.l1Bytes << ' ' << o.l2Bytes << ' ' << o.gemmKc << ' ' << o.gemmMc << ' ' << o.isa
+     << ' ' << o.matmulPrecision;
+  return os.str();
+}
+
+ir::CpuPipelineOptions decode(llvm::StringRef text) {
+  ir::CpuPipelineOptions o;
+  std::istringstream is(text.str());
+  is >> o.vectorBits >> o.qTile >> o.kvTile >> o.decodeRows >> o.threads >> o.l1Bytes >>
+      o.l2Bytes >> o.gemmKc >> o.gemmMc >> o.isa >> o.matmulPrecision;
+  if (!is)
+    internal_error("a deferred schedule's pipeline options do not read back: '" + text.str() + "'");
+  return o;
+}
+
+/// The schedule's MLIR module read back into `ctx` and lowered to the LLVM dialect.
+mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
+                                                        llvm::StringRef bytes,
+                                                        const ir::CpuPipelineOptions &o,
+                                                        const std::string &name) {
+  std::string diags;
+  auto handler = ir::collect_diagnostics(ctx, diags);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(bytes, mlir::ParserConfig(&ctx));
+  if (!module)
+    throw CompileError("loops", "cannot read the deferred schedule " + name + " back: " + diags);
+
+  for (Stage stage : {Stage::Loops, Stage::Llvm}) {
+    mlir::PassManager pm(&ctx);
+    if (!ir::addCpuStage(pm, stage, o) || mlir::failed(pm.run(*module)))
+      throw CompileError(std::string(stage_name(stage)),
+                         "the deferred schedule " + name + ": " +
+                             (diags.empty() ? "a pass failed without a diagnostic" : diags));
+  }
+  return module;
+}
+
+} // namespace
+
+std::vector<DeferredSchedule> take_deferred_schedules(mlir::ModuleOp module) {
+  std::vector<DeferredSchedule> out;
+  mlir::SymbolTable symbols(module);
+  for (auto fn : module.getOps<mlir::func::FuncOp>()) {
+    if (fn.isDeclaration() || !fn.getName().starts_with(abi::kDeferredSchedulePrefix))
+      continue;
+    out.push_back({fn.getName().str(), side_module(fn, module, symbols)});
+    fn.getBody().getBlocks().clear();
+    fn.setPrivate();
+  }
+  return out;
+}
+
+void add_deferred_stubs(llvm::Module &m, const std::vector<DeferredSchedule> &schedules,
+                        const ir::CpuPipelineOptions &o) {
+  llvm::LLVMContext &ctx = m.getContext();
+  std::string options = encode(o);
+  for (const DeferredSchedule &s : schedules) {
+    llvm::Function *f = m.getFunction(s.name);
+    if (!f || !f->isDeclaration())
+      internal_error("the kernel's LLVM module has no declaration of " + s.name);
+    new llvm::UnreachableInst(ctx, llvm::BasicBlock::Create(ctx, "", f));
+    f->addFnAttr(kDeferredAttr);
+    f->setMetadata(kMlirMetadata, llvm::MDTuple::get(ctx, {llvm::MDString::get(ctx, s.mlir),
+                                                           llvm::MDString::get(ctx, options)}));
+  }
+}
+
+std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m) {
+  llvm::Function *stub = nullptr;
+  for (llvm::Function &f : m)
+    if (f.getMetadata(kMlirMetadata))
+      stub = &f;
+  if (!stub)
+    return nullptr;
+  auto *md = llvm::cast<llvm::MDTuple>(stub->getMetadata(kMlirMetadata));
+  std::string name = stub->getName().str();
+  ir::CpuPipelineOptions o = decode(llvm::cast<llvm::MDString>(md->getOperand(1))->getString());
+  mlir::DialectRegistry registry;
+  ir::registerQkvDialects(registry);
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module = lower_to_llvm_dialect(
+      ctx, llvm::cast<llvm::MDString>(md->getOperand(0))->getString(), o, name);
+  std::unique_ptr<llvm::Module> out = translate(*module, m.getContext());
+  if (!out)
+    throw CompileError("llvm-ir", "cannot translate the deferred schedule " + name);
+  auto tm = host_target_machine();
+  prepare_module(*out, *tm, {name});
+  set_code_attributes(*out, *tm, o.vectorBits);
+  llvm::Function *f = out->getFunction(name);
+  if (!f || f->isDeclaration())
+    internal_error("the deferred schedule " + name + " lost its function when lowered");
+  f->setLinkage(stub->getLinkage());
+  f->setVisibility(stub->getVisibility());
+  if (llvm::Metadata *level = m.getModuleFlag(kOptLevelFlag))
+    out->addModuleFlag(llvm::Module::Error, kOptLevelFlag, level);
+  return out;
+}
+
+} // namespace qkv::jit
