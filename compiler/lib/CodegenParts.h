@@ -9,6 +9,8 @@
 
 #include "llvm/IR/Module.h"
 
+#include <qkv/runtime/kernel_abi.hpp>
+
 namespace qkv::jit {
 
 /// The most parts a module is split into: `requested` (CompileOptions::compile_threads),
@@ -27,9 +29,10 @@ struct CompiledPart {
 /// Moves `p`'s code (its glue's object first, when apart) to the end of `objects`.
 void take_objects(CompiledPart &p, std::vector<std::string> &objects);
 
-/// The function attribute of a deferred function: a deferred attention schedule's stub
-/// (add_deferred_stubs, DeferredSchedules.h).
-inline constexpr const char *kDeferredAttr = "qkv-deferred";
+/// The function attribute of a deferred function (abi::kDeferredFunctionAttr): a deferred
+/// attention schedule's stub (add_deferred_stubs, DeferredSchedules.h), a GEMM's skinny
+/// function where the rows are bound at run time.
+inline constexpr const char *kDeferredAttr = abi::kDeferredFunctionAttr;
 /// The module flag of a deferred part: the opt level it is optimised at when compiled.
 inline constexpr const char *kOptLevelFlag = "qkv.opt_level";
 

@@ -348,13 +348,16 @@ std::string join_parts_ir(const std::vector<std::string> &parts) {
 /// Object code for the host from `module` (in the LLVM dialect): translated to LLVM IR,
 /// given MLIR's packed wrappers and a stub for each of the `deferred` schedules taken out
 /// of it, then optimised at `opt_level` for the host CPU at the schedule's vector width and
-/// compiled, in up to `parts` parts on as many threads (each deferred schedule a part of
-/// its own, left as bitcode); with `shared_library`, for a shared library (an
-/// ahead-of-time bundle) instead of the JIT.
-std::vector<jit::CompiledPart>
-to_objects(mlir::ModuleOp module, int opt_level, const ir::CpuPipelineOptions &popts,
-           unsigned parts, bool keep_ir, const std::vector<jit::DeferredSchedule> &deferred,
-           const std::string &diags, bool shared_library, const std::string &target_cpu = "") {
+/// compiled, in up to `parts` parts on as many threads; with `defer`, each deferred
+/// function (a schedule's stub, a GEMM's skinny function) is a part of its own, left as
+/// bitcode. With `shared_library`, for a shared library (an ahead-of-time bundle) instead
+/// of the JIT.
+std::vector<jit::CompiledPart> to_objects(mlir::ModuleOp module, int opt_level,
+                                          const ir::CpuPipelineOptions &popts, unsigned parts,
+                                          bool keep_ir, bool defer,
+                                          const std::vector<jit::DeferredSchedule> &deferred,
+                                          const std::string &diags, bool shared_library,
+                                          const std::string &target_cpu = "") {
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = jit::translate(module, ctx);
   if (!m)
@@ -365,14 +368,14 @@ to_objects(mlir::ModuleOp module, int opt_level, const ir::CpuPipelineOptions &p
   if (shared_library)
     jit::name_runtime_functions(*m);
   jit::set_code_attributes(*m, *tm, popts.vectorBits, target_cpu);
-  return jit::compile_in_parts(*m, parts, opt_level, keep_ir, shared_library, !deferred.empty());
+  return jit::compile_in_parts(*m, parts, opt_level, keep_ir, shared_library, defer);
 }
 
 /// The pipeline and LLVM: g imported, lowered stage by stage (kept in `log`) and compiled
 /// to object code in parts. `llvm_ms` receives the time LLVM took. A JIT kernel defers the
-/// attention schedules for shorter query lengths to a call that first needs them; a
-/// bundle compiles everything, and so does a compile that keeps or prints any stage (its
-/// text is the whole kernel's).
+/// attention schedules for shorter query lengths and the GEMMs' skinny functions to a
+/// call that first needs them; a bundle compiles everything, and so does a compile that
+/// keeps or prints any stage (its text is the whole kernel's).
 std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOptions &options,
                                                 const ir::CpuPipelineOptions &popts, StageLog &log,
                                                 bool keep_ir, bool shared_library, double &llvm_ms,
@@ -392,7 +395,7 @@ std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOpt
   auto t = Clock::now();
   std::vector<jit::CompiledPart> parts =
       to_objects(*module, options.opt_level, popts, jit::codegen_parts(options.compile_threads),
-                 keep_ir, deferred, diags, shared_library, target_cpu);
+                 keep_ir, defer, deferred, diags, shared_library, target_cpu);
   llvm_ms = ms_since(t);
   return parts;
 }

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringSet.h"
 
 #include "Gemm.h"
 #include "GemmFusion.h"
@@ -216,9 +217,25 @@ public:
     }
     if (!group.empty())
       lowerGroup(group);
+    markDeferredSkinny();
   }
 
 private:
+  /// Gives each skinny function that only matmuls with a row count bound at run time call
+  /// (behind a test of their task's rows) the LLVM attribute of a deferred function
+  /// (abi::kDeferredFunctionAttr): a JIT compile leaves it to the first call that takes it,
+  /// as a prefill or an encoder batch of more rows than its register tile never does.
+  void markDeferredSkinny() {
+    for (llvm::StringRef name : skinnyMaybe.keys()) {
+      if (skinnyOnly.contains(name))
+        continue;
+      auto f = module.lookupSymbol<func::FuncOp>(name);
+      SmallVector<Attribute> passthrough(f->getAttrOfType<ArrayAttr>("passthrough").getValue());
+      passthrough.push_back(StringAttr::get(f.getContext(), qkv::abi::kDeferredFunctionAttr));
+      f->setAttr("passthrough", ArrayAttr::get(f.getContext(), passthrough));
+    }
+  }
+
   /// The epilogue (GemmFusion.h) of a group's last member, its members' starts found as
   /// they joined (a fill or a bias row instead of a pass over C before), and the other
   /// members' epilogues taken as the next one joined (takeBetween): the elementwise op
@@ -622,14 +639,22 @@ private:
           packB(kb, o, g, m.batchedB ? nBatch : kb.idx(1), m.panels, m.n, k);
     Type biasElem = m.bias ? cast<MemRefType>(m.start.value.getType()).getElementType() : Type();
     Type cElem = cast<MemRefType>(o.c.getType()).getElementType();
-    m.fn = gemmBlockFunction(module, o.aElem(), g, biasElem, cElem);
-    // A task of at most mr rows (a decode step's) takes the skinny form: A read in place,
-    // each panel of B once. Not made when M is static and larger.
+    // A task of at most skinnyMr rows (a decode step's) takes the skinny form: A read in
+    // place, each panel of B once. A static M that small takes it alone (no block
+    // function), a larger one never; a dynamic M has both, the task's rows choosing.
     auto cType = cast<MemRefType>(o.c.getType());
     int64_t rowDim = cType.getRank() - 2;
-    m.skinny = cType.isDynamicDim(rowDim) || cType.getDimSize(rowDim) <= g.skinnyMr
-                   ? gemmSkinnyFunction(module, o.aElem(), g, biasElem, cElem)
-                   : func::FuncOp();
+    bool dynamicRows = cType.isDynamicDim(rowDim);
+    if (!dynamicRows && cType.getDimSize(rowDim) <= g.skinnyMr) {
+      m.fn = gemmSkinnyFunction(module, o.aElem(), g, biasElem, cElem);
+      skinnyOnly.insert(m.fn.getName());
+      return;
+    }
+    m.fn = gemmBlockFunction(module, o.aElem(), g, biasElem, cElem);
+    if (dynamicRows) {
+      m.skinny = gemmSkinnyFunction(module, o.aElem(), g, biasElem, cElem);
+      skinnyMaybe.insert(m.skinny.getName());
+    }
   }
 
   /// Member `m`'s part of a task: rows [i0, i0 + rows) of batch `batch` by panels
@@ -706,6 +731,9 @@ public:
 private:
   ModuleOp module;
   LowerMatmulToMicrokernelsOptions options;
+  /// The skinny functions some matmul calls as its only form (static M of at most
+  /// skinnyMr rows), and those called where a task's rows are few (dynamic M).
+  llvm::StringSet<> skinnyOnly, skinnyMaybe;
   llvm::DenseMap<Operation *, std::optional<SmallVector<func::CallOp>>> callers;
 };
 

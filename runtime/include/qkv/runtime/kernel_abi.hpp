@@ -50,6 +50,10 @@ inline constexpr const char *kTileCounts = "qkv_tile_counts";
 /// function `qkv_deferred_schedule_<n>`, which a JIT compile takes out of the module after
 /// the `linalg` stage and lowers, optimises and compiles when a call first reaches it.
 inline constexpr std::string_view kDeferredSchedulePrefix = "qkv_deferred_schedule_";
+/// The LLVM function attribute of a deferred function: a JIT compile leaves it to the first
+/// call that reaches it (a deferred schedule's stub; a GEMM's skinny function, which only a
+/// task of few rows takes: qkv-lower-matmul-to-microkernels).
+inline constexpr const char *kDeferredFunctionAttr = "qkv-deferred";
 
 /// The globals above as a kernel's loader (the JIT's, or a bundle's: qkv/runtime/bundle.hpp)
 /// found them in its code: null where the kernel defines none.
