@@ -64,6 +64,8 @@ void declare_uses(mlir::Operation *op, mlir::SymbolTable &symbols, mlir::OpBuild
 /// The one call of `fn` in `module` (the attention op's code that outlined it).
 mlir::func::CallOp only_call(mlir::func::FuncOp fn, mlir::ModuleOp module) {
   auto uses = mlir::SymbolTable::getSymbolUses(fn, module);
+  if (!uses)
+    internal_error("the uses of the deferred schedule " + fn.getName().str() + " are unknown");
   mlir::func::CallOp call;
   int n = 0;
   for (const mlir::SymbolTable::SymbolUse &use : *uses) {
@@ -134,7 +136,6 @@ mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
       mlir::parseSourceString<mlir::ModuleOp>(bytes, mlir::ParserConfig(&ctx));
   if (!module)
     throw CompileError("loops", "cannot read the deferred schedule " + name + " back: " + diags);
-
   for (Stage stage : {Stage::Loops, Stage::Llvm}) {
     mlir::PassManager pm(&ctx);
     if (!ir::addCpuStage(pm, stage, o) || mlir::failed(pm.run(*module)))
