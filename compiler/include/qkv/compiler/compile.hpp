@@ -144,13 +144,14 @@ struct CompileOptions {
   /// it.
   int compile_threads = 0;
   /// Compile the attention schedules a query length bound at run time takes below its
-  /// longest tiles (the decode kernel, the short tiles) when a call first needs each, on
-  /// that call, instead of with the rest: a cold compile then compiles the code a long
-  /// length runs, and a call that first takes another schedule pays for its code (70-130
-  /// ms for mha's on a 2-core AVX2 host; docs/compiler.md, "Deferred schedules"). false: every
-  /// schedule now (a server that wants no compile inside its first calls). A compile that keeps its
-  /// optimised IR (QKV_DUMP=llvm-ir, Kernel::ir) and an ahead-of-time bundle compile
-  /// every schedule either way.
+  /// longest tiles (the decode kernel, the short tiles), and the GEMMs' skinny functions
+  /// (tasks of a few rows) where the rows are bound at run time, when a call first needs
+  /// each, on that call, instead of with the rest: a cold compile then compiles the code a
+  /// long length runs, and a call that first takes another schedule pays for lowering and
+  /// compiling its code (60-180 ms for mha's on a 2-core AMX host; docs/compiler.md,
+  /// "Deferred schedules"). false: everything now (a server that wants no compile inside
+  /// its first calls). A compile that prints or keeps a stage (QKV_DUMP, dump, Kernel::ir)
+  /// and an ahead-of-time bundle compile everything either way.
   bool defer_schedules = true;
   /// Stages to print to stderr as compilation passes through them, in addition to the
   /// ones named by the QKV_DUMP environment variable (e.g. QKV_DUMP=qkv,llvm or all).
