@@ -43,7 +43,8 @@ using PartOf = llvm::DenseMap<const llvm::GlobalValue *, unsigned>;
 
 /// Union-find over the functions with bodies: direct calls join caller and callee, except,
 /// with `defer`, a call of a deferred function (a deferred schedule's stub, called from the
-/// entry: its part is compiled when that call is first made).
+/// entry; a GEMM's skinny function, called from its tasks): its part is compiled when such
+/// a call is first made.
 struct CallClusters {
   llvm::DenseMap<llvm::Function *, llvm::Function *> parent;
 
@@ -86,13 +87,13 @@ std::size_t code_weight(llvm::Function &f) {
 
 /// The part of each function with a body (see compile_in_parts); `used` receives how
 /// many parts are compiled now and `deferred` how many after them are not (with `defer`,
-/// each cluster of deferred task bodies is a part of its own, compiled when first called).
+/// each cluster of deferred functions is a part of its own, compiled when first called).
 PartOf assign_parts(llvm::Module &m, unsigned parts, bool defer, unsigned &used,
                     unsigned &deferred) {
   CallClusters clusters(m, defer);
   std::vector<std::pair<llvm::Function *, std::size_t>> sizes; // cluster root, instructions
   llvm::DenseMap<llvm::Function *, std::size_t> slot;
-  // A cluster is deferred when every function of it is a deferred task body.
+  // A cluster is deferred when every function of it is deferred (kDeferredAttr).
   llvm::DenseMap<llvm::Function *, bool> all_deferred;
   for (llvm::Function &f : m)
     if (!f.isDeclaration()) {
