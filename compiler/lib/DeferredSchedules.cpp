@@ -176,7 +176,7 @@ void add_deferred_stubs(llvm::Module &m, const std::vector<DeferredSchedule> &sc
   }
 }
 
-std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m) {
+std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m, llvm::TargetMachine &tm) {
   llvm::Function *stub = nullptr;
   for (llvm::Function &f : m)
     if (f.getMetadata(kMlirMetadata))
@@ -195,9 +195,8 @@ std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m) {
   std::unique_ptr<llvm::Module> out = translate(*module, m.getContext());
   if (!out)
     throw CompileError("llvm-ir", "cannot translate the deferred schedule " + name);
-  auto tm = host_target_machine();
-  prepare_module(*out, *tm, {name});
-  set_code_attributes(*out, *tm, o.vectorBits);
+  prepare_module(*out, tm, {name});
+  set_code_attributes(*out, tm, o.vectorBits);
   llvm::Function *f = out->getFunction(name);
   if (!f || f->isDeclaration())
     internal_error("the deferred schedule " + name + " lost its function when lowered");

@@ -13,6 +13,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include "qkv/compiler/transforms/Passes.h"
 
@@ -36,8 +37,8 @@ void add_deferred_stubs(llvm::Module &m, const std::vector<DeferredSchedule> &sc
 
 /// For a deferred part whose function is such a stub: the schedule's code, lowered from
 /// the stub's MLIR through the `loops` and `llvm` stages and translated into m's context,
-/// for the host CPU, its function named and linked as the stub was; nullptr for a part
-/// without a stub. Throws CompileError when a stage fails.
-std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m);
+/// for the host CPU (`tm`, which then optimises it), its function named and linked as the
+/// stub was; nullptr for a part without a stub. Throws CompileError when a stage fails.
+std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m, llvm::TargetMachine &tm);
 
 } // namespace qkv::jit

@@ -113,11 +113,12 @@ llvm::Expected<llvm::orc::ThreadSafeModule> optimize_deferred(llvm::orc::ThreadS
   std::unique_ptr<llvm::Module> lowered;
   tsm.withModuleDo([&](llvm::Module &part) {
     try {
-      lowered = lower_deferred_stub(part);
+      auto tm = host_target_machine();
+      lowered = lower_deferred_stub(part, *tm);
       llvm::Module &m = lowered ? *lowered : part;
       auto *level =
           llvm::mdconst::extract_or_null<llvm::ConstantInt>(m.getModuleFlag(kOptLevelFlag));
-      optimize(m, level ? static_cast<int>(level->getZExtValue()) : 3, *host_target_machine());
+      optimize(m, level ? static_cast<int>(level->getZExtValue()) : 3, *tm);
     } catch (const std::exception &e) {
       error = e.what();
     }
