@@ -320,7 +320,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
       internal_error("the CPU pipeline has no stage '" + name + "'");
     if (pass_timing_wanted())
       pm.enableTiming();
-    if (mlir::failed(pm.run(*module)))
+    if (mlir::failed(ir::runStage(pm, *module)))
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
     // The attention schedules to defer leave the module once outlined (deferred
     // schedules): the stages after this one lower the rest.

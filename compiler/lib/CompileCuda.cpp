@@ -138,7 +138,7 @@ struct CudaLowering {
   void run(const std::string &name, llvm::function_ref<void(mlir::OpPassManager &)> add) {
     mlir::PassManager pm(ctx.get());
     add(pm);
-    if (mlir::failed(pm.run(*module)) || !diags.empty())
+    if (mlir::failed(ir::runStage(pm, *module)) || !diags.empty())
       throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
   }
 

@@ -138,7 +138,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
     throw CompileError("loops", "cannot read the deferred schedule " + name + " back: " + diags);
   for (Stage stage : {Stage::Loops, Stage::Llvm}) {
     mlir::PassManager pm(&ctx);
-    if (!ir::addCpuStage(pm, stage, o) || mlir::failed(pm.run(*module)))
+    if (!ir::addCpuStage(pm, stage, o) || mlir::failed(ir::runStage(pm, *module)))
       throw CompileError(std::string(stage_name(stage)),
                          "the deferred schedule " + name + ": " +
                              (diags.empty() ? "a pass failed without a diagnostic" : diags));

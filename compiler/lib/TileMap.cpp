@@ -315,7 +315,7 @@ mlir::OwningOpRef<mlir::ModuleOp> qkv_stage(mlir::MLIRContext &ctx, const Graph 
   ir::registerQkvPassesAndPipelines();
   mlir::OwningOpRef<mlir::ModuleOp> m = ir::import_graph(ctx, g);
   mlir::PassManager pm(&ctx);
-  if (!ir::addCpuStage(pm, Stage::Qkv, {}) || mlir::failed(pm.run(*m)))
+  if (!ir::addCpuStage(pm, Stage::Qkv, {}) || mlir::failed(ir::runStage(pm, *m)))
     internal_error("tile_map: the qkv stage failed on graph '" + g.name() + "'");
   return m;
 }

@@ -1,5 +1,5 @@
 // The on/off switches qkv reads from the environment (QKV_CACHE, QKV_CHECKED,
-// QKV_PASS_TIMING, QKV_PERF_MAP), all spelled the same way.
+// QKV_PASS_TIMING, QKV_PERF_MAP, QKV_VERIFY_EACH), all spelled the same way.
 #pragma once
 
 #include <optional>

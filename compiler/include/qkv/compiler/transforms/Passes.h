@@ -88,6 +88,14 @@ void registerCudaDialects(mlir::DialectRegistry &registry);
 bool addCpuStage(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions &o = {});
 /// The same passes as text, as --dump-pass-pipeline prints them ("" for any other stage).
 std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o = {});
+/// Runs a stage's passes (`pm`) on `module` as a compile does: the IR verified once, after
+/// the stage's last pass, as LLVM's pipelines verify where they start and end (the verifier
+/// after every pass was a fifth to a quarter of a cold compile; docs/compiler.md, "The CPU
+/// pipeline"). With QKV_VERIFY_EACH=1, after every pass instead, which names the pass that
+/// broke the IR. Fails with the verifier's or the failing pass's diagnostic.
+mlir::LogicalResult runStage(mlir::PassManager &pm, mlir::ModuleOp module);
+/// Whether QKV_VERIFY_EACH asks for the verifier after every pass (read once).
+bool verifyEachPass();
 /// All stages: the `qkv-cpu` pipeline.
 mlir::LogicalResult buildCpuPipeline(mlir::OpPassManager &pm);
 /// Registers the qkv passes and the named pipelines (qkv-cpu, qkv-cpu-to-linalg, ...).
