@@ -301,8 +301,38 @@ bool pass_timing_wanted() {
   return wanted;
 }
 
+/// Runs the passes `add` adds on `module` as stage `name` (qkv::ir::runStage).
+void run_passes(mlir::ModuleOp module, const std::string &name, const std::string &diags,
+                llvm::function_ref<bool(mlir::OpPassManager &)> add) {
+  mlir::PassManager pm(module.getContext());
+  if (!add(pm))
+    internal_error("the CPU pipeline has no stage '" + name + "'");
+  if (pass_timing_wanted())
+    pm.enableTiming();
+  if (mlir::failed(ir::runStage(pm, module)))
+    throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
+}
+
+/// The `linalg` stage of a compile that defers attention schedules: the flash pass, the
+/// schedules it outlined taken out (`deferred`), then the rest of the stage on the kernel's
+/// own code, whose folded constants the schedules are then bound to.
+void lower_linalg_deferring(mlir::ModuleOp module, const ir::CpuPipelineOptions &popts,
+                            const std::string &diags,
+                            std::vector<jit::DeferredSchedule> &deferred) {
+  run_passes(module, "linalg", diags, [&](mlir::OpPassManager &pm) {
+    ir::addCpuLinalgFlash(pm, popts);
+    return true;
+  });
+  std::vector<jit::HeldSchedule> held = jit::hold_deferred_schedules(module);
+  run_passes(module, "linalg", diags, [&](mlir::OpPassManager &pm) {
+    ir::addCpuLinalgTail(pm);
+    return true;
+  });
+  deferred = jit::bind_deferred_schedules(held, module);
+}
+
 /// Imports g and runs the CPU pipeline's stages on it, down to the LLVM dialect; with
-/// `deferred`, the deferred attention schedules are taken out after the `linalg` stage into it.
+/// `deferred`, the deferred attention schedules are taken out of the `linalg` stage into it.
 mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
                                         const CompileOptions &options,
                                         const ir::CpuPipelineOptions &popts,
@@ -315,17 +345,11 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
   for (Stage stage : kCpuPassStages) {
     t = Clock::now();
     std::string name(stage_name(stage));
-    mlir::PassManager pm(&ctx);
-    if (!ir::addCpuStage(pm, stage, popts))
-      internal_error("the CPU pipeline has no stage '" + name + "'");
-    if (pass_timing_wanted())
-      pm.enableTiming();
-    if (mlir::failed(ir::runStage(pm, *module)))
-      throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
-    // The attention schedules to defer leave the module once outlined (deferred
-    // schedules): the stages after this one lower the rest.
-    if (stage == Stage::Linalg && deferred)
-      *deferred = jit::take_deferred_schedules(*module);
+    if (stage == Stage::Linalg && deferred && !popts.gpuTiles)
+      lower_linalg_deferring(*module, popts, diags, *deferred);
+    else
+      run_passes(*module, name, diags,
+                 [&](mlir::OpPassManager &pm) { return ir::addCpuStage(pm, stage, popts); });
     log.keep(
         name, [&] { return ir::print_module(*module); },
         ms_since(t) + (stage == Stage::Qkv ? import_ms : 0));

@@ -89,20 +89,28 @@ void bind_constant_arguments(mlir::func::FuncOp fn, mlir::func::CallOp call) {
           b.clone(*def)->getResult(llvm::cast<mlir::OpResult>(value).getResultNumber()));
 }
 
-/// `fn` in a module of its own, public, with what it uses declared and the constants its
-/// call passes bound, as MLIR bytecode.
-std::string side_module(mlir::func::FuncOp fn, mlir::ModuleOp module, mlir::SymbolTable &symbols) {
+/// `fn` in a module of its own, public, with what it uses declared.
+mlir::OwningOpRef<mlir::ModuleOp> side_module(mlir::func::FuncOp fn, mlir::SymbolTable &symbols) {
   mlir::OwningOpRef<mlir::ModuleOp> side = mlir::ModuleOp::create(fn.getLoc());
   mlir::OpBuilder b = mlir::OpBuilder::atBlockEnd(side->getBody());
   std::set<std::string> done{fn.getName().str()};
   declare_uses(fn, symbols, b, done);
-  auto copy = llvm::cast<mlir::func::FuncOp>(b.clone(*fn));
+  b.clone(*fn);
+  return side;
+}
+
+/// The held schedule with the constants its call in `module` passes bound, as MLIR bytecode.
+std::string bytecode(HeldSchedule &held, mlir::ModuleOp module) {
+  auto fn = module.lookupSymbol<mlir::func::FuncOp>(held.name);
+  auto copy = held.module->lookupSymbol<mlir::func::FuncOp>(held.name);
+  if (!fn || !copy)
+    internal_error("the deferred schedule " + held.name + " is gone from its kernel");
   copy.setPublic();
   bind_constant_arguments(copy, only_call(fn, module));
   std::string bytes;
   llvm::raw_string_ostream os(bytes);
-  if (mlir::failed(mlir::writeBytecodeToFile(*side, os)))
-    internal_error("cannot write the deferred schedule " + fn.getName().str() + " as bytecode");
+  if (mlir::failed(mlir::writeBytecodeToFile(*held.module, os)))
+    internal_error("cannot write the deferred schedule " + held.name + " as bytecode");
   return bytes;
 }
 
@@ -125,7 +133,8 @@ ir::CpuPipelineOptions decode(llvm::StringRef text) {
   return o;
 }
 
-/// The schedule's MLIR module read back into `ctx` and lowered to the LLVM dialect.
+/// The schedule's MLIR module read back into `ctx` and lowered to the LLVM dialect: the
+/// `linalg` stage's passes after the flash pass, then the `loops` and `llvm` stages.
 mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
                                                         llvm::StringRef bytes,
                                                         const ir::CpuPipelineOptions &o,
@@ -135,10 +144,13 @@ mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(bytes, mlir::ParserConfig(&ctx));
   if (!module)
-    throw CompileError("loops", "cannot read the deferred schedule " + name + " back: " + diags);
-  for (Stage stage : {Stage::Loops, Stage::Llvm}) {
+    throw CompileError("linalg", "cannot read the deferred schedule " + name + " back: " + diags);
+  for (Stage stage : {Stage::Linalg, Stage::Loops, Stage::Llvm}) {
     mlir::PassManager pm(&ctx);
-    if (!ir::addCpuStage(pm, stage, o) || mlir::failed(ir::runStage(pm, *module)))
+    if (stage == Stage::Linalg)
+      ir::addCpuLinalgTail(pm);
+    if ((stage != Stage::Linalg && !ir::addCpuStage(pm, stage, o)) ||
+        mlir::failed(ir::runStage(pm, *module)))
       throw CompileError(std::string(stage_name(stage)),
                          "the deferred schedule " + name + ": " +
                              (diags.empty() ? "a pass failed without a diagnostic" : diags));
@@ -148,17 +160,30 @@ mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
 
 } // namespace
 
-std::vector<DeferredSchedule> take_deferred_schedules(mlir::ModuleOp module) {
-  std::vector<DeferredSchedule> out;
+std::vector<HeldSchedule> hold_deferred_schedules(mlir::ModuleOp module) {
+  std::vector<HeldSchedule> out;
   mlir::SymbolTable symbols(module);
   for (auto fn : module.getOps<mlir::func::FuncOp>()) {
     if (fn.isDeclaration() || !fn.getName().starts_with(abi::kDeferredSchedulePrefix))
       continue;
-    out.push_back({fn.getName().str(), side_module(fn, module, symbols)});
+    out.push_back({fn.getName().str(), side_module(fn, symbols)});
     fn.getBody().getBlocks().clear();
     fn.setPrivate();
   }
   return out;
+}
+
+std::vector<DeferredSchedule> bind_deferred_schedules(std::vector<HeldSchedule> &held,
+                                                      mlir::ModuleOp module) {
+  std::vector<DeferredSchedule> out;
+  for (HeldSchedule &h : held)
+    out.push_back({h.name, bytecode(h, module)});
+  return out;
+}
+
+std::vector<DeferredSchedule> take_deferred_schedules(mlir::ModuleOp module) {
+  std::vector<HeldSchedule> held = hold_deferred_schedules(module);
+  return bind_deferred_schedules(held, module);
 }
 
 void add_deferred_stubs(llvm::Module &m, const std::vector<DeferredSchedule> &schedules,

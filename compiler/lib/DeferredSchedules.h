@@ -1,10 +1,10 @@
 // Deferred attention schedules (docs/compiler.md, "Deferred schedules"): the kernels a query
 // length bound at run time takes below its longest tiles, which qkv-lower-attention-to-flash
 // outlines into functions of their own (abi::kDeferredSchedulePrefix), leave a JIT
-// compile's module after the `linalg` stage as MLIR. The kernel's LLVM module gets a stub
+// compile's module right after that pass as MLIR. The kernel's LLVM module gets a stub
 // for each, which compile_in_parts makes a deferred part; when a call first reaches it, the
-// lazy JIT lowers the stub's MLIR through the `loops` and `llvm` stages, translates,
-// optimises and compiles it (internal to the compiler library).
+// lazy JIT lowers the stub's MLIR through the rest of the `linalg` stage and the `loops` and
+// `llvm` stages, translates, optimises and compiles it (internal to the compiler library).
 #pragma once
 
 #include <memory>
@@ -25,8 +25,25 @@ struct DeferredSchedule {
   std::string name, mlir;
 };
 
-/// Takes each deferred schedule's function out of `module` (at the end of the `linalg`
-/// stage), leaving a private declaration in its place.
+/// A deferred schedule taken out of its kernel's module: its function (public) in a module
+/// of its own, with declarations of the symbols it uses, not yet bound to its call.
+struct HeldSchedule {
+  std::string name;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+/// Takes each deferred schedule's function out of `module` (a JIT compile: right after the
+/// flash pass, so that the `linalg` stage's other passes lower only the kernel's own code),
+/// leaving a private declaration in its place.
+std::vector<HeldSchedule> hold_deferred_schedules(mlir::ModuleOp module);
+
+/// The held schedules as MLIR bytecode, each with the constants its one call in `module`
+/// passes bound (once the `linalg` stage has folded the static dims and the scale there):
+/// the schedule's code is optimised for them, as the kernel's own code is.
+std::vector<DeferredSchedule> bind_deferred_schedules(std::vector<HeldSchedule> &held,
+                                                      mlir::ModuleOp module);
+
+/// Both at once, on a module whose calls pass their constants already.
 std::vector<DeferredSchedule> take_deferred_schedules(mlir::ModuleOp module);
 
 /// Gives the declaration of each of `schedules` in `m` (the kernel's LLVM module, before
@@ -36,8 +53,8 @@ void add_deferred_stubs(llvm::Module &m, const std::vector<DeferredSchedule> &sc
                         const ir::CpuPipelineOptions &o);
 
 /// For a deferred part whose function is such a stub: the schedule's code, lowered from
-/// the stub's MLIR through the `loops` and `llvm` stages and translated into m's context,
-/// for the host CPU (`tm`, which then optimises it), its function named and linked as the
+/// the stub's MLIR through the rest of the `linalg` stage, `loops` and `llvm`, translated into m's
+/// context, for the host CPU (`tm`, which then optimises it), its function named and linked as the
 /// stub was; nullptr for a part without a stub. Throws CompileError when a stage fails.
 std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m, llvm::TargetMachine &tm);
 

@@ -155,22 +155,34 @@ void addCudaNvvmStage(mlir::OpPassManager &pm, const CudaPipelineOptions &o) {
   gm.addPass(mlir::createReconcileUnrealizedCastsPass());
 }
 
+} // namespace
+
+void addCpuLinalgFlash(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
+  LowerAttentionToFlashOptions flash;
+  flash.vectorBits = o.vectorBits;
+  flash.qTile = o.qTile;
+  flash.kvTile = o.kvTile;
+  flash.decodeRows = o.decodeRows;
+  flash.isaTier = o.isa;
+  pm.addPass(createLowerAttentionToFlash(flash));
+}
+
+void addCpuLinalgTail(mlir::OpPassManager &pm) {
+  // convert-elementwise-to-linalg: the f32 <-> f16/bf16 conversions of half-precision
+  // graphs (arith.extf/truncf on tensors, from the import).
+  mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
+  fpm.addPass(createLowerToLinalg());
+  fpm.addPass(mlir::createConvertElementwiseToLinalgPass());
+  addCanonicalizeCse(pm);
+  pm.addNestedPass<mlir::func::FuncOp>(createFuseCasts());
+}
+
+namespace {
+
 void addCpuLinalgAndLoops(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions &o) {
   if (stage == Stage::Linalg) {
-    LowerAttentionToFlashOptions flash;
-    flash.vectorBits = o.vectorBits;
-    flash.qTile = o.qTile;
-    flash.kvTile = o.kvTile;
-    flash.decodeRows = o.decodeRows;
-    flash.isaTier = o.isa;
-    pm.addPass(createLowerAttentionToFlash(flash));
-    // convert-elementwise-to-linalg: the f32 <-> f16/bf16 conversions of half-precision
-    // graphs (arith.extf/truncf on tensors, from the import).
-    mlir::OpPassManager &fpm = pm.nest<mlir::func::FuncOp>();
-    fpm.addPass(createLowerToLinalg());
-    fpm.addPass(mlir::createConvertElementwiseToLinalgPass());
-    addCanonicalizeCse(pm);
-    pm.addNestedPass<mlir::func::FuncOp>(createFuseCasts());
+    addCpuLinalgFlash(pm, o);
+    addCpuLinalgTail(pm);
     return;
   }
   mlir::OpPassManager &before = pm.nest<mlir::func::FuncOp>();

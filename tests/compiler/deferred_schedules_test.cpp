@@ -12,6 +12,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 
 namespace qkv::jit {
 namespace {
@@ -79,6 +80,49 @@ TEST(DeferredSchedules, TakenOutWithWhatTheyUseAndTheirConstantsBound) {
   EXPECT_TRUE(counts.isExternal()) << "declared without its value: the kernel defines it";
   EXPECT_TRUE(counts.isPublic());
   EXPECT_FALSE(side->lookupSymbol("kernel")) << "nothing else of the kernel";
+}
+
+// A JIT compile holds the schedule out right after the flash pass, when its call still
+// computes the constant (heads / groups here); the rest of the linalg stage folds it on the
+// kernel's side, and only then is the schedule bound to it.
+constexpr const char *kUnfolded = R"(
+func.func @kernel(%n: index) {
+  %c8 = arith.constant 8 : index
+  %c2 = arith.constant 2 : index
+  %heads = arith.divui %c8, %c2 : index
+  func.call @qkv_deferred_schedule_0(%heads, %n) : (index, index) -> ()
+  return
+}
+func.func private @qkv_deferred_schedule_0(%heads: index, %n: index) {
+  %rows = arith.muli %heads, %n : index
+  return
+}
+)";
+
+TEST(DeferredSchedules, HeldBeforeTheCallsConstantsFoldAndBoundAfter) {
+  mlir::DialectRegistry registry;
+  ir::registerQkvDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kUnfolded, &ctx);
+  ASSERT_TRUE(module);
+  std::vector<HeldSchedule> held = hold_deferred_schedules(*module);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_TRUE(module->lookupSymbol<mlir::func::FuncOp>("qkv_deferred_schedule_0").isDeclaration())
+      << "the kernel's own passes no longer see the schedule's body";
+  mlir::PassManager pm(&ctx);
+  ir::addCpuLinalgTail(pm);
+  ASSERT_TRUE(mlir::succeeded(ir::runStage(pm, *module)));
+  std::vector<DeferredSchedule> bound = bind_deferred_schedules(held, *module);
+  ASSERT_EQ(bound.size(), 1u);
+  mlir::OwningOpRef<mlir::ModuleOp> side =
+      mlir::parseSourceString<mlir::ModuleOp>(bound[0].mlir, &ctx);
+  ASSERT_TRUE(side);
+  auto fn = side->lookupSymbol<mlir::func::FuncOp>("qkv_deferred_schedule_0");
+  ASSERT_TRUE(fn);
+  EXPECT_TRUE(fn.getArgument(0).use_empty()) << "8 / 2, folded by the tail, is bound";
+  EXPECT_FALSE(fn.getArgument(1).use_empty());
 }
 
 } // namespace

@@ -47,8 +47,8 @@ inline constexpr const char *kAttentions = "qkv_attentions";
 inline constexpr const char *kTileCounts = "qkv_tile_counts";
 /// The prefix of a deferred attention schedule's function: qkv-lower-attention-to-flash
 /// outlines each kernel a dynamic query length takes below its longest tiles into a private
-/// function `qkv_deferred_schedule_<n>`, which a JIT compile takes out of the module after
-/// the `linalg` stage and lowers, optimises and compiles when a call first reaches it.
+/// function `qkv_deferred_schedule_<n>`, which a JIT compile takes out of the module right
+/// after that pass and lowers, optimises and compiles when a call first reaches it.
 inline constexpr std::string_view kDeferredSchedulePrefix = "qkv_deferred_schedule_";
 /// The LLVM function attribute of a deferred function: a JIT compile leaves it to the first
 /// call that reaches it (a deferred schedule's stub; a GEMM's skinny function, which only a

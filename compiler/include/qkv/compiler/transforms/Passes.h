@@ -86,6 +86,12 @@ void registerCudaDialects(mlir::DialectRegistry &registry);
 /// Adds the passes of one of kCpuPassStages to `pm` (a builtin.module pass manager),
 /// built in C++ with each pass's options struct; false for any other stage.
 bool addCpuStage(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions &o = {});
+/// The `linalg` stage in its two parts: qkv-lower-attention-to-flash, and the passes that
+/// lower the rest (to linalg, canonicalize, CSE, cast fusion). A JIT compile takes the
+/// deferred attention schedules out between the two (docs/compiler.md, "Deferred
+/// schedules"), and lowers a schedule from the tail on when a call first needs it.
+void addCpuLinalgFlash(mlir::OpPassManager &pm, const CpuPipelineOptions &o);
+void addCpuLinalgTail(mlir::OpPassManager &pm);
 /// The same passes as text, as --dump-pass-pipeline prints them ("" for any other stage).
 std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o = {});
 /// Runs a stage's passes (`pm`) on `module` as a compile does: the IR verified once, after
