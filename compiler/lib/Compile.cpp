@@ -294,21 +294,12 @@ struct StageLog {
   }
 };
 
-/// Whether QKV_PASS_TIMING asks for each pipeline stage's pass times (MLIR's timing report,
-/// on stderr, one per stage).
-bool pass_timing_wanted() {
-  static const bool wanted = env_switch("QKV_PASS_TIMING").value_or(false);
-  return wanted;
-}
-
 /// Runs the passes `add` adds on `module` as stage `name` (qkv::ir::runStage).
 void run_passes(mlir::ModuleOp module, const std::string &name, const std::string &diags,
                 llvm::function_ref<bool(mlir::OpPassManager &)> add) {
   mlir::PassManager pm(module.getContext());
   if (!add(pm))
     internal_error("the CPU pipeline has no stage '" + name + "'");
-  if (pass_timing_wanted())
-    pm.enableTiming();
   if (mlir::failed(ir::runStage(pm, module)))
     throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
 }
@@ -405,10 +396,7 @@ std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOpt
                                                 bool keep_ir, bool shared_library, double &llvm_ms,
                                                 const std::string &target_cpu = "") {
   init_passes();
-  mlir::DialectRegistry registry;
-  ir::registerQkvDialects(registry);
-  auto ctx = std::make_shared<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx->loadAllAvailableDialects();
+  std::shared_ptr<mlir::MLIRContext> ctx = ir::newCompileContext();
   std::string diags;
   auto handler = ir::collect_diagnostics(*ctx, diags);
   bool defer =

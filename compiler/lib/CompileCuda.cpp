@@ -113,7 +113,6 @@ namespace {
 
 /// A graph in the CUDA pipeline: its context, module and the diagnostics so far.
 struct CudaLowering {
-  mlir::DialectRegistry registry;
   std::unique_ptr<mlir::MLIRContext> ctx;
   std::string diags;
   std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
@@ -124,11 +123,10 @@ struct CudaLowering {
       user_error("checked kernels are compiled for Target::host() only");
     ir::registerUpstreamPassesUsedByQkv();
     ir::registerQkvPassesAndPipelines();
-    ir::registerQkvDialects(registry);
-    ir::registerCudaDialects(registry);
-    mlir::gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
-    ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
-    ctx->loadAllAvailableDialects();
+    ctx = ir::newCompileContext([](mlir::DialectRegistry &registry) {
+      ir::registerCudaDialects(registry);
+      mlir::gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+    });
     handler = ir::collect_diagnostics(*ctx, diags);
     module = ir::import_graph(*ctx, g, false);
   }

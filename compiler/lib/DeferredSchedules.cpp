@@ -114,20 +114,29 @@ std::string bytecode(HeldSchedule &held, mlir::ModuleOp module) {
   return bytes;
 }
 
-/// The fields of CpuPipelineOptions that the `loops` and `llvm` stages read, as text.
+/// CpuPipelineOptions as text. Each field is named here, so one added to the struct fails to
+/// compile until it is written and read back below or said not to matter to a deferred
+/// schedule's stages (the linalg tail, loops and llvm on the CPU): the CUDA tiles and warp
+/// code are never deferred (no flash pass runs there), and recognition is the qkv stage's.
 std::string encode(const ir::CpuPipelineOptions &o) {
+  const auto &[vectorBits, qTile, kvTile, decodeRows, threads, l1Bytes, l2Bytes, gemmKc, gemmMc,
+               isa, matmulPrecision, gpuTiles, warpTiles, recognizeAttention] = o;
+  (void)gpuTiles, (void)warpTiles, (void)recognizeAttention;
   std::ostringstream os;
-  os << o.vectorBits << ' ' << o.qTile << ' ' << o.kvTile << ' ' << o.decodeRows << ' ' << o.threads
-     << ' ' << o.l1Bytes << ' ' << o.l2Bytes << ' ' << o.gemmKc << ' ' << o.gemmMc << ' ' << o.isa
-     << ' ' << o.matmulPrecision;
+  os << vectorBits << ' ' << qTile << ' ' << kvTile << ' ' << decodeRows << ' ' << threads << ' '
+     << l1Bytes << ' ' << l2Bytes << ' ' << gemmKc << ' ' << gemmMc << ' ' << isa << ' '
+     << matmulPrecision;
   return os.str();
 }
 
 ir::CpuPipelineOptions decode(llvm::StringRef text) {
   ir::CpuPipelineOptions o;
+  auto &[vectorBits, qTile, kvTile, decodeRows, threads, l1Bytes, l2Bytes, gemmKc, gemmMc, isa,
+         matmulPrecision, gpuTiles, warpTiles, recognizeAttention] = o;
+  (void)gpuTiles, (void)warpTiles, (void)recognizeAttention;
   std::istringstream is(text.str());
-  is >> o.vectorBits >> o.qTile >> o.kvTile >> o.decodeRows >> o.threads >> o.l1Bytes >>
-      o.l2Bytes >> o.gemmKc >> o.gemmMc >> o.isa >> o.matmulPrecision;
+  is >> vectorBits >> qTile >> kvTile >> decodeRows >> threads >> l1Bytes >> l2Bytes >> gemmKc >>
+      gemmMc >> isa >> matmulPrecision;
   if (!is)
     internal_error("a deferred schedule's pipeline options do not read back: '" + text.str() + "'");
   return o;
@@ -211,12 +220,9 @@ std::unique_ptr<llvm::Module> lower_deferred_stub(llvm::Module &m, llvm::TargetM
   auto *md = llvm::cast<llvm::MDTuple>(stub->getMetadata(kMlirMetadata));
   std::string name = stub->getName().str();
   ir::CpuPipelineOptions o = decode(llvm::cast<llvm::MDString>(md->getOperand(1))->getString());
-  mlir::DialectRegistry registry;
-  ir::registerQkvDialects(registry);
-  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx.loadAllAvailableDialects();
+  std::unique_ptr<mlir::MLIRContext> ctx = ir::newCompileContext();
   mlir::OwningOpRef<mlir::ModuleOp> module = lower_to_llvm_dialect(
-      ctx, llvm::cast<llvm::MDString>(md->getOperand(0))->getString(), o, name);
+      *ctx, llvm::cast<llvm::MDString>(md->getOperand(0))->getString(), o, name);
   std::unique_ptr<llvm::Module> out = translate(*module, m.getContext());
   if (!out)
     throw CompileError("llvm-ir", "cannot translate the deferred schedule " + name);

@@ -321,14 +321,32 @@ bool addCpuStage(mlir::OpPassManager &pm, Stage stage, const CpuPipelineOptions 
   }
 }
 
+std::unique_ptr<mlir::MLIRContext>
+newCompileContext(llvm::function_ref<void(mlir::DialectRegistry &)> more) {
+  mlir::DialectRegistry registry;
+  registerQkvDialects(registry);
+  if (more)
+    more(registry);
+  auto ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx->loadAllAvailableDialects();
+  return ctx;
+}
+
 bool verifyEachPass() {
   static const bool each = env_switch("QKV_VERIFY_EACH").value_or(false);
   return each;
 }
 
+bool passTimingWanted() {
+  static const bool wanted = env_switch("QKV_PASS_TIMING").value_or(false);
+  return wanted;
+}
+
 mlir::LogicalResult runStage(mlir::PassManager &pm, mlir::ModuleOp module) {
   bool each = verifyEachPass();
   pm.enableVerifier(each);
+  if (passTimingWanted())
+    pm.enableTiming();
   if (mlir::failed(pm.run(module)))
     return mlir::failure();
   return each ? mlir::success() : mlir::verify(module);

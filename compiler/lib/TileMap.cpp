@@ -344,10 +344,8 @@ TileMap tile_map(const Graph &g, const DimBindings &dims, const TileMapOptions &
   t.len_q = q[q.size() - 2];
   t.len_kv = k[k.size() - 2];
 
-  mlir::DialectRegistry registry;
-  ir::registerQkvDialects(registry);
-  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx.loadAllAvailableDialects();
+  std::unique_ptr<mlir::MLIRContext> owned = ir::newCompileContext();
+  mlir::MLIRContext &ctx = *owned;
   mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &) { return mlir::success(); });
   mlir::OwningOpRef<mlir::ModuleOp> m = qkv_stage(ctx, g);
   ir::AttentionOp op = find_op(*m, node.name);
