@@ -135,8 +135,25 @@ Bound bound_of(const Graph &g, const Node &n, const std::vector<Tensor> &vals,
   // Two weights e^(l - max) and their sum: the arguments are the log-sum-exps.
   case OpKind::MergeAttention: return {2, std::max({mag(0), mag(1), mag(2), mag(3)})};
   case OpKind::MergeLse: return {2, std::max(mag(0), mag(1))};
-  default: return {}; // exact, or moves elements
+  // Nothing to n or M: leaves, ops that move elements, and scale, mul and div (one rounding
+  // each, relative to the value, which the rule's rtol takes). Every op is listed (no
+  // default): a new one fails to compile until its bound is decided here.
+  case OpKind::Input:
+  case OpKind::Param:
+  case OpKind::Constant:
+  case OpKind::Transpose:
+  case OpKind::Scale:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::SplitHeads:
+  case OpKind::MergeHeads:
+  case OpKind::Concat:
+  case OpKind::Mask:
+  case OpKind::Embedding:
+  case OpKind::CacheView:
+  case OpKind::PagedCacheView: return {};
   }
+  internal_error("bound_of: op " + std::to_string(static_cast<int>(n.op)) + " is not an OpKind");
 }
 
 std::string num(double v) {
