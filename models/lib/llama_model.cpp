@@ -424,6 +424,13 @@ std::int64_t pick_token(const float *logits, std::int64_t vocab, const SamplingO
   std::int64_t best = std::max_element(logits, logits + vocab) - logits;
   if (o.temperature <= 0)
     return best; // greedy: the first of equal maxima, as torch.argmax
+  // Weights are e^((x - max) / T): a largest logit of +-inf makes them NaN (inf - inf), and
+  // the draw would fall through to the last of the top k, silently (torch.multinomial
+  // refuses such a row too).
+  if (!std::isfinite(logits[best]))
+    user_error("pick_token: the largest of the " + std::to_string(vocab) + " logits (logit " +
+               std::to_string(best) + ") is " + (logits[best] > 0 ? "+inf" : "-inf") +
+               ": no distribution to sample from at temperature " + std::to_string(o.temperature));
   std::vector<std::int64_t> order(static_cast<std::size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
   std::int64_t k = o.top_k > 0 ? std::min(o.top_k, vocab) : vocab;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -146,6 +147,36 @@ TEST(Sampling, ANanLogitIsAnErrorNotAToken) {
       EXPECT_NE(std::string(e.what()).find("logit 5 of 8 is NaN"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(Sampling, AnInfiniteLargestLogitIsAnErrorWhenSampled) {
+  // Sampled, the weights e^((x - max) / T) are NaN when the largest logit is +-inf: every
+  // token masked to -inf, or one +inf. Greedy still takes the first largest, as torch.argmax.
+  Logits masked(8, -INFINITY), plus_inf = kLogits;
+  plus_inf[3] = INFINITY;
+  for (const auto &[logits, sign, greedy] :
+       {std::tuple{masked, "-inf", 0}, std::tuple{plus_inf, "+inf", 3}}) {
+    std::uint64_t rng = 0;
+    EXPECT_EQ(pick_token(logits.data(), 8, sampling(0, 0, 0), rng), greedy) << sign;
+    try {
+      std::int64_t token = pick_token(logits.data(), 8, sampling(1.0, 0, 0), rng);
+      ADD_FAILURE() << sign << ": token " << token << " drawn from NaN weights";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("is ") + sign), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Sampling, ATokenMaskedToMinusInfIsNeverDrawn) {
+  // Banned tokens (logit -inf) weigh e^-inf = 0; the rest keep softmax(logits / T).
+  Logits banned = kLogits;
+  banned[0] = banned[6] = -INFINITY;
+  constexpr std::int64_t kDraws = 20000;
+  std::vector<double> f = frequencies(banned, sampling(1.0, 0, 3), kDraws);
+  expect_distribution(f, expected_distribution(banned, 1.0, 0), kDraws, "banned 0 and 6");
+  EXPECT_EQ(f[0], 0.0);
+  EXPECT_EQ(f[6], 0.0);
 }
 
 // ---- the seed's stream ---------------------------------------------------------------------
