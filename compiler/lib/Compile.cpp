@@ -336,7 +336,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
   for (Stage stage : kCpuPassStages) {
     t = Clock::now();
     std::string name(stage_name(stage));
-    if (stage == Stage::Linalg && deferred && !popts.gpuTiles)
+    if (stage == Stage::Linalg && deferred)
       lower_linalg_deferring(*module, popts, diags, *deferred);
     else
       run_passes(*module, name, diags,
@@ -399,8 +399,10 @@ std::vector<jit::CompiledPart> compile_to_parts(const Graph &g, const CompileOpt
   std::shared_ptr<mlir::MLIRContext> ctx = ir::newCompileContext();
   std::string diags;
   auto handler = ir::collect_diagnostics(*ctx, diags);
-  bool defer =
-      options.defer_schedules && !keep_ir && !shared_library && !log.keep_all && log.dump.empty();
+  // Deferral is the CPU pipeline's (its flash pass outlines the schedules): the GPU tiles
+  // on the host lower through the CUDA pipeline's linalg stage instead.
+  bool defer = options.defer_schedules && !popts.gpuTiles && !keep_ir && !shared_library &&
+               !log.keep_all && log.dump.empty();
   std::vector<jit::DeferredSchedule> deferred;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       lower(*ctx, g, options, popts, diags, log, defer ? &deferred : nullptr);

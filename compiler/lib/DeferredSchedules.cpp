@@ -95,7 +95,7 @@ mlir::OwningOpRef<mlir::ModuleOp> side_module(mlir::func::FuncOp fn, mlir::Symbo
   mlir::OpBuilder b = mlir::OpBuilder::atBlockEnd(side->getBody());
   std::set<std::string> done{fn.getName().str()};
   declare_uses(fn, symbols, b, done);
-  b.clone(*fn);
+  llvm::cast<mlir::func::FuncOp>(b.clone(*fn)).setPublic();
   return side;
 }
 
@@ -105,7 +105,6 @@ std::string bytecode(HeldSchedule &held, mlir::ModuleOp module) {
   auto copy = held.module->lookupSymbol<mlir::func::FuncOp>(held.name);
   if (!fn || !copy)
     internal_error("the deferred schedule " + held.name + " is gone from its kernel");
-  copy.setPublic();
   bind_constant_arguments(copy, only_call(fn, module));
   std::string bytes;
   llvm::raw_string_ostream os(bytes);
@@ -154,16 +153,21 @@ mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
       mlir::parseSourceString<mlir::ModuleOp>(bytes, mlir::ParserConfig(&ctx));
   if (!module)
     throw CompileError("linalg", "cannot read the deferred schedule " + name + " back: " + diags);
-  for (Stage stage : {Stage::Linalg, Stage::Loops, Stage::Llvm}) {
+  auto run = [&](Stage stage, llvm::function_ref<bool(mlir::OpPassManager &)> add) {
     mlir::PassManager pm(&ctx);
-    if (stage == Stage::Linalg)
-      ir::addCpuLinalgTail(pm);
-    if ((stage != Stage::Linalg && !ir::addCpuStage(pm, stage, o)) ||
-        mlir::failed(ir::runStage(pm, *module)))
+    if (!add(pm))
+      internal_error("the CPU pipeline has no stage '" + std::string(stage_name(stage)) + "'");
+    if (mlir::failed(ir::runStage(pm, *module)))
       throw CompileError(std::string(stage_name(stage)),
                          "the deferred schedule " + name + ": " +
                              (diags.empty() ? "a pass failed without a diagnostic" : diags));
-  }
+  };
+  run(Stage::Linalg, [](mlir::OpPassManager &pm) {
+    ir::addCpuLinalgTail(pm);
+    return true;
+  });
+  for (Stage stage : {Stage::Loops, Stage::Llvm})
+    run(stage, [&](mlir::OpPassManager &pm) { return ir::addCpuStage(pm, stage, o); });
   return module;
 }
 
@@ -188,11 +192,6 @@ std::vector<DeferredSchedule> bind_deferred_schedules(std::vector<HeldSchedule> 
   for (HeldSchedule &h : held)
     out.push_back({h.name, bytecode(h, module)});
   return out;
-}
-
-std::vector<DeferredSchedule> take_deferred_schedules(mlir::ModuleOp module) {
-  std::vector<HeldSchedule> held = hold_deferred_schedules(module);
-  return bind_deferred_schedules(held, module);
 }
 
 void add_deferred_stubs(llvm::Module &m, const std::vector<DeferredSchedule> &schedules,

@@ -43,9 +43,6 @@ std::vector<HeldSchedule> hold_deferred_schedules(mlir::ModuleOp module);
 std::vector<DeferredSchedule> bind_deferred_schedules(std::vector<HeldSchedule> &held,
                                                       mlir::ModuleOp module);
 
-/// Both at once, on a module whose calls pass their constants already.
-std::vector<DeferredSchedule> take_deferred_schedules(mlir::ModuleOp module);
-
 /// Gives the declaration of each of `schedules` in `m` (the kernel's LLVM module, before
 /// prepare_module) a stub body that carries the schedule's MLIR and the pipeline's options
 /// `o`, and the attribute kDeferredAttr (compile_in_parts makes each a deferred part).

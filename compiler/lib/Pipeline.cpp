@@ -337,10 +337,15 @@ bool verifyEachPass() {
   return each;
 }
 
+namespace {
+
+/// Whether QKV_PASS_TIMING asks for MLIR's pass timing report of each stage (on stderr).
 bool passTimingWanted() {
   static const bool wanted = env_switch("QKV_PASS_TIMING").value_or(false);
   return wanted;
 }
+
+} // namespace
 
 mlir::LogicalResult runStage(mlir::PassManager &pm, mlir::ModuleOp module) {
   bool each = verifyEachPass();

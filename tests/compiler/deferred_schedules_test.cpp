@@ -46,7 +46,8 @@ TEST(DeferredSchedules, TakenOutWithWhatTheyUseAndTheirConstantsBound) {
   ctx.loadAllAvailableDialects();
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(kModule, &ctx);
   ASSERT_TRUE(module);
-  std::vector<DeferredSchedule> taken = take_deferred_schedules(*module);
+  std::vector<HeldSchedule> held = hold_deferred_schedules(*module);
+  std::vector<DeferredSchedule> taken = bind_deferred_schedules(held, *module);
   ASSERT_EQ(taken.size(), 1u);
   EXPECT_EQ(taken[0].name, "qkv_deferred_schedule_2");
   // Behind: a private declaration, still called; the kernel's global keeps its value.

@@ -102,9 +102,6 @@ std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o = {});
 mlir::LogicalResult runStage(mlir::PassManager &pm, mlir::ModuleOp module);
 /// Whether QKV_VERIFY_EACH asks for the verifier after every pass (read once).
 bool verifyEachPass();
-/// Whether QKV_PASS_TIMING asks runStage for MLIR's pass timing report (on stderr, one per
-/// stage; read once).
-bool passTimingWanted();
 /// The context of one compile: the CPU pipeline's dialects and interfaces
 /// (registerQkvDialects) and those `more` adds (the CUDA pipeline's), registered and loaded;
 /// single-threaded (a compile's parallelism is LLVM's parts, and compile_all runs compiles
