@@ -211,7 +211,6 @@ void addCpuLinalgAndLoops(mlir::OpPassManager &pm, Stage stage, const CpuPipelin
 }
 
 void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
-  bool amx = o.isa == "amx";
   // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
   // alloca scopes OpenMP wraps around each task must still be single blocks then.
   pm.addPass(createLowerChecks());
@@ -222,14 +221,9 @@ void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
   omp.numThreads = static_cast<unsigned>(o.threads);
   pm.addPass(mlir::createConvertSCFToOpenMPPass(omp));
   pm.addPass(createSerializeSmallParallel());
-  mlir::ConvertVectorToLLVMPassOptions vec;
-  vec.reassociateFPReductions = true;
-  vec.x86Vector = o.isa == "avx512bf16" || amx;
-  vec.amx = amx;
-  if (o.warpTiles)
-    vec.vectorContractLowering = mlir::vector::VectorContractLowering::OuterProduct;
-  pm.addPass(mlir::createConvertVectorToLLVMPass(vec));
-  pm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  LowerVectorAndViewsOptions vec;
+  vec.outerProduct = o.warpTiles;
+  pm.addPass(createLowerVectorAndViews(vec));
   pm.addPass(mlir::createLowerAffinePass());
   // memref.alloc calls MLIR's generic allocation functions, which the JIT binds to the
   // runtime's buffer cache (qkv/runtime/buffer_cache.hpp): no fresh pages per call.
@@ -239,15 +233,15 @@ void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
   pm.addNestedPass<mlir::func::FuncOp>(mlir::createSCFToControlFlowPass());
   pm.addPass(mlir::createConvertMathToLLVMPass());
   pm.addPass(createMathToLibm());
-  // Everything left (arith, index, func, cf, omp) in one conversion, one walk of the module,
-  // with one type converter: the AMX tiles a GEMM's or attention's register tile carries
-  // through its K loop are block arguments of cf branches by now (attention's inside the
-  // OpenMP loop's region), a type only the amx dialect's interface knows. The same LLVM
-  // dialect as one pass per dialect, in less time (mha: 30 ms as five passes, 12-13 as
-  // one). convert-to-llvm takes the dialects' interfaces
+  // Everything left (arith, index, func, cf, omp, amx, vector, x86vector) in one
+  // conversion, one walk of the module, with one type converter: the AMX tiles a GEMM's or
+  // attention's register tile carries through its K loop are block arguments of cf
+  // branches by now (attention's inside the OpenMP loop's region), a type only the amx
+  // dialect's interface knows. The same LLVM dialect as one pass per dialect, in less time
+  // (mha: 30 ms as five passes, 12-13 as one). It takes the dialects' interfaces
   // registered with the context (registerQkvDialects): without func's, a declaration made
   // after the last func conversion (qkv-math-to-libm's f64 erf) stayed func.func.
-  pm.addPass(mlir::createConvertToLLVMPass());
+  pm.addPass(createConvertToLLVM());
   if (o.warpTiles)
     pm.addPass(mlir::createUBToLLVMConversionPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());

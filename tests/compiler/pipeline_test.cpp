@@ -17,22 +17,31 @@ std::string llvm_stage(const std::string &isa) {
   return ir::cpuStagePipeline(Stage::Llvm, o);
 }
 
-// One closing conversion on every tier: arith, index, func, cf and omp all go through
-// convert-to-llvm's one walk (and one type converter, which the amx tier's tiles need).
+// One closing conversion on every tier: arith, index, func, cf, omp, vector, x86vector and
+// amx all go through qkv-convert-to-llvm's one walk (and one type converter, which the amx
+// tier's tiles need).
 TEST(CpuPipeline, EveryTierClosesWithOneConversion) {
   for (const char *isa : {"f32", "avx512bf16", "amx"}) {
     SCOPED_TRACE(isa);
     std::string p = llvm_stage(isa);
-    EXPECT_NE(p.find("convert-to-llvm"), std::string::npos) << p;
-    for (const char *apart : {"convert-arith-to-llvm", "convert-index-to-llvm",
-                              "convert-func-to-llvm", "convert-openmp-to-llvm"})
+    EXPECT_NE(p.find("qkv-convert-to-llvm"), std::string::npos) << p;
+    for (const char *apart :
+         {"convert-arith-to-llvm", "convert-index-to-llvm", "convert-func-to-llvm",
+          "convert-openmp-to-llvm", "convert-vector-to-llvm", "expand-strided-metadata"})
       EXPECT_EQ(p.find(apart), std::string::npos) << apart << " in " << p;
   }
 }
 
-TEST(CpuPipeline, AmxTierLowersTheAmxOps) {
-  EXPECT_NE(llvm_stage("amx").find("enable-amx=true"), std::string::npos) << llvm_stage("amx");
-  EXPECT_EQ(llvm_stage("f32").find("enable-amx=true"), std::string::npos) << llvm_stage("f32");
+// The tiers' instructions (x86vector's dot, amx's tiles) are converted by that same pass,
+// so the bf16 tiers' llvm stage is the f32 tier's without its bf16 expansion.
+TEST(CpuPipeline, TiersShareOneLlvmStage) {
+  std::string f32 = llvm_stage("f32");
+  std::string expand = "qkv-expand-bf16-conversions,";
+  std::size_t at = f32.find(expand);
+  ASSERT_NE(at, std::string::npos) << f32;
+  f32.erase(at, expand.size());
+  EXPECT_EQ(llvm_stage("avx512bf16"), f32);
+  EXPECT_EQ(llvm_stage("amx"), f32);
 }
 
 // Empty tensors inserted into a destination become slices of it before bufferization, so

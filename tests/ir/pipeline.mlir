@@ -85,14 +85,16 @@
 // PIPE: qkv-lower-checks
 // PIPE: convert-scf-to-openmp
 // PIPE: qkv-serialize-small-parallel
-// PIPE: convert-vector-to-llvm
+// PIPE: qkv-lower-vector-and-views
+// PIPE-NOT: convert-vector-to-llvm
+// PIPE-NOT: expand-strided-metadata
 // PIPE: finalize-memref-to-llvm
 // PIPE-NOT: convert-openmp-to-llvm
 // PIPE: convert-math-to-llvm
 // PIPE: qkv-math-to-libm
 // the rest in one conversion, not one pass per dialect
 // PIPE-NOT: convert-arith-to-llvm
-// PIPE: convert-to-llvm
+// PIPE: qkv-convert-to-llvm
 // PIPE: reconcile-unrealized-casts
 
 func.func @block(%x: tensor<?x8xf32>, %w: tensor<8x8xf32>) -> tensor<?x8xf32> attributes {llvm.emit_c_interface} {

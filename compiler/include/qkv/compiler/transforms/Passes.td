@@ -123,6 +123,50 @@ def SerializeSmallParallel : Pass<"qkv-serialize-small-parallel", "::mlir::Modul
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def LowerVectorAndViews : Pass<"qkv-lower-vector-and-views", "::mlir::ModuleOp"> {
+  let summary = "Vector ops to their 1-D forms and memref views to strided metadata, in "
+                "one greedy walk, before the conversion to LLVM";
+  let description = [{
+    In the `llvm` stage, after `qkv-serialize-small-parallel`. Applies, in one greedy
+    walk of the module, the vector lowering patterns that upstream's
+    `convert-vector-to-llvm` applies before its conversion (contractions, broadcasts,
+    masks, transposes, shape casts, strided slices, 1-D transfers, rank-reducing FMAs, as
+    that pass does with its defaults) and `expand-strided-metadata`'s patterns (subviews,
+    reinterpret casts and collapses to `memref.extract_strided_metadata` and offsets
+    computed with `affine.apply`, which `lower-affine` then lowers). The walk does not
+    simplify regions: the module was canonicalized at the end of the `loops` stage. The
+    vector ops left are converted by `qkv-convert-to-llvm`. Upstream's two passes took
+    11.2 ms of `mha`'s cold compile (`convert-vector-to-llvm` 6.8, of which 5 converting,
+    `expand-strided-metadata` 4.4, walking the module after the vector conversion had
+    grown it); this pass takes 1.5, the closing conversion 3.4 -> 8.5.
+  }];
+  let options = [
+    Option<"outerProduct", "outer-product", "bool", /*default=*/"false",
+           "vector.contract to vector.outerproduct (the GPU tiles run on the host) "
+           "instead of dot products">,
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::vector::VectorDialect"];
+}
+
+def ConvertToLLVM : Pass<"qkv-convert-to-llvm", "::mlir::ModuleOp"> {
+  let summary = "Everything left to the LLVM dialect in one conversion: each loaded "
+                "dialect's interface, vector's and x86vector's patterns with qkv's options";
+  let description = [{
+    The `llvm` stage's last conversion. Collects the conversion patterns of every loaded
+    dialect that implements `ConvertToLLVMPatternInterface` (arith, index, func, cf,
+    omp, amx: registered with the context by the CPU pipeline), as upstream
+    `convert-to-llvm` does, except vector's: those are added here with reductions LLVM
+    may reassociate and 32-bit mask indices (vector's interface takes no options, and its
+    defaults would make every `vector.reduction` an ordered chain), together with the
+    1-D transfer lowerings and x86vector's intrinsics (`x86vector.avx512.dot`, which has
+    no interface). One `applyPartialConversion`, one type converter (the `!amx.tile`
+    block arguments of the amx tier need amx's type conversion in the same walk as `cf`),
+    one walk of the module instead of convert-vector-to-llvm's conversion and then this.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def LinalgToLoops : Pass<"qkv-linalg-to-loops", "::mlir::func::FuncOp"> {
   let summary = "The linalg ops a function has left to scf.parallel loops "
                 "(convert-linalg-to-parallel-loops), none looked at in a function without any";
