@@ -294,28 +294,18 @@ struct StageLog {
   }
 };
 
-/// Runs the passes `add` adds on `module` as stage `name` (qkv::ir::runStage).
-void run_passes(mlir::ModuleOp module, const std::string &name, const std::string &diags,
-                llvm::function_ref<bool(mlir::OpPassManager &)> add) {
-  mlir::PassManager pm(module.getContext());
-  if (!add(pm))
-    internal_error("the CPU pipeline has no stage '" + name + "'");
-  if (mlir::failed(ir::runStage(pm, module)))
-    throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
-}
-
 /// The `linalg` stage of a compile that defers attention schedules: the flash pass, the
 /// schedules it outlined taken out (`deferred`), then the rest of the stage on the kernel's
 /// own code, whose folded constants the schedules are then bound to.
 void lower_linalg_deferring(mlir::ModuleOp module, const ir::CpuPipelineOptions &popts,
                             const std::string &diags,
                             std::vector<jit::DeferredSchedule> &deferred) {
-  run_passes(module, "linalg", diags, [&](mlir::OpPassManager &pm) {
+  ir::runStageOrThrow(module, stage_name(Stage::Linalg), diags, [&](mlir::OpPassManager &pm) {
     ir::addCpuLinalgFlash(pm, popts);
     return true;
   });
   std::vector<jit::HeldSchedule> held = jit::hold_deferred_schedules(module);
-  run_passes(module, "linalg", diags, [&](mlir::OpPassManager &pm) {
+  ir::runStageOrThrow(module, stage_name(Stage::Linalg), diags, [&](mlir::OpPassManager &pm) {
     ir::addCpuLinalgTail(pm);
     return true;
   });
@@ -339,8 +329,9 @@ mlir::OwningOpRef<mlir::ModuleOp> lower(mlir::MLIRContext &ctx, const Graph &g,
     if (stage == Stage::Linalg && deferred)
       lower_linalg_deferring(*module, popts, diags, *deferred);
     else
-      run_passes(*module, name, diags,
-                 [&](mlir::OpPassManager &pm) { return ir::addCpuStage(pm, stage, popts); });
+      ir::runStageOrThrow(*module, name, diags, [&](mlir::OpPassManager &pm) {
+        return ir::addCpuStage(pm, stage, popts);
+      });
     log.keep(
         name, [&] { return ir::print_module(*module); },
         ms_since(t) + (stage == Stage::Qkv ? import_ms : 0));

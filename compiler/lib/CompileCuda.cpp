@@ -131,24 +131,15 @@ struct CudaLowering {
     module = ir::import_graph(*ctx, g, false);
   }
 
-  /// Runs stage `stage`'s passes; any error diagnostic fails it (some conversions report
-  /// one without failing their pass).
-  void run(const std::string &name, llvm::function_ref<void(mlir::OpPassManager &)> add) {
-    mlir::PassManager pm(ctx.get());
-    add(pm);
-    if (mlir::failed(ir::runStage(pm, *module)) || !diags.empty())
-      throw CompileError(name, diags.empty() ? "a pass failed without a diagnostic" : diags);
-  }
-
   /// The CUDA stages up to and including `last`.
   void stages(const Target &target, const CompileOptions &options, Stage last) {
     ir::CudaPipelineOptions popts{target.chip, toolkit(), options.recognize_attention};
     for (Stage stage : kCudaPassStages) {
-      run(std::string(stage_name(stage)), [&](mlir::OpPassManager &pm) {
-        if (!ir::addCudaStage(pm, stage, popts))
-          internal_error("the CUDA pipeline has no stage '" + std::string(stage_name(stage)) +
-                         "'");
-      });
+      // Any error diagnostic fails a stage: some conversions report one without failing.
+      ir::runStageOrThrow(
+          *module, stage_name(stage), diags,
+          [&](mlir::OpPassManager &pm) { return ir::addCudaStage(pm, stage, popts); }, "",
+          /*anyDiagnosticFails=*/true);
       if (stage == Stage::Gpu)
         check_host_code(*module, diags);
       if (stage == Stage::Ptx && ptx_of(*module).find(".extern .func") != std::string::npos)
@@ -233,7 +224,13 @@ HostCode host_code(const Graph &g, const Target &target, const CompileOptions &o
   // The host code: sizes, device buffers and launches, in the LLVM dialect; each kernel
   // module's PTX is a constant that its loader hands to mgpuModuleLoadJIT.
   device_allocs_as_memref(*l.module);
-  l.run("host", [](mlir::OpPassManager &pm) { ir::addCudaHostToLlvm(pm); });
+  ir::runStageOrThrow(
+      *l.module, "host", l.diags,
+      [](mlir::OpPassManager &pm) {
+        ir::addCudaHostToLlvm(pm);
+        return true;
+      },
+      "", /*anyDiagnosticFails=*/true);
   llvm::LLVMContext llvm_ctx;
   std::unique_ptr<llvm::Module> m = mlir::translateModuleToLLVMIR(*l.module, llvm_ctx);
   if (!m)

@@ -153,21 +153,18 @@ mlir::OwningOpRef<mlir::ModuleOp> lower_to_llvm_dialect(mlir::MLIRContext &ctx,
       mlir::parseSourceString<mlir::ModuleOp>(bytes, mlir::ParserConfig(&ctx));
   if (!module)
     throw CompileError("linalg", "cannot read the deferred schedule " + name + " back: " + diags);
-  auto run = [&](Stage stage, llvm::function_ref<bool(mlir::OpPassManager &)> add) {
-    mlir::PassManager pm(&ctx);
-    if (!add(pm))
-      internal_error("the CPU pipeline has no stage '" + std::string(stage_name(stage)) + "'");
-    if (mlir::failed(ir::runStage(pm, *module)))
-      throw CompileError(std::string(stage_name(stage)),
-                         "the deferred schedule " + name + ": " +
-                             (diags.empty() ? "a pass failed without a diagnostic" : diags));
-  };
-  run(Stage::Linalg, [](mlir::OpPassManager &pm) {
-    ir::addCpuLinalgTail(pm);
-    return true;
-  });
+  std::string what = "the deferred schedule " + name + ": ";
+  ir::runStageOrThrow(
+      *module, stage_name(Stage::Linalg), diags,
+      [](mlir::OpPassManager &pm) {
+        ir::addCpuLinalgTail(pm);
+        return true;
+      },
+      what);
   for (Stage stage : {Stage::Loops, Stage::Llvm})
-    run(stage, [&](mlir::OpPassManager &pm) { return ir::addCpuStage(pm, stage, o); });
+    ir::runStageOrThrow(
+        *module, stage_name(stage), diags,
+        [&](mlir::OpPassManager &pm) { return ir::addCpuStage(pm, stage, o); }, what);
   return module;
 }
 

@@ -3,6 +3,8 @@
 // passes, pipelines and dialects.
 #include "qkv/compiler/transforms/Passes.h"
 
+#include <qkv/compiler/compile.hpp>
+#include <qkv/dsl/error.hpp>
 #include <qkv/runtime/env.hpp>
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -356,6 +358,17 @@ mlir::LogicalResult runStage(mlir::PassManager &pm, mlir::ModuleOp module) {
   if (mlir::failed(pm.run(module)))
     return mlir::failure();
   return each ? mlir::success() : mlir::verify(module);
+}
+
+void runStageOrThrow(mlir::ModuleOp module, llvm::StringRef stage, const std::string &diags,
+                     llvm::function_ref<bool(mlir::OpPassManager &)> add, const std::string &what,
+                     bool anyDiagnosticFails) {
+  mlir::PassManager pm(module.getContext());
+  std::string name = stage.str();
+  if (!add(pm))
+    internal_error("the pipeline has no stage '" + name + "'");
+  if (mlir::failed(runStage(pm, module)) || (anyDiagnosticFails && !diags.empty()))
+    throw CompileError(name, what + (diags.empty() ? "a pass failed without a diagnostic" : diags));
 }
 
 void addCudaHostToLlvm(mlir::OpPassManager &pm) {

@@ -100,6 +100,14 @@ std::string cpuStagePipeline(Stage stage, const CpuPipelineOptions &o = {});
 /// pipeline"). With QKV_VERIFY_EACH=1, after every pass instead, which names the pass that
 /// broke the IR. Fails with the verifier's or the failing pass's diagnostic.
 mlir::LogicalResult runStage(mlir::PassManager &pm, mlir::ModuleOp module);
+/// Runs the passes `add` puts into a fresh pass manager on `module` with runStage, as the
+/// stage named `stage` (a Stage's name, or the CUDA pipeline's "host"). `add` returning false is an
+/// internal error (no such stage); a failed stage throws qkv::CompileError(stage, what + the
+/// diagnostics collected in `diags`), as does, with `anyDiagnosticFails`, a stage whose passes
+/// succeeded but reported an error (some conversions do).
+void runStageOrThrow(mlir::ModuleOp module, llvm::StringRef stage, const std::string &diags,
+                     llvm::function_ref<bool(mlir::OpPassManager &)> add,
+                     const std::string &what = "", bool anyDiagnosticFails = false);
 /// Whether QKV_VERIFY_EACH asks for the verifier after every pass (read once).
 bool verifyEachPass();
 /// The context of one compile: the CPU pipeline's dialects and interfaces
