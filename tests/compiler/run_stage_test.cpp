@@ -1,7 +1,8 @@
-// How a compile runs a stage's passes (qkv::ir::runStage): the IR verified once, after the
-// stage's last pass, or after every pass with QKV_VERIFY_EACH=1. The same test runs both
-// ways (tests/compiler/CMakeLists.txt): a pass that leaves the IR invalid must fail the
-// stage either way, and only with QKV_VERIFY_EACH does the stage stop right after it.
+// How a compile runs a stage's passes (qkv::ir::runStage, runStageOrThrow): the IR
+// verified once, after the stage's last pass, or after every pass with QKV_VERIFY_EACH=1.
+// The same test runs both ways (tests/compiler/CMakeLists.txt): a pass that leaves the IR
+// invalid must fail the stage either way, and only with QKV_VERIFY_EACH does the stage
+// stop right after it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "qkv/compiler/transforms/Passes.h"
+#include <qkv/compiler/compile.hpp>
 #include <qkv/runtime/env.hpp>
 
 namespace qkv::ir {
@@ -73,6 +75,47 @@ TEST(RunStage, ValidIrPasses) {
   pm.addPass(std::make_unique<CountRuns>(runs));
   EXPECT_TRUE(mlir::succeeded(runStage(pm, *module)));
   EXPECT_EQ(runs, 1);
+}
+
+/// Reports an error on the module and does not fail, as some conversions do.
+struct ReportWithoutFailing
+    : mlir::PassWrapper<ReportWithoutFailing, mlir::OperationPass<mlir::ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReportWithoutFailing)
+  void runOnOperation() override { getOperation().emitError("cannot convert this"); }
+};
+
+// runStageOrThrow: a failed stage throws CompileError naming the stage, the prefix and the
+// diagnostics; an error reported by passes that all succeeded fails the stage only with
+// anyDiagnosticFails (the CUDA pipeline's stages).
+TEST(RunStage, OrThrowNamesTheStageAndFailsOnDiagnosticsWhenAsked) {
+  mlir::DialectRegistry registry;
+  registerQkvDialects(registry);
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  std::string diags;
+  ctx.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) { diags += d.str() + "\n"; });
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(
+      "func.func @f(%a: f32) -> f32 { return %a : f32 }", &ctx);
+  ASSERT_TRUE(module);
+  auto report = [](mlir::OpPassManager &pm) {
+    pm.addPass(std::make_unique<ReportWithoutFailing>());
+    return true;
+  };
+  EXPECT_NO_THROW(runStageOrThrow(*module, "loops", diags, report));
+  try {
+    runStageOrThrow(*module, "gpu", diags, report, "the kernel: ", /*anyDiagnosticFails=*/true);
+    ADD_FAILURE() << "no CompileError";
+  } catch (const CompileError &e) {
+    EXPECT_EQ(e.stage(), "gpu");
+    EXPECT_NE(std::string(e.what()).find("the kernel: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot convert this"), std::string::npos) << e.what();
+  }
+  diags.clear();
+  auto broken = [](mlir::OpPassManager &pm) {
+    pm.addPass(std::make_unique<DropReturnedValues>());
+    return true;
+  };
+  EXPECT_THROW(runStageOrThrow(*module, "llvm", diags, broken), CompileError);
 }
 
 } // namespace
