@@ -56,16 +56,17 @@ TEST(CpuPipeline, EmptyTensorsEliminatedBeforeBufferizing) {
 }
 
 // The canonicalizations between and after the lowerings leave regions as they are (the
-// code is in one-block structured regions until the llvm stage).
+// code is in one-block structured regions until the llvm stage), and visit ops top down,
+// as the canonicalize pass does by default.
 TEST(CpuPipeline, LoweringsCanonicalizeWithoutRegionSimplification) {
   for (Stage stage : {Stage::Linalg, Stage::Loops}) {
     std::string p = ir::cpuStagePipeline(stage, {});
     std::size_t at = p.find("canonicalize{");
     ASSERT_NE(at, std::string::npos) << p;
     for (; at != std::string::npos; at = p.find("canonicalize{", at + 1))
-      EXPECT_NE(p.substr(at, p.find('}', at) - at).find("region-simplify=disabled"),
-                std::string::npos)
-          << p;
+      for (const char *option : {"region-simplify=disabled", "top-down=true"})
+        EXPECT_NE(p.substr(at, p.find('}', at) - at).find(option), std::string::npos)
+            << option << " in " << p;
   }
 }
 
