@@ -52,8 +52,9 @@ struct LowerVectorAndViewsPass : qkv::ir::impl::LowerVectorAndViewsBase<LowerVec
     memref::populateExpandStridedMetadataPatterns(patterns);
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
-      signalPassFailure();
+    // As both upstream passes: a walk that has not converged after its iterations leaves
+    // what it did (the conversion reports what is left), rather than failing the compile.
+    (void)applyPatternsGreedily(getOperation(), std::move(patterns), config);
   }
 };
 
