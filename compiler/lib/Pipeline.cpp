@@ -223,8 +223,11 @@ void addCpuLinalgAndLoops(mlir::OpPassManager &pm, Stage stage, const CpuPipelin
 }
 
 void addCpuLlvmStage(mlir::OpPassManager &pm, const CpuPipelineOptions &o) {
-  // scf.parallel becomes OpenMP first; memrefs go to LLVM before scf does, because the
-  // alloca scopes OpenMP wraps around each task must still be single blocks then.
+  // A repeated layer's function takes its weights and activations as pointers and sizes,
+  // not descriptors. Then scf.parallel becomes OpenMP; memrefs go to LLVM before scf
+  // does, because the alloca scopes OpenMP wraps around each task must still be single
+  // blocks then.
+  pm.addPass(createMemRefArgsToPointers());
   pm.addPass(createLowerChecks());
   // Without AVX512-BF16 LLVM rounds to bf16 by a call per element.
   if (o.isa == "f32")

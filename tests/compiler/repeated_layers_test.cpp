@@ -1,6 +1,7 @@
 // Repeated layers compiled once (CompileOptions::share_repeated_layers): one function per
 // run of identical layers, called per layer, computing what the layers compiled one by one
 // compute, bit for bit, each layer with its own packed weights.
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -75,6 +76,21 @@ TEST(RepeatedLayers, OneFunctionCalledPerLayer) {
   std::string ir = lower_to(g, Target::host(), "llvm-ir", options(true));
   EXPECT_EQ(count(ir, "@stack_layer0("), 4u + 1) << "4 calls and one definition";
   EXPECT_EQ(count(ir, "define internal fastcc void @stack_layer0("), 1u) << ir;
+  // It takes its 11 memrefs (all of identity layout) as a pointer each and their 7
+  // dynamic sizes, not as descriptors of 3 + 2 * rank values (qkv-memref-args-to-pointers);
+  // a packed weight's attributes stay on its pointer, the one its size follows.
+  std::string llvm = lower_to(g, Target::host(), "llvm", options(true));
+  std::string signature = llvm.substr(llvm.find("llvm.func @stack_layer0("));
+  signature = signature.substr(0, signature.find('\n'));
+  auto args_of_type = [&](const std::string &type) {
+    std::regex arg("%arg[0-9]+: " + type);
+    return std::distance(std::sregex_iterator(signature.begin(), signature.end(), arg),
+                         std::sregex_iterator());
+  };
+  EXPECT_EQ(args_of_type("!llvm.ptr"), 11) << signature;
+  EXPECT_EQ(args_of_type("i64"), 7) << signature;
+  EXPECT_EQ(args_of_type("!llvm.ptr \\{qkv.packed_param = [^}]*\\}, %arg[0-9]+: i64"), 2)
+      << signature;
   std::string unshared = lower_to(g, Target::host(), "qkv", options(false));
   EXPECT_EQ(count(unshared, "call @"), 0u);
   EXPECT_EQ(count(unshared, "qkv.layer_norm"), 4u);

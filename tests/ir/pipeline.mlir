@@ -82,6 +82,7 @@
 // PIPE: qkv-lower-matmul-to-microkernels
 // PIPE: qkv-vectorize-elementwise
 // PIPE: qkv-linalg-to-loops
+// PIPE: qkv-memref-args-to-pointers
 // PIPE: qkv-lower-checks
 // PIPE: convert-scf-to-openmp
 // PIPE: qkv-serialize-small-parallel

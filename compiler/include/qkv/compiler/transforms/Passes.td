@@ -123,6 +123,27 @@ def SerializeSmallParallel : Pass<"qkv-serialize-small-parallel", "::mlir::Modul
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def MemRefArgsToPointers : Pass<"qkv-memref-args-to-pointers", "::mlir::ModuleOp"> {
+  let summary = "A private function's identity-layout memref arguments passed as their "
+                "aligned pointer and dynamic sizes";
+  let description = [{
+    First in the `llvm` stage. A private function with a body whose symbol only
+    `func.call`s use (a repeated layer's function, called once per layer; a deferred
+    schedule) takes each memref argument of identity layout in the default memory space
+    (a layer's weights, its activations, its packed weight panels) as an `!llvm.ptr`, its
+    aligned pointer, followed by its dynamic sizes, instead of the 3 + 2 * rank values of
+    a memref descriptor: the function rebuilds the descriptor from them (the pointer as
+    both allocated and aligned one, offset 0, the strides of a row-major array), as the
+    bare-pointer calling convention does for static shapes, and each call passes those
+    parts of its operand. An identity layout means offset 0 and contiguous rows, so
+    nothing else of the descriptor carries information. Other arguments, and those the
+    function deallocates, are left alone. A 24-layer encoder's entry passed 94 values to
+    each of its 24 calls of its layer (30 now), each loaded from its own arguments'
+    descriptors: straight-line code that LLVM optimised and generated, in one part.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def LowerVectorAndViews : Pass<"qkv-lower-vector-and-views", "::mlir::ModuleOp"> {
   let summary = "Vector ops to their 1-D forms and memref views to strided metadata, in "
                 "one greedy walk, before the conversion to LLVM";
