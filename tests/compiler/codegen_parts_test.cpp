@@ -223,23 +223,25 @@ TEST(CodegenParts, DeclarationsLeaveTheGroupsAlone) {
   }
 }
 
-// The balance of the parts weighs glue (no loop) at a quarter of its instructions: an entry
-// of 400 stores and two task bodies of about 150 instructions each, reached only through
-// pointers. Counted in full, the entry would outweigh both bodies and leave them to one
-// part; weighed, the bodies go to different parts.
-TEST(CodegenParts, LoopFreeGlueWeighsAQuarterInTheBalance) {
+// The balance of the parts weighs each basic block as 100 instructions: an entry of 600
+// straight-line stores (one block) and two task bodies of about 40 instructions in 11
+// blocks each, reached only through pointers. By instructions alone (or with the entry at
+// a quarter) the entry would outweigh both bodies and leave them to one part; weighed by
+// their blocks, each body outweighs the entry and they go to different parts.
+TEST(CodegenParts, BlocksWeighAsMuchAsAHundredInstructions) {
   auto body = [](const std::string &name) {
     std::string text = "define internal void @" + name + "(ptr %out, i64 %n) {\nentry:\n" +
-                       "  br label %loop\nloop:\n  %i = phi i64 [ 0, %entry ], [ %next, %loop ]\n";
-    for (int k = 0; k < 70; ++k)
-      text += "  %p" + std::to_string(k) + " = getelementptr float, ptr %out, i64 %i\n" +
-              "  store volatile float 1.0, ptr %p" + std::to_string(k) + "\n";
+                       "  br label %loop\nloop:\n  %i = phi i64 [ 0, %entry ], [ %next, %b8 ]\n" +
+                       "  %p = getelementptr float, ptr %out, i64 %i\n  br label %b1\n";
+    for (int k = 1; k <= 8; ++k)
+      text += "b" + std::to_string(k) + ":\n  store volatile float 1.0, ptr %p\n" +
+              (k < 8 ? "  br label %b" + std::to_string(k + 1) + "\n" : "");
     return text + "  %next = add i64 %i, 1\n  %more = icmp slt i64 %next, %n\n" +
            "  br i1 %more, label %loop, label %done\ndone:\n  ret void\n}\n";
   };
   std::string text = body("body_a") + body("body_b");
   text += "define void @_mlir_ciface_weighed(ptr %out, i1 %which) {\n";
-  for (int k = 0; k < 400; ++k)
+  for (int k = 0; k < 600; ++k)
     text += "  store volatile float 2.0, ptr %out\n";
   text += "  %f = select i1 %which, ptr @body_a, ptr @body_b\n  call void %f(ptr %out, i64 4)\n"
           "  %g = select i1 %which, ptr @body_b, ptr @body_a\n  call void %g(ptr %out, i64 4)\n"
