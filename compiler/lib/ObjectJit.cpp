@@ -229,6 +229,11 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
     if (!f.isDeclaration() && !f.hasLocalLinkage() &&
         f.getName().starts_with(abi::kCInterfacePrefix))
       fns.push_back(&f);
+  auto inline_into_caller = [](llvm::Function &callee) {
+    callee.setLinkage(llvm::GlobalValue::InternalLinkage);
+    callee.removeFnAttr(llvm::Attribute::NoInline);
+    callee.addFnAttr(llvm::Attribute::AlwaysInline);
+  };
   for (llvm::Function *f : fns) {
     add_packed_wrapper(m, *f);
     // The function the C interface unpacks its descriptors for is called from there only:
@@ -238,11 +243,13 @@ void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
     // 24-layer encoder's compile.
     if (llvm::Function *inner =
             m.getFunction(f->getName().drop_front(abi::kCInterfacePrefix.size()));
-        inner && !inner->isDeclaration()) {
-      inner->setLinkage(llvm::GlobalValue::InternalLinkage);
-      inner->removeFnAttr(llvm::Attribute::NoInline);
-      inner->addFnAttr(llvm::Attribute::AlwaysInline);
-    }
+        inner && !inner->isDeclaration())
+      inline_into_caller(*inner);
+    // The C interface itself is called by its packed wrapper only (Kernel::run and a
+    // bundle's loader call the wrapper): inlined there too, its call of one pointer per
+    // argument (540 for a 24-layer encoder, 534 of them on the stack, which fast
+    // instruction selection leaves to SelectionDAG) and its arguments' lowering go.
+    inline_into_caller(*f);
   }
   internalize_callees(m, called_by_name);
 }
