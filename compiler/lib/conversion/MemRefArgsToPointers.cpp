@@ -25,10 +25,11 @@ namespace {
 
 /// Whether an argument of type `type` can travel as its aligned pointer and its dynamic
 /// sizes: its layout is the identity (row-major, contiguous: its strides follow from its
-/// sizes) and its offset therefore 0.
-bool passesAsPointer(Type type) {
+/// sizes) and its offset therefore 0, and LLVM has a descriptor for it.
+bool passesAsPointer(Type type, const LLVMTypeConverter &converter) {
   auto memref = dyn_cast<MemRefType>(type);
-  return memref && memref.getLayout().isIdentity() && !memref.getMemorySpace();
+  return memref && memref.getLayout().isIdentity() && !memref.getMemorySpace() &&
+         converter.convertType(memref);
 }
 
 /// The calls of `fn`, or nullopt when it is not a private function with a body that
@@ -52,10 +53,10 @@ std::optional<SmallVector<func::CallOp>> directCalls(func::FuncOp fn, const Symb
 /// The arguments of `fn` to pass as pointers: identity-layout memrefs that the function
 /// does not deallocate (the descriptor it rebuilds has the aligned pointer as
 /// its allocated one).
-SmallVector<unsigned> pointerArgs(func::FuncOp fn) {
+SmallVector<unsigned> pointerArgs(func::FuncOp fn, const LLVMTypeConverter &converter) {
   SmallVector<unsigned> picked;
   for (BlockArgument arg : fn.getArguments())
-    if (passesAsPointer(arg.getType()) &&
+    if (passesAsPointer(arg.getType(), converter) &&
         llvm::none_of(arg.getUsers(), [](Operation *op) { return isa<memref::DeallocOp>(op); }))
       picked.push_back(arg.getArgNumber());
   return picked;
@@ -142,7 +143,7 @@ struct MemRefArgsToPointersPass
       std::optional<SmallVector<func::CallOp>> calls = directCalls(fn, users);
       if (!calls)
         continue;
-      SmallVector<unsigned> picked = pointerArgs(fn);
+      SmallVector<unsigned> picked = pointerArgs(fn, converter);
       if (picked.empty())
         continue;
       rewriteCallee(fn, picked, converter);
