@@ -158,8 +158,8 @@ bool used_only_in_part(const llvm::GlobalValue &gv, const PartOf &part_of, unsig
 /// Internal symbols another part refers to become hidden external ones (one kernel's
 /// objects are linked into one JIT library, which resolves hidden symbols within it). An
 /// internal function used only in its own part stays internal, so that once inlined there
-/// it is deleted, not compiled a second time (the entry's body, always inlined into its
-/// C-interface wrapper: a third of a 24-layer encoder's code generation). Internal
+/// it is deleted, not compiled a second time (the entry's body and its C interface, always
+/// inlined into the packed wrapper: a third of a 24-layer encoder's code generation). Internal
 /// constants stay internal: every part gets its own copy.
 void externalize(llvm::Module &m, const PartOf &part_of) {
   auto open = [](llvm::GlobalValue &gv) {
@@ -205,8 +205,9 @@ std::string part_bitcode(llvm::Module &m, const PartOf &part_of, unsigned p) {
   return bitcode;
 }
 
-/// Whether `f` is glue: a C-interface entry point or its packed wrapper (both start with
-/// `_mlir_`), or a function only they call (a repeated layer's).
+/// Whether `f` is glue: an entry point's packed wrapper (or its C interface, when not yet
+/// inlined into it; both start with `_mlir_`), or a function only they call (a repeated
+/// layer's).
 bool is_glue(const llvm::Function &f) {
   if (f.getName().starts_with(abi::kPackedPrefix))
     return true;

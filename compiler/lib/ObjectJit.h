@@ -34,9 +34,11 @@ const std::string &host_identity();
 /// Gives the module the target machine's triple and data layout, and each C-interface
 /// entry point `f` (`_mlir_ciface_*`, what llvm.emit_c_interface makes) a wrapper
 /// `_mlir_f(void **args)` that loads each argument through args[i] and calls f: MLIR's
-/// packed calling convention (ExecutionEngine::lookupPacked). Every other function with a
-/// body, except those named in `called_by_name` (what the loader looks up: a CUDA module's
-/// constructors), becomes internal: nothing outside the kernel calls it.
+/// packed calling convention (ExecutionEngine::lookupPacked). f and the function it
+/// unpacks the descriptors for become internal and always inlined, so that the wrapper
+/// alone remains (Kernel::run and a bundle's loader call only it). Every other function
+/// with a body, except those named in `called_by_name` (what the loader looks up: a CUDA
+/// module's constructors), becomes internal: nothing outside the kernel calls it.
 void prepare_module(llvm::Module &m, llvm::TargetMachine &tm,
                     const std::vector<std::string> &called_by_name = {});
 
