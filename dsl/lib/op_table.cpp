@@ -546,60 +546,75 @@ constexpr int kAny = kAnyNumber;
 using F = AttrField;
 
 constexpr OpInfo leaf(OpKind k, std::string_view name, std::array<AttrUse, 3> attrs = {}) {
-  return {k, name, 0, 0, kAny, attrs, {}, false, nullptr};
+  return {k, name, 0, 0, kAny, attrs, {}, false, {}, nullptr};
 }
+
+using B = ErrorBound;
+constexpr ErrorRule kExact{B::Exact}, kLargestOperand{B::LargestOperand};
 
 constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     leaf(OpKind::Input, "input"),
     leaf(OpKind::Param, "param"),
     leaf(OpKind::Constant, "constant", {{{F::Data, "values"}}}),
-    {OpKind::MatMul, "matmul", 2, 2, kAny, {}, {}, false, matmul_rule},
-    {OpKind::Linear, "linear", 2, 3, kAny, {}, {}, false, linear_rule},
-    {OpKind::Transpose, "transpose", 1, 1, kAny, {{{F::Axes, "axes"}}}, {{{"axis_a", F::Axes, 0}, {"axis_b", F::Axes, 1}}},
-     true, transpose_rule},
-    {OpKind::Scale, "scale", 1, 1, kAny, {{{F::Scale, "scale"}}}, {{{"factor", F::Scale}}}, false, unary_rule},
-    {OpKind::Add, "add", 2, 2, kAny, {}, {}, false, broadcast_rule},
-    {OpKind::Sub, "sub", 2, 2, kAny, {}, {}, false, broadcast_rule},
-    {OpKind::Mul, "mul", 2, 2, kAny, {}, {}, false, broadcast_rule},
-    {OpKind::Div, "div", 2, 2, kAny, {}, {}, false, broadcast_rule},
+    {OpKind::MatMul, "matmul", 2, 2, kAny, {}, {}, false, {B::Contraction}, matmul_rule},
+    {OpKind::Linear, "linear", 2, 3, kAny, {}, {}, false, {B::Contraction}, linear_rule},
+    {OpKind::Transpose, "transpose", 1, 1, kAny, {{{F::Axes, "axes"}}},
+     {{{"axis_a", F::Axes, 0}, {"axis_b", F::Axes, 1}}}, true, kExact, transpose_rule},
+    {OpKind::Scale, "scale", 1, 1, kAny, {{{F::Scale, "scale"}}}, {{{"factor", F::Scale}}}, false,
+     kExact, unary_rule},
+    {OpKind::Add, "add", 2, 2, kAny, {}, {}, false, kLargestOperand, broadcast_rule},
+    {OpKind::Sub, "sub", 2, 2, kAny, {}, {}, false, kLargestOperand, broadcast_rule},
+    {OpKind::Mul, "mul", 2, 2, kAny, {}, {}, false, kExact, broadcast_rule},
+    {OpKind::Div, "div", 2, 2, kAny, {}, {}, false, kExact, broadcast_rule},
     {OpKind::Softmax, "softmax", 1, 1, kAny, {{{F::Axes, "axis", AttrStyle::First}}},
-     {{{"axis", F::Axes}}},
-     false, unary_rule},
-    {OpKind::SplitHeads, "split_heads", 1, 1, kAny, {{{F::Dims, "heads"}}}, {{{"heads", F::Dims}}}, true,
-     split_heads_rule},
-    {OpKind::MergeHeads, "merge_heads", 1, 1, kAny, {{{F::Dims, "out"}}}, {}, true,
+     {{{"axis", F::Axes}}}, false, {B::AxisSoftmax}, unary_rule},
+    {OpKind::SplitHeads, "split_heads", 1, 1, kAny, {{{F::Dims, "heads"}}},
+     {{{"heads", F::Dims}}}, true, kExact, split_heads_rule},
+    {OpKind::MergeHeads, "merge_heads", 1, 1, kAny, {{{F::Dims, "out"}}}, {}, true, kExact,
      merge_heads_rule},
     {OpKind::Concat, "concat", 0, kAny, kAny,
-     {{{F::Axes, "axis", AttrStyle::First}, {F::Dims, "out"}}}, {{{"axis", F::Axes}}}, true, concat_rule},
-    {OpKind::Mask, "mask", 1, kAny, 1, {{{F::Mask, "mask"}}}, {}, false, mod_rule},
-    {OpKind::ScoreMod, "score_mod", 1, kAny, 1, {{{F::Score, "score"}}}, {}, false, mod_rule},
-    {OpKind::SinusoidalPE, "sinusoidal_pe", 1, 1, kAny, {{{F::Base, "base"}, {F::Offset, "offset"}}},
-     {{{"base", F::Base}, {"offset", F::Offset}}}, false, unary_rule},
+     {{{F::Axes, "axis", AttrStyle::First}, {F::Dims, "out"}}}, {{{"axis", F::Axes}}}, true,
+     kExact, concat_rule},
+    {OpKind::Mask, "mask", 1, kAny, 1, {{{F::Mask, "mask"}}}, {}, false, kExact, mod_rule},
+    {OpKind::ScoreMod, "score_mod", 1, kAny, 1, {{{F::Score, "score"}}}, {}, false,
+     {B::LargestResult}, mod_rule},
+    {OpKind::SinusoidalPE, "sinusoidal_pe", 1, 1, kAny,
+     {{{F::Base, "base"}, {F::Offset, "offset"}}}, {{{"base", F::Base}, {"offset", F::Offset}}},
+     false, {B::Positions}, unary_rule},
     {OpKind::Rope, "rope", 1, 2, kAny,
      {{{F::Base, "base"}, {F::Offset, "offset"}, {F::Interleaved, "interleaved"}}},
-     {{{"base", F::Base}, {"offset", F::Offset}, {"interleaved", F::Interleaved}}}, false, rope_rule},
-    {OpKind::LayerNorm, "layer_norm", 1, 3, kAny, {{{F::Eps, "eps"}}}, {{{"eps", F::Eps}}}, false, norm_rule},
-    {OpKind::RmsNorm, "rms_norm", 1, 2, kAny, {{{F::Eps, "eps"}}}, {{{"eps", F::Eps}}}, false, norm_rule},
+     {{{"base", F::Base}, {"offset", F::Offset}, {"interleaved", F::Interleaved}}}, false,
+     {B::Positions}, rope_rule},
+    {OpKind::LayerNorm, "layer_norm", 1, 3, kAny, {{{F::Eps, "eps"}}}, {{{"eps", F::Eps}}}, false,
+     {B::CenteredNorm}, norm_rule},
+    {OpKind::RmsNorm, "rms_norm", 1, 2, kAny, {{{F::Eps, "eps"}}}, {{{"eps", F::Eps}}}, false,
+     {B::Norm}, norm_rule},
     {OpKind::Gelu, "gelu", 1, 1, kAny, {{{F::Approximate, "approximate", AttrStyle::TanhOrNone}}},
-     {{{"approximate", F::Approximate}}}, false, unary_rule},
-    {OpKind::Elu, "elu", 1, 1, kAny, {{{F::Alpha, "alpha"}}}, {{{"alpha", F::Alpha}}}, false, unary_rule},
-#define QKV_ACTIVATION_ROW(kind, builder, bound)                                               \
-  {OpKind::kind, #builder, 1, 1, kAny, {}, {}, false, unary_rule},
+     {{{"approximate", F::Approximate}}}, false, kLargestOperand, unary_rule},
+    {OpKind::Elu, "elu", 1, 1, kAny, {{{F::Alpha, "alpha"}}}, {{{"alpha", F::Alpha}}}, false,
+     kLargestOperand, unary_rule},
+#define QKV_ACTIVATION_ROW(kind, builder, bound, summary)                                      \
+  {OpKind::kind, #builder, 1, 1, kAny, {}, {}, false, {B::OperandPlus, bound}, unary_rule},
     QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_ROW)
 #undef QKV_ACTIVATION_ROW
-    {OpKind::Swiglu, "swiglu", 2, 2, kAny, {}, {}, false, swiglu_rule},
-    {OpKind::Embedding, "embedding", 2, 2, kAny, {}, {}, true, embedding_rule},
+    {OpKind::Swiglu, "swiglu", 2, 2, kAny, {}, {}, false, kLargestOperand, swiglu_rule},
+    {OpKind::Embedding, "embedding", 2, 2, kAny, {}, {}, true, kExact, embedding_rule},
     {OpKind::Attention, "attention", 3, kAny, 3,
-     {{{F::Scale, "scale"}, {F::Mask, "mask"}, {F::Score, "score"}}}, {{{"scale", F::Scale}}}, false,
-     attention_rule},
-    {OpKind::LinformerProject, "linformer_project", 2, 2, kAny, {}, {}, false, linformer_rule},
+     {{{F::Scale, "scale"}, {F::Mask, "mask"}, {F::Score, "score"}}}, {{{"scale", F::Scale}}},
+     false, {B::Attention}, attention_rule},
+    {OpKind::LinformerProject, "linformer_project", 2, 2, kAny, {}, {}, false,
+     {B::SequenceContraction}, linformer_rule},
     {OpKind::LinearAttention, "linear_attention", 3, 3, kAny, {{{F::FeatureMap, "feature_map"}}},
-     {{{"feature_map", F::FeatureMap}}}, false, linear_attention_rule},
-    {OpKind::CacheView, "cache_view", 3, 3, kAny, {}, {}, true, cache_view_rule},
-    {OpKind::PagedCacheView, "paged_cache_view", 4, 4, kAny, {}, {}, true, cache_view_rule},
-    {OpKind::AttentionLse, "attention_lse", 1, 1, kAny, {}, {}, false, attention_lse_rule},
-    {OpKind::MergeAttention, "merge_attention", 4, 4, kAny, {}, {}, false, merge_rule},
-    {OpKind::MergeLse, "merge_lse", 2, 2, kAny, {}, {}, false, merge_rule},
+     {{{"feature_map", F::FeatureMap}}}, false, {B::LinearAttention}, linear_attention_rule},
+    {OpKind::CacheView, "cache_view", 3, 3, kAny, {}, {}, true, kExact, cache_view_rule},
+    {OpKind::PagedCacheView, "paged_cache_view", 4, 4, kAny, {}, {}, true, kExact,
+     cache_view_rule},
+    // The attention it reads adds its own bound; the log adds its result's magnitude.
+    {OpKind::AttentionLse, "attention_lse", 1, 1, kAny, {}, {}, false, {B::LargestResult},
+     attention_lse_rule},
+    {OpKind::MergeAttention, "merge_attention", 4, 4, kAny, {}, {}, false, {B::LseMerge},
+     merge_rule},
+    {OpKind::MergeLse, "merge_lse", 2, 2, kAny, {}, {}, false, {B::LseMerge}, merge_rule},
 }};
 
 constexpr bool rows_in_enum_order() {
@@ -609,6 +624,14 @@ constexpr bool rows_in_enum_order() {
   return true;
 }
 static_assert(rows_in_enum_order(), "kOps: one row per OpKind, in the enum's order");
+
+constexpr bool movers_are_exact() {
+  for (const OpInfo &row : kOps)
+    if (row.moves_elements && row.bound.kind != ErrorBound::Exact)
+      return false;
+  return true;
+}
+static_assert(movers_are_exact(), "kOps: an op that only moves elements adds no error");
 
 } // namespace
 

@@ -302,7 +302,7 @@ Value gelu(Value x, bool approximate) {
   return unary(OpKind::Gelu, x, a);
 }
 
-#define QKV_DEFINE_ACTIVATION(kind, builder, bound)                                           \
+#define QKV_DEFINE_ACTIVATION(kind, builder, bound, summary)                                   \
   Value builder(Value x) { return unary(OpKind::kind, x); }
 QKV_PLAIN_ACTIVATIONS(QKV_DEFINE_ACTIVATION)
 #undef QKV_DEFINE_ACTIVATION

@@ -78,82 +78,56 @@ struct Bound {
   double reduce = 0, magnitude = 0;
 };
 
+/// The rule of the op's row (ErrorBound, <qkv/dsl/op_table.hpp>) applied to node n.
 Bound bound_of(const Graph &g, const Node &n, const std::vector<Tensor> &vals,
                const TensorMap &inputs) {
   auto in = [&](std::size_t i) -> const Tensor & { return vals[n.inputs.at(i)]; };
   auto mag = [&](std::size_t i) { return max_abs(in(i)); };
+  auto largest_operand = [&] {
+    double m = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n.num_operands()); ++i)
+      m = std::max(m, mag(i));
+    return m;
+  };
   auto extent = [&](std::size_t i, int from_end) {
     const Shape &s = in(i).shape();
     return static_cast<double>(s[s.size() - static_cast<std::size_t>(from_end)]);
   };
-  switch (n.op) {
-  case OpKind::MatMul: return {extent(0, 1), mag(0) * mag(1)};
-  case OpKind::Linear:
+  const ErrorRule &rule = op_info(n.op).bound;
+  switch (rule.kind) {
+  case ErrorBound::Exact: return {};
+  case ErrorBound::LargestOperand: return {0, largest_operand()};
+  case ErrorBound::OperandPlus: return {0, mag(0) + rule.c};
+  case ErrorBound::LargestResult: return {0, max_abs(vals[n.id])};
+  case ErrorBound::Contraction:
     return {extent(0, 1), std::max(mag(0) * mag(1), n.attrs.has_bias ? mag(2) : 0.0)};
-  case OpKind::LinformerProject: return {extent(0, 2), mag(0) * mag(1)};
-  case OpKind::Softmax: {
+  case ErrorBound::SequenceContraction: return {extent(0, 2), mag(0) * mag(1)};
+  case ErrorBound::AxisSoftmax: {
     const Shape &s = in(0).shape();
     std::int64_t axis = n.attrs.axes.at(0);
     axis = axis < 0 ? axis + static_cast<std::int64_t>(s.size()) : axis;
     return {static_cast<double>(s[static_cast<std::size_t>(axis)]), mag(0)};
   }
-  case OpKind::LayerNorm:
+  case ErrorBound::CenteredNorm:
     return {2 * extent(0, 1), std::max(max_abs(vals[n.id]), layer_norm_magnitude(n, vals))};
-  case OpKind::RmsNorm: return {2 * extent(0, 1), max_abs(vals[n.id])};
-  case OpKind::Attention: {
-    double scores = reference::max_abs_score(g, inputs, vals, n.id);
-    return {extent(0, 1) + extent(1, 2), std::max({scores, mag(0) * mag(1), mag(2)})};
-  }
-  case OpKind::LinearAttention:
-    return {extent(0, 1) + extent(1, 2), std::max({mag(0) + 1, mag(1) + 1, mag(2)})};
-  case OpKind::SinusoidalPE:
-  case OpKind::Rope: {
+  case ErrorBound::Norm: return {2 * extent(0, 1), max_abs(vals[n.id])};
+  case ErrorBound::Positions: {
     // The angles: positions (at most the sequence's extent past the offset, or the
     // positions tensor's largest) times frequencies of at most 1.
-    double pos = n.op == OpKind::Rope && n.inputs.size() > 1
+    double pos = n.num_operands() > 1
                      ? mag(1)
                      : extent(0, 2) + static_cast<double>(std::abs(n.attrs.offset));
     return {0, std::max(pos, mag(0))};
   }
-  case OpKind::Gelu:
-  case OpKind::Elu:
-  case OpKind::Swiglu:
-  case OpKind::Add:
-  case OpKind::Sub: {
-    double m = 0;
-    for (std::size_t i = 0; i < n.inputs.size(); ++i)
-      m = std::max(m, mag(i));
-    return {0, m};
+  case ErrorBound::Attention: {
+    double scores = reference::max_abs_score(g, inputs, vals, n.id);
+    return {extent(0, 1) + extent(1, 2), std::max({scores, mag(0) * mag(1), mag(2)})};
   }
-#define QKV_ACTIVATION_BOUND(kind, builder, bound)                                             \
-  case OpKind::kind: return {0, mag(0) + (bound)};
-    QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_BOUND)
-#undef QKV_ACTIVATION_BOUND
-  case OpKind::ScoreMod: return {0, max_abs(vals[n.id])};
-  // The attention it reads adds its own bound; the log adds the magnitude of its result.
-  case OpKind::AttentionLse: return {0, max_abs(vals[n.id])};
-  // Two weights e^(l - max) and their sum: the arguments are the log-sum-exps.
-  case OpKind::MergeAttention: return {2, std::max({mag(0), mag(1), mag(2), mag(3)})};
-  case OpKind::MergeLse: return {2, std::max(mag(0), mag(1))};
-  // Nothing to n or M: leaves, ops that move elements, and scale, mul and div (one rounding
-  // each, relative to the value, which the rule's rtol takes). Every op is listed (no
-  // default): a new one fails to compile until its bound is decided here.
-  case OpKind::Input:
-  case OpKind::Param:
-  case OpKind::Constant:
-  case OpKind::Transpose:
-  case OpKind::Scale:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::SplitHeads:
-  case OpKind::MergeHeads:
-  case OpKind::Concat:
-  case OpKind::Mask:
-  case OpKind::Embedding:
-  case OpKind::CacheView:
-  case OpKind::PagedCacheView: return {};
+  case ErrorBound::LinearAttention:
+    return {extent(0, 1) + extent(1, 2), std::max({mag(0) + 1, mag(1) + 1, mag(2)})};
+  case ErrorBound::LseMerge: return {2, largest_operand()};
   }
-  internal_error("bound_of: op " + std::to_string(static_cast<int>(n.op)) + " is not an OpKind");
+  internal_error("bound_of: " + std::string(op_name(n.op)) + " has no error bound kind");
 }
 
 std::string num(double v) {

@@ -29,15 +29,16 @@ namespace qkv {
 using NodeId = std::int32_t;
 
 /// The elementwise activations of one float tensor that take no attribute, one line each:
-/// X(OpKind, builder, bound), where |f(x)| <= |x| + bound (the reference checker's error
-/// bound uses it). Each line makes the op's OpKind, its row in the op table, its builder
-/// `Value builder(Value x)` and its typed form (typed.hpp). Its meaning in the interpreter,
-/// its `qkv` op (ODS) and its lowering are written where every op's are
-/// (docs/architecture.md, "The op table").
+/// X(OpKind, builder, bound, summary), where |f(x)| <= |x| + bound (the reference
+/// checker's error bound uses it). Each line makes the op's OpKind, its row in the op
+/// table, its builder `Value builder(Value x)`, its typed form (typed.hpp) and its
+/// `qkv.builder` op in MLIR (the ODS is generated from this list; the summary is the
+/// op's). Its meaning in the interpreter and its lowering are written where every op's
+/// are (docs/architecture.md, "The op table").
 #define QKV_PLAIN_ACTIVATIONS(X)                                                               \
-  X(Silu, silu, 0)         /* x * sigmoid(x) */                                                \
-  X(Softplus, softplus, 1) /* log(1 + e^x), computed without overflow; log 2 at 0 */        \
-  X(Sigmoid, sigmoid, 1)   /* 1 / (1 + e^-x): gates (gated attention, GLU variants) */
+  X(Silu, silu, 0, "x * sigmoid(x)")                                                           \
+  X(Softplus, softplus, 1, "log(1 + exp(x)), without overflow; log 2 at 0")                    \
+  X(Sigmoid, sigmoid, 1, "1 / (1 + exp(-x)): gates (gated attention, GLU variants)")
 
 // One name per op everywhere: OpKind::SplitHeads, split_heads(), "split_heads" in the
 // printer, qkv.split_heads in MLIR, eval_split_heads in the interpreter.
@@ -61,7 +62,7 @@ enum class OpKind : std::uint8_t {
   LayerNorm,       // over the last axis, optional gamma/beta
   RmsNorm,         // over the last axis, optional gamma
   Gelu, Elu,       // elementwise activations with an attribute
-#define QKV_OP_KIND(kind, builder, bound) kind,
+#define QKV_OP_KIND(kind, builder, bound, summary) kind,
   QKV_PLAIN_ACTIVATIONS(QKV_OP_KIND) // and those without (above)
 #undef QKV_OP_KIND
   Swiglu,          // silu(gate) * up
@@ -338,7 +339,7 @@ Value elu(Value x, double alpha = 1.0);
 /// silu(x) = x * sigmoid(x); softplus(x) = log(1 + e^x), computed without overflow (Mamba's
 /// step sizes, smooth ReLU); sigmoid(x) = 1 / (1 + e^-x): every activation of
 /// QKV_PLAIN_ACTIVATIONS.
-#define QKV_DECLARE_ACTIVATION(kind, builder, bound) Value builder(Value x);
+#define QKV_DECLARE_ACTIVATION(kind, builder, bound, summary) Value builder(Value x);
 QKV_PLAIN_ACTIVATIONS(QKV_DECLARE_ACTIVATION)
 #undef QKV_DECLARE_ACTIVATION
 Value swiglu(Value gate, Value up);

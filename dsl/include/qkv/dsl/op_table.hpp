@@ -1,13 +1,14 @@
 // The op table: each op's facts written once, and every consumer reads them here.
 //
 // One row per OpKind (dsl/lib/op_table.cpp, in the enum's order, checked at compile time)
-// gives the op's name, how many inputs it takes and which of them are operands rather
-// than tensors captured by mods, the attributes Graph::str prints, the attributes of the
-// qkv.<name> op in MLIR and the fields they come from, whether it only moves its
-// operands' elements, and its shape rule. op_name, parse_op_name, infer_type,
-// Node::num_operands, the graph printer and the import to MLIR (for all but the six ops
-// with regions, unwidened or optional operands) derive from the table; a test compares it with the
-// MLIR dialect's ops and their attributes, so the two cannot drift apart.
+// gives the op's name, how many inputs it takes and which of them are operands rather than
+// tensors captured by mods, the attributes Graph::str prints, the attributes of the
+// qkv.<name> op in MLIR and the fields they come from, whether it only moves its operands'
+// elements, what it adds to the reference checker's error bound, and its shape rule.
+// op_name, parse_op_name, infer_type, Node::num_operands, the graph printer and the import
+// to MLIR (for all but the seven ops with regions, unwidened or optional operands, or a
+// second result) derive from the table; a test compares it with the MLIR dialect's ops and
+// their attributes, so the two cannot drift apart.
 #pragma once
 
 #include <array>
@@ -56,6 +57,33 @@ using ShapeRule = InferredType (*)(const Graph &g, OpKind op, const std::vector<
 
 inline constexpr int kAnyNumber = -1;
 
+/// How an op adds to the reference checker's error bound (runtime/lib/check_reference.cpp,
+/// docs/compiler.md "Tests"): n, the length of the reductions it does, and M, the
+/// magnitude of the terms it adds (or of the arguments of its exp, sin and cos). An op
+/// picks the kind whose rule fits it; only a new kind is written in the checker.
+enum class ErrorBound : std::uint8_t {
+  Exact,               // nothing: a leaf, an op that moves elements, or one rounding relative
+                       // to the value (scale, mul, div), which the rule's rtol takes
+  LargestOperand,      // M = its operands' largest |x| (add, sub, gelu, swiglu)
+  OperandPlus,         // M = |x| + c, the row's constant, where |f(x)| <= |x| + c (silu: 0)
+  LargestResult,       // M = its result's largest |x| (a score_mod, a log-sum-exp)
+  Contraction,         // n = operand 0's last extent, M = |a| |b| (and |bias|): matmul, linear
+  SequenceContraction, // n = operand 0's second-to-last extent, M = |a| |b|
+  AxisSoftmax,         // n = the extent of its axis (axes[0]), M = |x|
+  CenteredNorm,        // n = 2 x the last extent, M = |result| or max |x| / sd (layer_norm)
+  Norm,                // n = 2 x the last extent, M = |result| (rms_norm)
+  Positions,           // M = the largest angle: positions (operand 1's, else the sequence's
+                       // extent past the offset) or |x|
+  Attention,           // n = Dh + Lk, M = the largest score, |q| |k| or |v|
+  LinearAttention,     // n = Dh + Lk, M = |q| + 1, |k| + 1 or |v| (the feature map's)
+  LseMerge,            // n = 2 (two weights and their sum), M = its operands' largest |x|
+};
+
+struct ErrorRule {
+  ErrorBound kind = ErrorBound::Exact;
+  double c = 0; // OperandPlus's constant
+};
+
 struct OpInfo {
   OpKind kind;
   std::string_view name;        // the DSL's builder, Graph::str, qkv.<name> in MLIR
@@ -66,6 +94,7 @@ struct OpInfo {
   std::array<AttrUse, 3> attrs{};             // printed, in order
   std::array<IrAttr, 3> ir_attrs{}; // qkv.<name>'s attributes in MLIR; empty name ends
   bool moves_elements = false;  // its result is its operands' elements, moved
+  ErrorRule bound{};            // what it adds to the reference checker's error bound
   ShapeRule shape = nullptr;
 };
 

@@ -271,7 +271,7 @@ struct layer_norm;
 struct rms_norm;
 struct gelu;
 struct elu;
-#define QKV_ACTIVATION_TAG(kind, builder, bound) struct builder;
+#define QKV_ACTIVATION_TAG(kind, builder, bound, summary) struct builder;
 QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_TAG)
 #undef QKV_ACTIVATION_TAG
 struct swiglu;
@@ -1178,7 +1178,7 @@ template <class DT, class... D> auto elu(const TypedValue<DT, D...> &x, double a
 }
 /// silu, softplus and every other activation of QKV_PLAIN_ACTIVATIONS (graph.hpp): the
 /// same dims and dtype, which must be a float.
-#define QKV_TYPED_ACTIVATION(kind, builder, bound)                                             \
+#define QKV_TYPED_ACTIVATION(kind, builder, bound, summary)                                    \
   template <class DT, class... D> auto builder(const TypedValue<DT, D...> &x) {                \
     detail::check_float<ops::builder, DT>();                                                   \
     return detail::wrap<TypedValue<DT, D...>>(builder(x.value()), #builder);                   \

@@ -98,29 +98,21 @@ def Qkv_GeluOp : Qkv_ElementwiseOp<"gelu"> {
       "$x (`approximate` $approximate^)? attr-dict `:` type($x) `->` type($result)";
 }
 
-def Qkv_SiluOp : Qkv_ElementwiseOp<"silu"> {
-  let summary = "x * sigmoid(x)";
-  let arguments = (ins Qkv_FloatTensor:$x);
-  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
-}
-
 def Qkv_EluOp : Qkv_ElementwiseOp<"elu"> {
   let summary = "x > 0 ? x : alpha (exp(x) - 1)";
   let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$alpha);
   let assemblyFormat = "$x `alpha` $alpha attr-dict `:` type($x) `->` type($result)";
 }
 
-def Qkv_SoftplusOp : Qkv_ElementwiseOp<"softplus"> {
-  let summary = "log(1 + exp(x))";
+// The activations without attributes (silu, softplus, sigmoid, ...): one `def` each,
+// generated from the op table's list (QKV_PLAIN_ACTIVATIONS in <qkv/dsl/graph.hpp>).
+class Qkv_ActivationOp<string mnemonic, string opSummary> : Qkv_ElementwiseOp<mnemonic> {
+  let summary = opSummary;
   let arguments = (ins Qkv_FloatTensor:$x);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Qkv_SigmoidOp : Qkv_ElementwiseOp<"sigmoid"> {
-  let summary = "1 / (1 + exp(-x))";
-  let arguments = (ins Qkv_FloatTensor:$x);
-  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
-}
+include "QkvActivationOps.td"
 
 def Qkv_SplitHeadsOp : Qkv_UnaryOp<"split_heads"> {
   let summary = "(..., L, H*Dh) -> (..., H, L, Dh); feature h*Dh + d goes to head h";
