@@ -446,6 +446,11 @@ Tensor eval_sigmoid(const Ctx &c) {
   return eval_unary(c, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
 }
 
+/// max(x, 0), NaN kept (as arith.maximumf in compiled kernels; not std::max's x > 0 test).
+Tensor eval_relu(const Ctx &c) {
+  return eval_unary(c, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; });
+}
+
 /// x > 0 ? x : alpha (e^x - 1).
 Tensor eval_elu(const Ctx &c) {
   double alpha = c.n.attrs.alpha;
@@ -1048,6 +1053,7 @@ Tensor eval_node(const Ctx &c) {
   case OpKind::Elu: return eval_elu(c);
   case OpKind::Softplus: return eval_softplus(c);
   case OpKind::Sigmoid: return eval_sigmoid(c);
+  case OpKind::Relu: return eval_relu(c);
   case OpKind::Swiglu: return eval_swiglu(c);
   case OpKind::Embedding: return eval_embedding(c);
   case OpKind::Attention: return eval_attention(c);

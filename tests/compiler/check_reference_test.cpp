@@ -162,7 +162,7 @@ TEST(CheckAgainstReference, PlainActivationsAddTheirBound) {
     double bound;
   };
   for (auto [name, f, bound] : {Case{"silu", silu, 0.0}, Case{"softplus", softplus, 1.0},
-                                Case{"sigmoid", sigmoid, 1.0}}) {
+                                Case{"sigmoid", sigmoid, 1.0}, Case{"relu", relu, 0.0}}) {
     Graph g(name);
     g.output("y", f(g.input("x", DType::F32, {g.dim("N")})));
     TensorMap in = random_inputs(g, {{"N", 9}}, 3);

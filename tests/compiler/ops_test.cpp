@@ -224,6 +224,15 @@ std::vector<DiffCase> cases() {
                   },
                   kRows)
                   .sums({}, 1));
+  // Both signs and zeros (inputs scaled by 3): the max is exact, so is the kernel.
+  c.push_back(one_output(
+                  "relu",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 6);
+                    return relu(scale(g.input("x", DType::F32, {L, D}), 3.0));
+                  },
+                  kRows)
+                  .sums({}, 3));
   // ---- softmax ----
   c.push_back(one_output("softmax_last",
                          [](Graph &g) {

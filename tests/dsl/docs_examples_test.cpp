@@ -411,11 +411,13 @@ TEST_F(Ops, Activations) {
   auto d = elu(x, 1.0);
   auto e = softplus(x); // log(1 + e^x)
   auto f = sigmoid(x);  // 1 / (1 + e^-x)
+  auto r = relu(x);     // max(x, 0)
   // [/doc]
   g.output("ffn", ffn.value());
   EXPECT_TRUE(b.value().node().attrs.approximate);
   EXPECT_EQ(e.value().node().op, OpKind::Softplus);
   EXPECT_EQ(f.value().node().op, OpKind::Sigmoid);
+  EXPECT_EQ(r.value().node().op, OpKind::Relu);
   (void)a, (void)c, (void)d;
 }
 

@@ -407,7 +407,7 @@ private:
     switch (op) {
     case 0: { // elementwise activations and scale
       V x = pick_float();
-      int k = r_.uniform(0, 5);
+      int k = r_.uniform(0, 6);
       Value y;
       Fn mag = x.mag;
       if (k == 0) {
@@ -430,6 +430,9 @@ private:
         y = sigmoid(x.v); // in (0, 1)
         mag = konst(1);
         note("sigmoid");
+      } else if (k == 5) {
+        y = relu(x.v); // |relu(x)| <= |x|
+        note("relu");
       } else {
         double f = r_.pick(std::vector<double>{-2, -0.5, 0.25, 0.7, 1.5, 3});
         y = scale(x.v, f);

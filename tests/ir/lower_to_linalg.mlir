@@ -230,6 +230,18 @@ func.func @sigmoid(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
   return %0 : tensor<?x5xf32>
 }
 
+// relu: max(x, 0), with arith.maximumf (a NaN stays NaN).
+// CHECK-LABEL: func.func @relu
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]}
+// CHECK-NEXT: ^bb0(%[[RX:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[RY:.*]] = arith.maximumf %[[RX]], %[[ZERO]] : f32
+// CHECK-NEXT: linalg.yield %[[RY]] : f32
+func.func @relu(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
+  %0 = qkv.relu %x : tensor<?x5xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
 // cache_view materialised: stored rows below lengths[b], then the new rows, then zeros;
 // each read is guarded so no index is out of bounds.
 // CHECK-LABEL: func.func @cache_view

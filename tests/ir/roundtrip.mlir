@@ -117,6 +117,8 @@ func.func @ops(%x: tensor<?x6xf32>, %w: tensor<6x6xf32>, %b: tensor<6xf32>,
   %softplus = qkv.softplus %20 : tensor<?x6xf32> -> tensor<?x6xf32>
   // CHECK: qkv.sigmoid %[[ELU]] : tensor<?x6xf32> -> tensor<?x6xf32>
   %sigmoid = qkv.sigmoid %20 : tensor<?x6xf32> -> tensor<?x6xf32>
+  // CHECK: qkv.relu %[[ELU]] : tensor<?x6xf32> -> tensor<?x6xf32>
+  %relu = qkv.relu %20 : tensor<?x6xf32> -> tensor<?x6xf32>
   // CHECK: qkv.swiglu %[[ELU]], %[[SILU]] : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
   %21 = qkv.swiglu %20, %19 : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
   // CHECK: %[[EMB:.*]] = qkv.embedding %[[TABLE]][%[[IDS]]] : (tensor<?xi32>, tensor<10x6xf32>) -> tensor<?x6xf32>

@@ -1,4 +1,4 @@
-// gelu, silu, elu, softplus, sigmoid and swiglu.
+// gelu, silu, elu, softplus, sigmoid, relu and swiglu.
 #include "test_util.hpp"
 
 namespace qkv {
@@ -59,6 +59,15 @@ TEST(Sigmoid, OneOverOnePlusExp) {
   expect_values(y, {6}, {0.5, 0.7310585786300049, 0.2689414213699951, 1, 0, 0}, 1e-15);
   EXPECT_NEAR(y.get(4) / std::exp(-40.0), 1.0, 1e-15);
   EXPECT_EQ(y.get(5), 0.0);
+}
+
+TEST(Relu, MaxWithZeroKeepsNaN) {
+  Tensor y = unary(relu, {2.5, 0, -3, -0.0, 1e300, -INFINITY, std::nan("")});
+  ASSERT_EQ(y.numel(), 7);
+  std::vector<double> want = {2.5, 0, 0, 0, 1e300, 0};
+  for (std::int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(y.get(i), want[static_cast<std::size_t>(i)]) << "at " << i;
+  EXPECT_TRUE(std::isnan(y.get(6))); // as arith.maximumf: a NaN input gives NaN, not 0
 }
 
 TEST(Swiglu, SiluOfGateTimesUp) {

@@ -1,6 +1,6 @@
-// The elementwise qkv ops (add, sub, mul, div, swiglu, scale, gelu, silu, elu, softplus)
-// and the reductions along one axis (softmax, layer_norm, rms_norm) as linalg.generic,
-// computing what the interpreter computes.
+// The elementwise qkv ops (add, sub, mul, div, swiglu, scale, gelu, silu, elu, softplus,
+// sigmoid, relu) and the reductions along one axis (softmax, layer_norm, rms_norm) as
+// linalg.generic, computing what the interpreter computes.
 #include "QkvToLinalg.h"
 
 #include <cmath>
@@ -123,6 +123,11 @@ Value sigmoidBody(SigmoidOp, OpBuilder &b, Location l, Type t, Value x) {
   Value one = floatConst(b, l, t, 1.0);
   Value e = math::ExpOp::create(b, l, arith::NegFOp::create(b, l, x));
   return arith::DivFOp::create(b, l, one, arith::AddFOp::create(b, l, one, e));
+}
+
+/// max(x, 0): arith.maximumf keeps a NaN.
+Value reluBody(ReluOp, OpBuilder &b, Location l, Type t, Value x) {
+  return arith::MaximumFOp::create(b, l, x, floatConst(b, l, t, 0.0));
 }
 
 Value eluBody(EluOp op, OpBuilder &b, Location l, Type, Value x) {
@@ -305,6 +310,6 @@ void qkv::ir::populateQkvElementwiseToLinalgPatterns(RewritePatternSet &patterns
                BinaryLowering<DivOp>, BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
                UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
                UnaryLowering<EluOp, eluBody>, UnaryLowering<SoftplusOp, softplusBody>,
-               UnaryLowering<SigmoidOp, sigmoidBody>,
+               UnaryLowering<SigmoidOp, sigmoidBody>, UnaryLowering<ReluOp, reluBody>,
                SoftmaxLowering, LayerNormLowering, RmsNormLowering>(patterns.getContext());
 }

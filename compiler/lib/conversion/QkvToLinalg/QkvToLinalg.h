@@ -12,8 +12,8 @@ namespace qkv::ir {
 
 /// matmul, linear, linformer_project, linear_attention.
 void populateQkvProductsToLinalgPatterns(mlir::RewritePatternSet &patterns);
-/// add, sub, mul, div, swiglu, scale, gelu, silu, elu, softplus, softmax, layer_norm,
-/// rms_norm.
+/// add, sub, mul, div, swiglu, scale, the activations (gelu, elu and every one of
+/// QKV_PLAIN_ACTIVATIONS), softmax, layer_norm, rms_norm.
 void populateQkvElementwiseToLinalgPatterns(mlir::RewritePatternSet &patterns);
 /// transpose, split_heads, merge_heads, concat, embedding, cache_view, paged_cache_view.
 void populateQkvLayoutToLinalgPatterns(mlir::RewritePatternSet &patterns);

@@ -38,7 +38,8 @@ using NodeId = std::int32_t;
 #define QKV_PLAIN_ACTIVATIONS(X)                                                               \
   X(Silu, silu, 0, "x * sigmoid(x)")                                                           \
   X(Softplus, softplus, 1, "log(1 + exp(x)), without overflow; log 2 at 0")                    \
-  X(Sigmoid, sigmoid, 1, "1 / (1 + exp(-x)): gates (gated attention, GLU variants)")
+  X(Sigmoid, sigmoid, 1, "1 / (1 + exp(-x)): gates (gated attention, GLU variants)")           \
+  X(Relu, relu, 0, "max(x, 0); NaN stays NaN")
 
 // One name per op everywhere: OpKind::SplitHeads, split_heads(), "split_heads" in the
 // printer, qkv.split_heads in MLIR, eval_split_heads in the interpreter.
