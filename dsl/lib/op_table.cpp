@@ -562,10 +562,10 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
      {{{"axis_a", F::Axes, 0}, {"axis_b", F::Axes, 1}}}, true, kExact, transpose_rule},
     {OpKind::Scale, "scale", 1, 1, kAny, {{{F::Scale, "scale"}}}, {{{"factor", F::Scale}}}, false,
      kExact, unary_rule},
-    {OpKind::Add, "add", 2, 2, kAny, {}, {}, false, kLargestOperand, broadcast_rule},
-    {OpKind::Sub, "sub", 2, 2, kAny, {}, {}, false, kLargestOperand, broadcast_rule},
-    {OpKind::Mul, "mul", 2, 2, kAny, {}, {}, false, kExact, broadcast_rule},
-    {OpKind::Div, "div", 2, 2, kAny, {}, {}, false, kExact, broadcast_rule},
+#define QKV_BINARY_ROW(kind, builder, bound, summary)                                          \
+  {OpKind::kind, #builder, 2, 2, kAny, {}, {}, false, {B::bound}, broadcast_rule},
+    QKV_BROADCAST_BINARY(QKV_BINARY_ROW)
+#undef QKV_BINARY_ROW
     {OpKind::Softmax, "softmax", 1, 1, kAny, {{{F::Axes, "axis", AttrStyle::First}}},
      {{{"axis", F::Axes}}}, false, {B::AxisSoftmax}, unary_rule},
     {OpKind::SplitHeads, "split_heads", 1, 1, kAny, {{{F::Dims, "heads"}}},

@@ -119,10 +119,10 @@ Value scale(Value x, double factor) {
   return unary(OpKind::Scale, x, a);
 }
 
-Value add(Value a, Value b) { return binary(OpKind::Add, a, b); }
-Value sub(Value a, Value b) { return binary(OpKind::Sub, a, b); }
-Value mul(Value a, Value b) { return binary(OpKind::Mul, a, b); }
-Value div(Value a, Value b) { return binary(OpKind::Div, a, b); }
+#define QKV_DEFINE_BINARY(kind, builder, bound, summary)                                       \
+  Value builder(Value a, Value b) { return binary(OpKind::kind, a, b); }
+QKV_BROADCAST_BINARY(QKV_DEFINE_BINARY)
+#undef QKV_DEFINE_BINARY
 
 Value residual(Value x, Value y) {
   graph_of("residual", {x, y});

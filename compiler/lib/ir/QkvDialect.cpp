@@ -6,6 +6,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include <qkv/dsl/op_lists.hpp> // the lists of QkvOps.td's generated ops
+
 using namespace mlir;
 using namespace qkv::ir;
 
@@ -179,10 +181,12 @@ static LogicalResult verifyBroadcast(Operation *op, Value lhs, Value rhs, Value 
   return sameShape(op, lng, o, "result");
 }
 
-LogicalResult AddOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
-LogicalResult SubOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
-LogicalResult MulOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
-LogicalResult DivOp::verify() { return verifyBroadcast(*this, getLhs(), getRhs(), getResult()); }
+#define QKV_VERIFY_BINARY(kind, builder, bound, summary)                                       \
+  LogicalResult kind##Op::verify() {                                                           \
+    return verifyBroadcast(*this, getLhs(), getRhs(), getResult());                            \
+  }
+QKV_BROADCAST_BINARY(QKV_VERIFY_BINARY)
+#undef QKV_VERIFY_BINARY
 
 LogicalResult SwigluOp::verify() {
   if (failed(sameShape(*this, rt(getLhs()), rt(getRhs()), "gate and up")))

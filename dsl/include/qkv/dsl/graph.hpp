@@ -23,23 +23,11 @@
 #include <qkv/dsl/dtype.hpp>
 #include <qkv/dsl/error.hpp>
 #include <qkv/dsl/expr.hpp>
+#include <qkv/dsl/op_lists.hpp>
 
 namespace qkv {
 
 using NodeId = std::int32_t;
-
-/// The elementwise activations of one float tensor that take no attribute, one line each:
-/// X(OpKind, builder, bound, summary), where |f(x)| <= |x| + bound (the reference
-/// checker's error bound uses it). Each line makes the op's OpKind, its row in the op
-/// table, its builder `Value builder(Value x)`, its typed form (typed.hpp) and its
-/// `qkv.builder` op in MLIR (the ODS is generated from this list; the summary is the
-/// op's). Its meaning in the interpreter and its lowering are written where every op's
-/// are (docs/architecture.md, "The op table").
-#define QKV_PLAIN_ACTIVATIONS(X)                                                               \
-  X(Silu, silu, 0, "x * sigmoid(x)")                                                           \
-  X(Softplus, softplus, 1, "log(1 + exp(x)), without overflow; log 2 at 0")                    \
-  X(Sigmoid, sigmoid, 1, "1 / (1 + exp(-x)): gates (gated attention, GLU variants)")           \
-  X(Relu, relu, 0, "max(x, 0); NaN stays NaN")
 
 // One name per op everywhere: OpKind::SplitHeads, split_heads(), "split_heads" in the
 // printer, qkv.split_heads in MLIR, eval_split_heads in the interpreter.
@@ -51,7 +39,9 @@ enum class OpKind : std::uint8_t {
   Linear,          // x (..., K) . w (K, N) [+ bias (N)] -> (..., N)
   Transpose,       // swap two axes
   Scale,           // x * constant
-  Add, Sub, Mul, Div, // elementwise; the shorter operand's dims must end the longer's
+#define QKV_OP_KIND(kind, builder, bound, summary) kind,
+  QKV_BROADCAST_BINARY(QKV_OP_KIND) // add, sub, mul, div (op_lists.hpp)
+#undef QKV_OP_KIND
   Softmax,         // over one axis, max-subtracted; a row that is all -inf gives 0
   SplitHeads,      // (..., L, H*Dh) -> (..., H, L, Dh)
   MergeHeads,      // (..., H, L, Dh) -> (..., L, H*Dh)
@@ -64,7 +54,7 @@ enum class OpKind : std::uint8_t {
   RmsNorm,         // over the last axis, optional gamma
   Gelu, Elu,       // elementwise activations with an attribute
 #define QKV_OP_KIND(kind, builder, bound, summary) kind,
-  QKV_PLAIN_ACTIVATIONS(QKV_OP_KIND) // and those without (above)
+  QKV_PLAIN_ACTIVATIONS(QKV_OP_KIND) // and those without (op_lists.hpp)
 #undef QKV_OP_KIND
   Swiglu,          // silu(gate) * up
   Embedding,       // table[ids]: ids (...) integer, table (V, D) -> (..., D)
@@ -284,10 +274,10 @@ Value linear(Value x, Value w, Value bias);
 Value transpose(Value x, std::int64_t axis_a = -2, std::int64_t axis_b = -1);
 Value transpose(Value x, const std::string &dim_a, const std::string &dim_b);
 Value scale(Value x, double factor);
-Value add(Value a, Value b);
-Value sub(Value a, Value b);
-Value mul(Value a, Value b);
-Value div(Value a, Value b);
+/// add, sub, mul, div and every other op of QKV_BROADCAST_BINARY.
+#define QKV_DECLARE_BINARY(kind, builder, bound, summary) Value builder(Value a, Value b);
+QKV_BROADCAST_BINARY(QKV_DECLARE_BINARY)
+#undef QKV_DECLARE_BINARY
 /// x + y where both have exactly the same dims (a transformer's residual stream).
 Value residual(Value x, Value y);
 Value softmax(Value x, std::int64_t axis = -1);

@@ -254,10 +254,9 @@ struct matmul;
 struct linear;
 struct transpose;
 struct scale;
-struct add;
-struct sub;
-struct mul;
-struct div;
+#define QKV_BINARY_TAG(kind, builder, bound, summary) struct builder;
+QKV_BROADCAST_BINARY(QKV_BINARY_TAG)
+#undef QKV_BINARY_TAG
 struct residual;
 struct softmax;
 struct split_heads;
@@ -848,31 +847,17 @@ template <class Op, class A, class B> constexpr auto check_elementwise() {
 }
 } // namespace detail
 
-// Elementwise a + b, a - b, a * b, a / b: the shorter operand's dims end the longer's.
-template <class DA, class... A, class DB, class... B>
-auto add(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {
-  constexpr auto out =
-      detail::check_elementwise<ops::add, TypedValue<DA, A...>, TypedValue<DB, B...>>();
-  return detail::wrap_dims<DA>(add(a.value(), b.value()), out, "add");
-}
-template <class DA, class... A, class DB, class... B>
-auto sub(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {
-  constexpr auto out =
-      detail::check_elementwise<ops::sub, TypedValue<DA, A...>, TypedValue<DB, B...>>();
-  return detail::wrap_dims<DA>(sub(a.value(), b.value()), out, "sub");
-}
-template <class DA, class... A, class DB, class... B>
-auto mul(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {
-  constexpr auto out =
-      detail::check_elementwise<ops::mul, TypedValue<DA, A...>, TypedValue<DB, B...>>();
-  return detail::wrap_dims<DA>(mul(a.value(), b.value()), out, "mul");
-}
-template <class DA, class... A, class DB, class... B>
-auto div(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {
-  constexpr auto out =
-      detail::check_elementwise<ops::div, TypedValue<DA, A...>, TypedValue<DB, B...>>();
-  return detail::wrap_dims<DA>(div(a.value(), b.value()), out, "div");
-}
+// Elementwise a + b, a - b, a * b, a / b and every other op of QKV_BROADCAST_BINARY
+// (op_lists.hpp): the shorter operand's dims end the longer's.
+#define QKV_TYPED_BINARY(kind, builder, bound, summary)                                        \
+  template <class DA, class... A, class DB, class... B>                                        \
+  auto builder(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {                 \
+    constexpr auto out =                                                                       \
+        detail::check_elementwise<ops::builder, TypedValue<DA, A...>, TypedValue<DB, B...>>(); \
+    return detail::wrap_dims<DA>(builder(a.value(), b.value()), out, #builder);                \
+  }
+QKV_BROADCAST_BINARY(QKV_TYPED_BINARY)
+#undef QKV_TYPED_BINARY
 
 /// x + y with exactly the same dims (a transformer's residual stream).
 template <class DA, class... A, class DB, class... B>
@@ -1176,7 +1161,7 @@ template <class DT, class... D> auto elu(const TypedValue<DT, D...> &x, double a
   detail::check_float<ops::elu, DT>();
   return detail::wrap<TypedValue<DT, D...>>(elu(x.value(), alpha), "elu");
 }
-/// silu, softplus and every other activation of QKV_PLAIN_ACTIVATIONS (graph.hpp): the
+/// silu, softplus and every other activation of QKV_PLAIN_ACTIVATIONS (op_lists.hpp): the
 /// same dims and dtype, which must be a float.
 #define QKV_TYPED_ACTIVATION(kind, builder, bound, summary)                                    \
   template <class DT, class... D> auto builder(const TypedValue<DT, D...> &x) {                \

@@ -105,7 +105,7 @@ def Qkv_EluOp : Qkv_ElementwiseOp<"elu"> {
 }
 
 // The activations without attributes (silu, softplus, sigmoid, ...): one `def` each,
-// generated from the op table's list (QKV_PLAIN_ACTIVATIONS in <qkv/dsl/graph.hpp>).
+// generated from the op table's list (QKV_PLAIN_ACTIVATIONS in <qkv/dsl/op_lists.hpp>).
 class Qkv_ActivationOp<string mnemonic, string opSummary> : Qkv_ElementwiseOp<mnemonic> {
   let summary = opSummary;
   let arguments = (ins Qkv_FloatTensor:$x);
@@ -135,12 +135,14 @@ class Qkv_BinaryOp<string mnemonic> : Qkv_Op<mnemonic, [Pure]> {
   let hasVerifier = 1;
 }
 
-def Qkv_AddOp : Qkv_BinaryOp<"add"> {
-  let summary = "elementwise a + b; the shorter operand's dims end the longer's";
+// add, sub, mul, div, ...: one `def` each, generated from the op table's list
+// (QKV_BROADCAST_BINARY in <qkv/dsl/op_lists.hpp>); their verifiers check the broadcast.
+class Qkv_BroadcastOp<string mnemonic, string opSummary> : Qkv_BinaryOp<mnemonic> {
+  let summary = opSummary;
 }
-def Qkv_SubOp : Qkv_BinaryOp<"sub"> { let summary = "elementwise a - b (broadcast as add)"; }
-def Qkv_MulOp : Qkv_BinaryOp<"mul"> { let summary = "elementwise a * b (broadcast as add)"; }
-def Qkv_DivOp : Qkv_BinaryOp<"div"> { let summary = "elementwise a / b (broadcast as add)"; }
+
+include "QkvBroadcastOps.td"
+
 def Qkv_SwigluOp : Qkv_BinaryOp<"swiglu"> { let summary = "silu(gate) * up"; }
 
 def Qkv_MatMulOp : Qkv_BinaryOp<"matmul"> {

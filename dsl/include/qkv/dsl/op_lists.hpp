@@ -1,0 +1,30 @@
+// The op table's lists of elementwise ops: one line per op, from which its OpKind, its
+// row in the op table, its builders, its generated ODS op and (for the binary ops) that
+// op's verifier are all made (docs/architecture.md, "The op table"). Only macros: the
+// dialect and the ODS generator include this without the DSL's declarations.
+#pragma once
+
+/// The elementwise activations of one float tensor that take no attribute, one line each:
+/// X(OpKind, builder, bound, summary), where |f(x)| <= |x| + bound (the reference
+/// checker's error bound uses it). Each line makes the op's OpKind, its row in the op
+/// table, its builder `Value builder(Value x)`, its typed form (typed.hpp) and its
+/// `qkv.builder` op in MLIR (the ODS is generated from this list; the summary is the
+/// op's). Its meaning in the interpreter and its lowering are written where every op's
+/// are (docs/architecture.md, "The op table").
+#define QKV_PLAIN_ACTIVATIONS(X)                                                               \
+  X(Silu, silu, 0, "x * sigmoid(x)")                                                           \
+  X(Softplus, softplus, 1, "log(1 + exp(x)), without overflow; log 2 at 0")                    \
+  X(Sigmoid, sigmoid, 1, "1 / (1 + exp(-x)): gates (gated attention, GLU variants)")           \
+  X(Relu, relu, 0, "max(x, 0); NaN stays NaN")
+
+/// The elementwise ops of two float tensors of one dtype where the shorter operand's dims
+/// end the longer's (a broadcast), one line each: X(OpKind, builder, error bound, summary),
+/// the bound an ErrorBound kind (<qkv/dsl/op_table.hpp>). Each line makes the op's OpKind,
+/// its row in the op table, its builder `Value builder(Value a, Value b)`, its typed form
+/// (typed.hpp), its `qkv.builder` op in MLIR (generated ODS) and that op's verifier. Its
+/// meaning in the interpreter and its lowering are written where every op's are.
+#define QKV_BROADCAST_BINARY(X)                                                                \
+  X(Add, add, LargestOperand, "a + b; the shorter operand's dims end the longer's")           \
+  X(Sub, sub, LargestOperand, "elementwise a - b (broadcast as add)")                          \
+  X(Mul, mul, Exact, "elementwise a * b (broadcast as add)")                                   \
+  X(Div, div, Exact, "elementwise a / b (broadcast as add)")
