@@ -172,6 +172,30 @@ TEST(CheckAgainstReference, PlainActivationsAddTheirBound) {
   }
 }
 
+// Each broadcast op's M comes from its row's error bound: a sum's terms are both operands
+// (the larger second one here), a product's or quotient's one rounding is relative to the
+// value, which the rtol takes (M = 0).
+TEST(CheckAgainstReference, BroadcastOpsTakeTheirRowsBound) {
+  struct Case {
+    const char *name;
+    Value (*f)(Value, Value);
+    bool sums;
+  };
+  for (auto [name, f, sums] : {Case{"add", add, true}, Case{"sub", sub, true},
+                               Case{"mul", mul, false}, Case{"div", div, false}}) {
+    Graph g(name);
+    Dim N = g.dim("N");
+    g.output("y", f(g.input("a", DType::F32, {N}), g.input("b", DType::F32, {N})));
+    TensorMap in = random_inputs(g, {{"N", 9}}, 5);
+    Tensor &b = in.at("b");
+    for (std::int64_t i = 0; i < b.numel(); ++i)
+      b.set(i, 100 + b.get(i)); // far from 0 (div), and past a's magnitude
+    ReferenceCheck c = check_against_reference(compile(g), g, in);
+    ASSERT_TRUE(c.ok) << name << ": " << c.message;
+    EXPECT_DOUBLE_EQ(c.outputs[0].magnitude, sums ? max_abs(b) : 0.0) << name;
+  }
+}
+
 // Layer norm of rows whose values are close: x - mean loses the digits the values share,
 // and the division by the row's small deviation scales that error up, so M is at least
 // max |x| / sigma per row (times gamma), not just the output's magnitude (about 1). A
