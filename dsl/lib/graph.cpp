@@ -20,7 +20,18 @@ DType parse_dtype(std::string_view s) {
   user_error("unknown dtype '" + std::string(s) + "' (expected f32, f64, f16, bf16, i32, i64)");
 }
 
+Dim unknown_dim() { return Dim("?"); }
+
+bool is_unknown(const Dim &d) { return d.name == "?"; }
+
+/// Whether d is a dim of the dialect's verifier, named by its extent.
+static bool named_by_extent(const Dim &d) {
+  return d.is_static() && d.name == std::to_string(d.extent);
+}
+
 std::string describe(const Dim &d) {
+  if (is_unknown(d) || named_by_extent(d))
+    return d.name;
   return "'" + d.name + "'(" + (d.is_static() ? std::to_string(d.extent) : "dynamic") + ")";
 }
 
@@ -44,6 +55,8 @@ static std::string wrap_sum(const std::string &n) {
 }
 
 Dim product(const Dim &a, const Dim &b) {
+  if (is_unknown(a) || is_unknown(b))
+    return unknown_dim();
   return Dim(wrap_sum(a.name) + "*" + wrap_sum(b.name),
              a.is_static() && b.is_static() ? a.extent * b.extent : kDynamic);
 }
@@ -52,6 +65,8 @@ Dim sum(const std::vector<Dim> &parts) {
   std::string name;
   std::int64_t e = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (is_unknown(parts[i]))
+      return unknown_dim();
     name += (i ? "+" : "") + parts[i].name;
     e = (e == kDynamic || parts[i].is_dynamic()) ? kDynamic : e + parts[i].extent;
   }
@@ -60,6 +75,13 @@ Dim sum(const std::vector<Dim> &parts) {
 
 std::string_view feature_map_name(FeatureMap f) {
   return f == FeatureMap::EluPlusOne ? "elu_plus_one" : "relu";
+}
+
+std::optional<FeatureMap> parse_feature_map(std::string_view name) {
+  for (FeatureMap f : {FeatureMap::EluPlusOne, FeatureMap::Relu})
+    if (name == feature_map_name(f))
+      return f;
+  return std::nullopt;
 }
 
 static std::string fmt(double v) {

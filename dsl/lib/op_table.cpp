@@ -44,7 +44,10 @@ void expect_rank_at_least(const Node &n, int r, const char *op, const char *why)
 
 /// A derived dim (H*Dh, a+b) matches a dim by static extent when both are static, else by
 /// name: a dim named H*Dh whose extent is not the product does not split into these parts.
+/// An unknown dim matches any.
 bool derived_dim_matches(const Dim &derived, const Dim &d) {
+  if (is_unknown(derived) || is_unknown(d))
+    return true;
   if (derived.is_static() && d.is_static())
     return derived.extent == d.extent;
   return derived.name == d.name;
@@ -130,10 +133,14 @@ InferredType infer_attention_like(const Graph &g, const std::vector<NodeId> &inp
                who(kn) + ", " + who(vn));
   if (r >= 3) {
     const Dim &hq = qn.dims[r - 3], &hk = kn.dims[r - 3];
+    if (hq.extent == 0 || hk.extent == 0) // only the dialect's tensors have empty dims
+      user_error(std::string(op) + ": query and kv heads must not be 0: " + who(qn) + ", " +
+                 who(kn));
     if (!same_dim(hk, vn.dims[r - 3]))
       user_error(std::string(op) + ": k and v must have the same heads: " + q(kn.name) + " has " +
                  describe(hk) + ", " + q(vn.name) + " has " + describe(vn.dims[r - 3]));
-    if (!same_dim(hq, hk)) {
+    // The dialect's `?` heads against a count may be a grouped-query attention: static only.
+    if (!same_dim(hq, hk) || is_unknown(hq) != is_unknown(hk)) {
       if (hq.is_dynamic() || hk.is_dynamic())
         user_error(std::string(op) + ": q has heads " + describe(hq) + " and k has heads " +
                    describe(hk) + "; grouped-query attention needs both head counts static");
@@ -409,7 +416,7 @@ InferredType mod_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs 
   return {s.dtype, s.dims};
 }
 
-InferredType rope_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &) {
+InferredType rope_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &attrs) {
   const char *o = cname(op);
   const Node &x = in(g, inputs, 0, o);
   expect_float(x, o);
@@ -418,8 +425,11 @@ InferredType rope_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs
   if (d.is_dynamic() || d.extent % 2 != 0)
     user_error("rope: " + who(x) + " ends in " + describe(d) +
                "; rope rotates pairs of features and needs a static, even last dim");
-  if (inputs.size() == 2)
+  if (inputs.size() == 2) {
     check_rope_positions(x, in(g, inputs, 1, o));
+    if (attrs.offset != 0)
+      user_error("rope: positions and an offset cannot be combined");
+  }
   return {x.dtype, x.dims};
 }
 
@@ -662,6 +672,24 @@ InferredType infer_type(const Graph &g, OpKind op, const std::vector<NodeId> &in
   if (n < info.min_inputs || (info.max_inputs != kAny && n > info.max_inputs))
     internal_error(std::string(info.name) + ": " + std::to_string(n) + " inputs");
   return info.shape(g, op, inputs, attrs);
+}
+
+UnnamedType infer_unnamed(OpKind op, const std::vector<UnnamedType> &operands, const Attrs &attrs) {
+  Graph g("unnamed");
+  std::vector<NodeId> ids;
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    // An input of no dims, then given the operand's: such dims are not identifiers.
+    Node &n = g.mutable_node(g.input("operand" + std::to_string(i), operands[i].dtype, {}).id());
+    n.name = "operand " + std::to_string(i);
+    for (std::int64_t e : operands[i].extents)
+      n.dims.push_back(e == kDynamic ? unknown_dim() : Dim(std::to_string(e), e));
+    ids.push_back(n.id);
+  }
+  InferredType t = infer_type(g, op, ids, attrs);
+  UnnamedType out{t.dtype, {}};
+  for (const Dim &d : t.dims)
+    out.extents.push_back(d.extent);
+  return out;
 }
 
 int normalize_axis(std::int64_t axis, int rank, const std::string &what) {

@@ -237,10 +237,10 @@ Value rope(Value x, RopeOptions opts) {
 Value rope(Value x, Value positions, RopeOptions opts) {
   graph_of("rope", {x, positions});
   user_check(opts.base > 0, "rope: base must be positive");
-  user_check(opts.offset == 0, "rope: positions and an offset cannot be combined");
   Attrs a;
   a.base = opts.base;
   a.interleaved = opts.interleaved;
+  a.offset = opts.offset; // the shape rule refuses an offset beside positions
   return build(OpKind::Rope, {x, positions}, a);
 }
 

@@ -257,12 +257,10 @@ void decode(const json &j, bool &v, Graph &, const std::string &where) {
 }
 void decode(const json &j, FeatureMap &v, Graph &, const std::string &where) {
   const std::string &s = read_string(j, where);
-  if (s == feature_map_name(FeatureMap::EluPlusOne))
-    v = FeatureMap::EluPlusOne;
-  else if (s == feature_map_name(FeatureMap::Relu))
-    v = FeatureMap::Relu;
-  else
+  std::optional<FeatureMap> f = parse_feature_map(s);
+  if (!f)
     malformed(where, "unknown feature map '" + s + "'");
+  v = *f;
 }
 void decode(const json &j, ExprPtr &v, Graph &g, const std::string &where) {
   v = decode_expr(j, g, where);

@@ -2,6 +2,7 @@
 // what the user reads: the op, the tensors and the dims in the 'Dh'(64) form.
 #include <qkv/dsl/graph.hpp>
 #include <qkv/dsl/infer.hpp>
+#include <qkv/dsl/op_table.hpp>
 
 #include <gtest/gtest.h>
 
@@ -623,6 +624,73 @@ TEST_F(CacheRules, RopePositions) {
               rope(x, in("p5", {L}, DType::I32), {10000, false, 3});
             }),
             "rope: positions and an offset cannot be combined");
+}
+
+} // namespace
+
+// ---- dims without names: the MLIR dialect's verifier --------------------------------------
+
+namespace {
+
+UnnamedType t(std::vector<std::int64_t> extents, DType dt = DType::F32) { return {dt, extents}; }
+
+// A `?` equals any dim, a static dim is its extent: the dialect's rule of compatibility.
+TEST(UnnamedRules, UnknownDimsMatchAnyDim) {
+  UnnamedType r = infer_unnamed(OpKind::MatMul, {t({kDynamic, 6}), t({kDynamic, 5})}, {});
+  EXPECT_EQ(r.extents, (std::vector<std::int64_t>{kDynamic, 5}));
+  r = infer_unnamed(OpKind::Add, {t({kDynamic, 6}), t({6})}, {});
+  EXPECT_EQ(r.extents, (std::vector<std::int64_t>{kDynamic, 6}));
+  // merge_heads of an unknown head count: the product is unknown too.
+  r = infer_unnamed(OpKind::MergeHeads, {t({kDynamic, 7, 4})}, {});
+  EXPECT_EQ(r.extents, (std::vector<std::int64_t>{7, kDynamic}));
+  Attrs axis;
+  axis.axes = {0};
+  r = infer_unnamed(OpKind::Concat, {t({2, 3}), t({kDynamic, 3})}, axis);
+  EXPECT_EQ(r.extents, (std::vector<std::int64_t>{kDynamic, 3}));
+  r = infer_unnamed(OpKind::Concat, {t({2, 3}), t({4, 3})}, axis);
+  EXPECT_EQ(r.extents, (std::vector<std::int64_t>{6, 3}));
+}
+
+TEST(UnnamedRules, StaticDimsAreTheirExtentsAndMessagesSayOperandI) {
+  EXPECT_EQ(error_of([] {
+              infer_unnamed(OpKind::MatMul, {t({4, 6}), t({5, 3})}, {});
+            }),
+            "matmul: contraction dims differ: 'operand 0' (4, 6) has 6 last, 'operand 1' (5, "
+            "3) has 5 second to last");
+  EXPECT_EQ(error_of([] {
+              infer_unnamed(OpKind::Swiglu, {t({kDynamic, 6}), t({2, 5})}, {});
+            }),
+            "swiglu: gate 'operand 0' (?, 6) and up 'operand 1' (2, 5) must have the same dims");
+}
+
+// Heads the dialect does not know against a count may be a grouped-query attention, whose
+// lowering needs both counts; two unknown counts are the same heads.
+TEST(UnnamedRules, UnknownHeadsAgainstACountAreRefused) {
+  EXPECT_EQ(error_of([] {
+              infer_unnamed(OpKind::Attention,
+                            {t({kDynamic, kDynamic, 4}), t({2, kDynamic, 4}), t({2, kDynamic, 4})},
+                            {});
+            }),
+            "attention: q has heads ? and k has heads 2; grouped-query attention needs both "
+            "head counts static");
+  EXPECT_NO_THROW(infer_unnamed(
+      OpKind::Attention,
+      {t({kDynamic, 9, 4}), t({kDynamic, kDynamic, 4}), t({kDynamic, kDynamic, 4})}, {}));
+  EXPECT_EQ(error_of([] {
+              infer_unnamed(OpKind::Attention,
+                            {t({4, kDynamic, 4}), t({0, kDynamic, 4}), t({0, kDynamic, 4})}, {});
+            }),
+            "attention: query and kv heads must not be 0: 'operand 0' (4, ?, 4), 'operand 1' "
+            "(0, ?, 4)");
+}
+
+// No graph holds an unknown dim: a user cannot name one.
+TEST(UnnamedRules, NoGraphHoldsAnUnknownDim) {
+  Graph g("g");
+  EXPECT_THROW(g.dim("?"), Error);
+  EXPECT_THROW(g.input("x", DType::F32, {unknown_dim()}), Error);
+  Value x = g.input("x", DType::F32, {Dim("L"), Dim("D", 8)});
+  EXPECT_THROW(split_heads(x, Dim("H", 2), unknown_dim()), Error);
 }
 
 } // namespace

@@ -27,16 +27,24 @@ struct Dim {
   }
 };
 
-/// 'Dh'(64) or 'L'(dynamic): the form every error message uses.
+/// A dim of unknown name and extent: what the MLIR dialect's verifier gives the shape
+/// rules for a `?` there (infer_unnamed, <qkv/dsl/op_table.hpp>), where dims have no names.
+/// The rules take it as equal to any dim. No graph holds one: its name is not an
+/// identifier, and Graph::dim and Graph::input refuse it.
+Dim unknown_dim();
+bool is_unknown(const Dim &d);
+
+/// 'Dh'(64) or 'L'(dynamic): the form every error message uses (64 or ? for a dim without
+/// a name, as the dialect's verifier has them).
 std::string describe(const Dim &d);
 /// (B, L, H*Dh) -- names only, for messages about a whole shape.
 std::string describe(const std::vector<Dim> &dims);
 /// (B=?, L=?, D=512) -- names and extents.
 std::string describe_full(const std::vector<Dim> &dims);
 
-/// The dim named "a*b": extent a*b, dynamic if either factor is.
+/// The dim named "a*b": extent a*b, dynamic if either factor is; unknown if either is.
 Dim product(const Dim &a, const Dim &b);
-/// The dim named "a+b+...": the extents summed, dynamic if any is.
+/// The dim named "a+b+...": the extents summed, dynamic if any is; unknown if any is.
 Dim sum(const std::vector<Dim> &parts);
 
 } // namespace qkv

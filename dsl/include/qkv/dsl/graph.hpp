@@ -77,6 +77,8 @@ std::optional<OpKind> parse_op_name(std::string_view name);
 
 enum class FeatureMap : std::uint8_t { EluPlusOne, Relu };
 std::string_view feature_map_name(FeatureMap f);
+/// The feature map with this name ("elu_plus_one", "relu"), if any.
+std::optional<FeatureMap> parse_feature_map(std::string_view name);
 
 /// Attributes. Each op uses the fields its comment in OpKind / docs/dsl.md names; the
 /// rest keep their defaults (the printer and hash only look at the used ones).

@@ -102,6 +102,20 @@ struct OpInfo {
 std::span<const OpInfo> op_table();
 const OpInfo &op_info(OpKind op);
 
+/// A tensor's type as the MLIR dialect has it: a dtype and extents, kDynamic for `?`, and
+/// no dim names.
+struct UnnamedType {
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> extents;
+};
+
+/// The op's shape rule applied to operands of these types (the dialect's verifier calls
+/// it, so that each rule is written once): a static dim is known by its extent alone, a
+/// dynamic one is unknown (unknown_dim(): the rules take it as equal to any dim). Returns
+/// the result's type, kDynamic where the rule cannot tell; throws qkv::Error with the
+/// rule's message, which calls operand i 'operand i'.
+UnnamedType infer_unnamed(OpKind op, const std::vector<UnnamedType> &operands, const Attrs &attrs);
+
 /// Whether the op is a graph's leaf (input, param, constant): no inputs, no shape rule.
 inline bool is_leaf(OpKind op) {
   return op == OpKind::Input || op == OpKind::Param || op == OpKind::Constant;
