@@ -69,6 +69,29 @@ TEST(OpTable, EveryQkvOpIsInTheTable) {
   EXPECT_EQ(seen, graph_ops);
 }
 
+// Each op with a shape rule is verified by it (the ShapeRule trait), so that the dialect
+// has no shape checks of its own to drift from the DSL's; the exceptions say why.
+TEST(OpTable, EveryQkvOpWithAShapeRuleIsVerifiedByIt) {
+  mlir::DialectRegistry registry;
+  ir::registerQkvDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  const std::set<std::string> own_verifier = {
+      "qkv.split_heads",            // its head dim is the result's; the row has it as an attribute
+      "qkv.mask", "qkv.score_mod"}; // their expressions are regions, not the row's Exprs
+  for (const OpInfo &row : op_table()) {
+    if (is_leaf(row.kind) || row.kind == OpKind::AttentionLse)
+      continue;
+    std::string name = "qkv." + std::string(row.name);
+    auto op = mlir::RegisteredOperationName::lookup(name, &ctx);
+    ASSERT_TRUE(op.has_value()) << name;
+    EXPECT_EQ(op->hasTrait<ir::ShapeRule>(), !own_verifier.count(name))
+        << name
+        << (own_verifier.count(name) ? " has its own verifier"
+                                     : " lacks the ShapeRule trait in QkvOps.td");
+  }
+}
+
 // The import builds these ops from the table: an axis the user gave from the end arrives
 // counted from the front, as the lowerings and the tile analyses expect it.
 TEST(OpTable, ImportedAxesCountFromTheFront) {

@@ -1,8 +1,9 @@
-// The qkv verifiers reject ill-formed IR with a message: every diagnostic of
-// compiler/lib/ir/QkvDialect.cpp (each message at least once, and each shared check
-// through every op whose message differs), and each kind of ODS constraint of QkvOps.td
-// (operand types, attributes, operand segments, region sizes, the yield's parents,
-// isolation from above).
+// The qkv verifiers reject ill-formed IR with a message: the op table's shape rules
+// through the ShapeRule trait (compiler/lib/ir/ShapeRuleVerifier.cpp: each op's checks,
+// with operands named by position, and a result that does not fit), every diagnostic of
+// compiler/lib/ir/QkvDialect.cpp (each message at least once), and each kind of ODS
+// constraint of QkvOps.td (operand types, attributes, operand segments, region sizes,
+// the yield's parents, isolation from above).
 // RUN: qkv-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
 
 // ODS constraints.
@@ -146,7 +147,7 @@ func.func @softplus_result(%x: tensor<?x3xf32>) -> tensor<?x3xf16> {
 // -----
 
 func.func @softmax_axis(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
-  // expected-error @+1 {{'qkv.softmax' op axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'qkv.softmax' op softmax of 'operand 0': axis 2 is out of range for 2 dims}}
   %0 = qkv.softmax %x axis 2 : tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
@@ -154,7 +155,7 @@ func.func @softmax_axis(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
 // -----
 
 func.func @softmax_negative_axis(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
-  // expected-error @+1 {{'qkv.softmax' op axis -3 out of range for rank 2}}
+  // expected-error @+1 {{'qkv.softmax' op softmax of 'operand 0': axis -3 is out of range for 2 dims}}
   %0 = qkv.softmax %x axis -3 : tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
@@ -162,7 +163,7 @@ func.func @softmax_negative_axis(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
 // -----
 
 func.func @softmax_result(%x: tensor<?x5xf32>) -> tensor<?x6xf32> {
-  // expected-error @+1 {{'qkv.softmax' op result: dim 1 is 5 vs 6}}
+  // expected-error @+1 {{'qkv.softmax' op result 'tensor<?x6xf32>' does not fit tensor<?x5xf32>, what the op's shape rule gives}}
   %0 = qkv.softmax %x axis 1 : tensor<?x5xf32> -> tensor<?x6xf32>
   return %0 : tensor<?x6xf32>
 }
@@ -170,7 +171,7 @@ func.func @softmax_result(%x: tensor<?x5xf32>) -> tensor<?x6xf32> {
 // -----
 
 func.func @pe_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'qkv.sinusoidal_pe' op needs at least 2 dims (position, feature)}}
+  // expected-error @+1 {{'qkv.sinusoidal_pe' op sinusoidal_pe: 'operand 0' (8) has 1 dims; it adds positions over the last two (position, feature)}}
   %0 = qkv.sinusoidal_pe %x base 10000.0 offset 0 : tensor<8xf32> -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
@@ -178,7 +179,7 @@ func.func @pe_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 func.func @pe_result(%x: tensor<?x8xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.sinusoidal_pe' op result: dim 1 is 8 vs 4}}
+  // expected-error @+1 {{'qkv.sinusoidal_pe' op result 'tensor<?x4xf32>' does not fit tensor<?x8xf32>, what the op's shape rule gives}}
   %0 = qkv.sinusoidal_pe %x base 10000.0 offset 0 : tensor<?x8xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -186,7 +187,7 @@ func.func @pe_result(%x: tensor<?x8xf32>) -> tensor<?x4xf32> {
 // -----
 
 func.func @rope_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'qkv.rope' op needs at least 2 dims (L, Dh)}}
+  // expected-error @+1 {{'qkv.rope' op rope: 'operand 0' (8) has 1 dims; rope needs (..., L, Dh)}}
   %0 = qkv.rope %x base 10000.0 offset 0 : tensor<8xf32> -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
@@ -194,7 +195,7 @@ func.func @rope_rank(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 func.func @rope_odd(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
-  // expected-error @+1 {{'qkv.rope' op needs a static, even last dim}}
+  // expected-error @+1 {{'qkv.rope' op rope: 'operand 0' (?, 5) ends in 5; rope rotates pairs of features and needs a static, even last dim}}
   %0 = qkv.rope %x base 10000.0 offset 0 : tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
@@ -202,7 +203,7 @@ func.func @rope_odd(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
 // -----
 
 func.func @rope_dynamic(%x: tensor<4x?xf32>) -> tensor<4x?xf32> {
-  // expected-error @+1 {{'qkv.rope' op needs a static, even last dim}}
+  // expected-error @+1 {{'qkv.rope' op rope: 'operand 0' (4, ?) ends in ?; rope rotates pairs of features and needs a static, even last dim}}
   %0 = qkv.rope %x base 10000.0 offset 0 : tensor<4x?xf32> -> tensor<4x?xf32>
   return %0 : tensor<4x?xf32>
 }
@@ -210,7 +211,7 @@ func.func @rope_dynamic(%x: tensor<4x?xf32>) -> tensor<4x?xf32> {
 // -----
 
 func.func @rope_result(%x: tensor<?x4xf32>) -> tensor<?x4xf64> {
-  // expected-error @+1 {{'qkv.rope' op result: element types differ}}
+  // expected-error @+1 {{'qkv.rope' op result 'tensor<?x4xf64>' does not fit tensor<?x4xf32>, what the op's shape rule gives}}
   %0 = qkv.rope %x base 10000.0 offset 0 : tensor<?x4xf32> -> tensor<?x4xf64>
   return %0 : tensor<?x4xf64>
 }
@@ -218,7 +219,7 @@ func.func @rope_result(%x: tensor<?x4xf32>) -> tensor<?x4xf64> {
 // -----
 
 func.func @transpose_axis(%x: tensor<3x4xf32>) -> tensor<4x3xf32> {
-  // expected-error @+1 {{'qkv.transpose' op axis -3 out of range for rank 2}}
+  // expected-error @+1 {{'qkv.transpose' op transpose of 'operand 0': axis -3 is out of range for 2 dims}}
   %0 = qkv.transpose %x axes(0, -3) : tensor<3x4xf32> -> tensor<4x3xf32>
   return %0 : tensor<4x3xf32>
 }
@@ -226,7 +227,7 @@ func.func @transpose_axis(%x: tensor<3x4xf32>) -> tensor<4x3xf32> {
 // -----
 
 func.func @transpose_rank(%x: tensor<3x4xf32>) -> tensor<4x3x1xf32> {
-  // expected-error @+1 {{'qkv.transpose' op result rank differs}}
+  // expected-error @+1 {{'qkv.transpose' op result 'tensor<4x3x1xf32>' does not fit tensor<4x3xf32>, what the op's shape rule gives}}
   %0 = qkv.transpose %x axes(0, 1) : tensor<3x4xf32> -> tensor<4x3x1xf32>
   return %0 : tensor<4x3x1xf32>
 }
@@ -234,7 +235,7 @@ func.func @transpose_rank(%x: tensor<3x4xf32>) -> tensor<4x3x1xf32> {
 // -----
 
 func.func @transpose_dims(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  // expected-error @+1 {{'qkv.transpose' op result dim 0 must be input dim 1}}
+  // expected-error @+1 {{'qkv.transpose' op result 'tensor<3x4xf32>' does not fit tensor<4x3xf32>, what the op's shape rule gives}}
   %0 = qkv.transpose %x axes(0, 1) : tensor<3x4xf32> -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
@@ -292,7 +293,7 @@ func.func @split_heads_features(%x: tensor<?x6xf32>) -> tensor<4x?x2xf32> {
 // -----
 
 func.func @merge_heads_rank(%x: tensor<?x6xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{'qkv.merge_heads' op (..., H, L, Dh) -> (..., L, H*Dh)}}
+  // expected-error @+1 {{'qkv.merge_heads' op merge_heads: 'operand 0' (?, 6) has 2 dims; merge_heads needs (..., H, L, Dh)}}
   %0 = qkv.merge_heads %x : tensor<?x6xf32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }
@@ -300,7 +301,7 @@ func.func @merge_heads_rank(%x: tensor<?x6xf32>) -> tensor<?xf32> {
 // -----
 
 func.func @merge_heads_features(%x: tensor<2x?x3xf32>) -> tensor<?x5xf32> {
-  // expected-error @+1 {{'qkv.merge_heads' op result features must be 6}}
+  // expected-error @+1 {{'qkv.merge_heads' op result 'tensor<?x5xf32>' does not fit tensor<?x6xf32>, what the op's shape rule gives}}
   %0 = qkv.merge_heads %x : tensor<2x?x3xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
@@ -310,7 +311,7 @@ func.func @merge_heads_features(%x: tensor<2x?x3xf32>) -> tensor<?x5xf32> {
 // Binary, contractions.
 
 func.func @broadcast(%a: tensor<?x6xf32>, %b: tensor<5xf32>) -> tensor<?x6xf32> {
-  // expected-error @+1 {{'qkv.add' op the shorter operand's dims must end the longer's}}
+  // expected-error @+1 {{'qkv.add' op add: shapes do not match: 'operand 0' (?, 6) and 'operand 1' (5) (they must be equal, or the shorter must end the longer)}}
   %0 = qkv.add %a, %b : (tensor<?x6xf32>, tensor<5xf32>) -> tensor<?x6xf32>
   return %0 : tensor<?x6xf32>
 }
@@ -318,7 +319,7 @@ func.func @broadcast(%a: tensor<?x6xf32>, %b: tensor<5xf32>) -> tensor<?x6xf32> 
 // -----
 
 func.func @broadcast_lhs_shorter(%a: tensor<5xf32>, %b: tensor<?x6xf32>) -> tensor<?x6xf32> {
-  // expected-error @+1 {{'qkv.sub' op the shorter operand's dims must end the longer's}}
+  // expected-error @+1 {{'qkv.sub' op sub: shapes do not match: 'operand 0' (5) and 'operand 1' (?, 6) (they must be equal, or the shorter must end the longer)}}
   %0 = qkv.sub %a, %b : (tensor<5xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
   return %0 : tensor<?x6xf32>
 }
@@ -326,7 +327,7 @@ func.func @broadcast_lhs_shorter(%a: tensor<5xf32>, %b: tensor<?x6xf32>) -> tens
 // -----
 
 func.func @binary_result(%a: tensor<?x6xf32>, %b: tensor<6xf32>) -> tensor<6xf32> {
-  // expected-error @+1 {{'qkv.mul' op result: rank 2 vs 1}}
+  // expected-error @+1 {{'qkv.mul' op result 'tensor<6xf32>' does not fit tensor<?x6xf32>, what the op's shape rule gives}}
   %0 = qkv.mul %a, %b : (tensor<?x6xf32>, tensor<6xf32>) -> tensor<6xf32>
   return %0 : tensor<6xf32>
 }
@@ -334,7 +335,7 @@ func.func @binary_result(%a: tensor<?x6xf32>, %b: tensor<6xf32>) -> tensor<6xf32
 // -----
 
 func.func @div_result(%a: tensor<?x6xf32>, %b: tensor<?x6xf32>) -> tensor<?x6xf64> {
-  // expected-error @+1 {{'qkv.div' op result: element types differ}}
+  // expected-error @+1 {{'qkv.div' op result 'tensor<?x6xf64>' does not fit tensor<?x6xf32>, what the op's shape rule gives}}
   %0 = qkv.div %a, %b : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf64>
   return %0 : tensor<?x6xf64>
 }
@@ -342,7 +343,7 @@ func.func @div_result(%a: tensor<?x6xf32>, %b: tensor<?x6xf32>) -> tensor<?x6xf6
 // -----
 
 func.func @swiglu_gate_up(%a: tensor<?x6xf32>, %b: tensor<?x5xf32>) -> tensor<?x6xf32> {
-  // expected-error @+1 {{'qkv.swiglu' op gate and up: dim 1 is 6 vs 5}}
+  // expected-error @+1 {{'qkv.swiglu' op swiglu: gate 'operand 0' (?, 6) and up 'operand 1' (?, 5) must have the same dims}}
   %0 = qkv.swiglu %a, %b : (tensor<?x6xf32>, tensor<?x5xf32>) -> tensor<?x6xf32>
   return %0 : tensor<?x6xf32>
 }
@@ -350,7 +351,7 @@ func.func @swiglu_gate_up(%a: tensor<?x6xf32>, %b: tensor<?x5xf32>) -> tensor<?x
 // -----
 
 func.func @swiglu_result(%a: tensor<?x6xf32>, %b: tensor<?x6xf32>) -> tensor<?x6x1xf32> {
-  // expected-error @+1 {{'qkv.swiglu' op result: rank 2 vs 3}}
+  // expected-error @+1 {{'qkv.swiglu' op result 'tensor<?x6x1xf32>' does not fit tensor<?x6xf32>, what the op's shape rule gives}}
   %0 = qkv.swiglu %a, %b : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6x1xf32>
   return %0 : tensor<?x6x1xf32>
 }
@@ -358,7 +359,7 @@ func.func @swiglu_result(%a: tensor<?x6xf32>, %b: tensor<?x6xf32>) -> tensor<?x6
 // -----
 
 func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<4x3xf32>) -> tensor<3xf32> {
-  // expected-error @+1 {{'qkv.matmul' op operands need at least 2 dims}}
+  // expected-error @+1 {{'qkv.matmul' op matmul: 'operand 0' (4) has 1 dims; matmul needs at least 2 (rows, cols)}}
   %0 = qkv.matmul %a, %b : (tensor<4xf32>, tensor<4x3xf32>) -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
@@ -366,7 +367,7 @@ func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<4x3xf32>) -> tensor<3xf32> 
 // -----
 
 func.func @matmul_contraction(%a: tensor<4x6xf32>, %b: tensor<5x3xf32>) -> tensor<4x3xf32> {
-  // expected-error @+1 {{'qkv.matmul' op contraction dims differ}}
+  // expected-error @+1 {{'qkv.matmul' op matmul: contraction dims differ: 'operand 0' (4, 6) has 6 last, 'operand 1' (5, 3) has 5 second to last}}
   %0 = qkv.matmul %a, %b : (tensor<4x6xf32>, tensor<5x3xf32>) -> tensor<4x3xf32>
   return %0 : tensor<4x3xf32>
 }
@@ -374,7 +375,7 @@ func.func @matmul_contraction(%a: tensor<4x6xf32>, %b: tensor<5x3xf32>) -> tenso
 // -----
 
 func.func @matmul_batch(%a: tensor<2x3x4x6xf32>, %b: tensor<3x6x5xf32>) -> tensor<2x3x4x5xf32> {
-  // expected-error @+1 {{'qkv.matmul' op batch dims must match, or one operand must be 2-D}}
+  // expected-error @+1 {{'qkv.matmul' op matmul: batch dims differ: 'operand 0' (2, 3, 4, 6) has (2, 3), 'operand 1' (3, 6, 5) has (3) (they must be equal, or one side must be 2-D)}}
   %0 = qkv.matmul %a, %b : (tensor<2x3x4x6xf32>, tensor<3x6x5xf32>) -> tensor<2x3x4x5xf32>
   return %0 : tensor<2x3x4x5xf32>
 }
@@ -382,7 +383,7 @@ func.func @matmul_batch(%a: tensor<2x3x4x6xf32>, %b: tensor<3x6x5xf32>) -> tenso
 // -----
 
 func.func @matmul_result_rank(%a: tensor<2x4x6xf32>, %b: tensor<6x5xf32>) -> tensor<4x5xf32> {
-  // expected-error @+1 {{'qkv.matmul' op result must have rank 3}}
+  // expected-error @+1 {{'qkv.matmul' op result 'tensor<4x5xf32>' does not fit tensor<2x4x5xf32>, what the op's shape rule gives}}
   %0 = qkv.matmul %a, %b : (tensor<2x4x6xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
   return %0 : tensor<4x5xf32>
 }
@@ -390,7 +391,7 @@ func.func @matmul_result_rank(%a: tensor<2x4x6xf32>, %b: tensor<6x5xf32>) -> ten
 // -----
 
 func.func @matmul_result_dims(%a: tensor<4x6xf32>, %b: tensor<6x5xf32>) -> tensor<5x4xf32> {
-  // expected-error @+1 {{'qkv.matmul' op result must be (..., M, N)}}
+  // expected-error @+1 {{'qkv.matmul' op result 'tensor<5x4xf32>' does not fit tensor<4x5xf32>, what the op's shape rule gives}}
   %0 = qkv.matmul %a, %b : (tensor<4x6xf32>, tensor<6x5xf32>) -> tensor<5x4xf32>
   return %0 : tensor<5x4xf32>
 }
@@ -398,7 +399,7 @@ func.func @matmul_result_dims(%a: tensor<4x6xf32>, %b: tensor<6x5xf32>) -> tenso
 // -----
 
 func.func @linformer_ranks(%x: tensor<2x?x4xf32>, %e: tensor<3x?x1xf32>) -> tensor<2x3x4xf32> {
-  // expected-error @+1 {{'qkv.linformer_project' op x (..., S, D), e (K', S) -> (..., K', D)}}
+  // expected-error @+1 {{'qkv.linformer_project' op linformer_project: projection 'operand 1' (3, ?, 1) must have 2 dims (K', S)}}
   %0 = qkv.linformer_project %x, %e : (tensor<2x?x4xf32>, tensor<3x?x1xf32>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
@@ -406,7 +407,7 @@ func.func @linformer_ranks(%x: tensor<2x?x4xf32>, %e: tensor<3x?x1xf32>) -> tens
 // -----
 
 func.func @linformer_seq(%x: tensor<2x7x4xf32>, %e: tensor<3x8xf32>) -> tensor<2x3x4xf32> {
-  // expected-error @+1 {{'qkv.linformer_project' op e's last dim must be x's sequence dim}}
+  // expected-error @+1 {{'qkv.linformer_project' op linformer_project: projection 'operand 1' (3, 8) must end in the sequence dim of 'operand 0' (2, 7, 4), 7; it ends in 8}}
   %0 = qkv.linformer_project %x, %e : (tensor<2x7x4xf32>, tensor<3x8xf32>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
@@ -414,7 +415,7 @@ func.func @linformer_seq(%x: tensor<2x7x4xf32>, %e: tensor<3x8xf32>) -> tensor<2
 // -----
 
 func.func @linear_weight(%x: tensor<?x4xf32>, %w: tensor<4x3x1xf32>) -> tensor<?x3xf32> {
-  // expected-error @+1 {{'qkv.linear' op weight must be (in, out)}}
+  // expected-error @+1 {{'qkv.linear' op linear: weight 'operand 1' (4, 3, 1) must have 2 dims (in, out)}}
   %0 = qkv.linear %x, %w : tensor<?x4xf32>, tensor<4x3x1xf32> -> tensor<?x3xf32>
   return %0 : tensor<?x3xf32>
 }
@@ -422,7 +423,7 @@ func.func @linear_weight(%x: tensor<?x4xf32>, %w: tensor<4x3x1xf32>) -> tensor<?
 // -----
 
 func.func @linear_in(%x: tensor<?x4xf32>, %w: tensor<5x3xf32>) -> tensor<?x3xf32> {
-  // expected-error @+1 {{'qkv.linear' op x's last dim must be the weight's first}}
+  // expected-error @+1 {{'qkv.linear' op linear: 'operand 0' (?, 4) ends in 4 but weight 'operand 1' (5, 3) starts with 5 (the input dim must be the weight's first dim)}}
   %0 = qkv.linear %x, %w : tensor<?x4xf32>, tensor<5x3xf32> -> tensor<?x3xf32>
   return %0 : tensor<?x3xf32>
 }
@@ -430,7 +431,7 @@ func.func @linear_in(%x: tensor<?x4xf32>, %w: tensor<5x3xf32>) -> tensor<?x3xf32
 // -----
 
 func.func @linear_bias(%x: tensor<?x4xf32>, %w: tensor<4x3xf32>, %b: tensor<4xf32>) -> tensor<?x3xf32> {
-  // expected-error @+1 {{'qkv.linear' op bias must be (out)}}
+  // expected-error @+1 {{'qkv.linear' op linear: bias 'operand 2' (4) must be (3), the weight's output dim 3}}
   %0 = qkv.linear %x, %w bias %b : tensor<?x4xf32>, tensor<4x3xf32>, tensor<4xf32> -> tensor<?x3xf32>
   return %0 : tensor<?x3xf32>
 }
@@ -438,7 +439,7 @@ func.func @linear_bias(%x: tensor<?x4xf32>, %w: tensor<4x3xf32>, %b: tensor<4xf3
 // -----
 
 func.func @linear_result(%x: tensor<?x4xf32>, %w: tensor<4x3xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.linear' op result must be (..., out)}}
+  // expected-error @+1 {{'qkv.linear' op result 'tensor<?x4xf32>' does not fit tensor<?x3xf32>, what the op's shape rule gives}}
   %0 = qkv.linear %x, %w : tensor<?x4xf32>, tensor<4x3xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -448,7 +449,7 @@ func.func @linear_result(%x: tensor<?x4xf32>, %w: tensor<4x3xf32>) -> tensor<?x4
 // Norms, concat, embedding.
 
 func.func @layer_norm_gamma(%x: tensor<?x4xf32>, %g: tensor<5xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.layer_norm' op gamma must be (features)}}
+  // expected-error @+1 {{'qkv.layer_norm' op layer_norm: gamma 'operand 1' (5) must be (4), the last dim of 'operand 0' (?, 4)}}
   %0 = qkv.layer_norm %x gamma %g : tensor<5xf32> eps 0.00001 : tensor<?x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -456,7 +457,7 @@ func.func @layer_norm_gamma(%x: tensor<?x4xf32>, %g: tensor<5xf32>) -> tensor<?x
 // -----
 
 func.func @layer_norm_beta(%x: tensor<?x4xf32>, %g: tensor<4xf32>, %b: tensor<1x4xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.layer_norm' op beta must be (features)}}
+  // expected-error @+1 {{'qkv.layer_norm' op layer_norm: beta 'operand 2' (1, 4) must be (4), the last dim of 'operand 0' (?, 4)}}
   %0 = qkv.layer_norm %x gamma %g : tensor<4xf32> beta %b : tensor<1x4xf32> eps 0.00001 : tensor<?x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -464,7 +465,7 @@ func.func @layer_norm_beta(%x: tensor<?x4xf32>, %g: tensor<4xf32>, %b: tensor<1x
 // -----
 
 func.func @layer_norm_result(%x: tensor<?x4xf32>) -> tensor<?x5xf32> {
-  // expected-error @+1 {{'qkv.layer_norm' op result: dim 1 is 4 vs 5}}
+  // expected-error @+1 {{'qkv.layer_norm' op result 'tensor<?x5xf32>' does not fit tensor<?x4xf32>, what the op's shape rule gives}}
   %0 = qkv.layer_norm %x eps 0.00001 : tensor<?x4xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
@@ -472,7 +473,7 @@ func.func @layer_norm_result(%x: tensor<?x4xf32>) -> tensor<?x5xf32> {
 // -----
 
 func.func @rms_norm_gamma(%x: tensor<?x4xf32>, %g: tensor<3xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.rms_norm' op gamma must be (features)}}
+  // expected-error @+1 {{'qkv.rms_norm' op rms_norm: gamma 'operand 1' (3) must be (4), the last dim of 'operand 0' (?, 4)}}
   %0 = qkv.rms_norm %x gamma %g : tensor<3xf32> eps 0.00001 : tensor<?x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -480,7 +481,7 @@ func.func @rms_norm_gamma(%x: tensor<?x4xf32>, %g: tensor<3xf32>) -> tensor<?x4x
 // -----
 
 func.func @rms_norm_result(%x: tensor<?x4xf32>) -> tensor<?x4xf64> {
-  // expected-error @+1 {{'qkv.rms_norm' op result: element types differ}}
+  // expected-error @+1 {{'qkv.rms_norm' op result 'tensor<?x4xf64>' does not fit tensor<?x4xf32>, what the op's shape rule gives}}
   %0 = qkv.rms_norm %x eps 0.00001 : tensor<?x4xf32> -> tensor<?x4xf64>
   return %0 : tensor<?x4xf64>
 }
@@ -488,7 +489,7 @@ func.func @rms_norm_result(%x: tensor<?x4xf32>) -> tensor<?x4xf64> {
 // -----
 
 func.func @concat_empty() -> tensor<4x2xf32> {
-  // expected-error @+1 {{'qkv.concat' op needs at least one input}}
+  // expected-error @+1 {{'qkv.concat' op concat: needs at least one tensor}}
   %0 = "qkv.concat"() {axis = 0 : i64} : () -> tensor<4x2xf32>
   return %0 : tensor<4x2xf32>
 }
@@ -496,7 +497,7 @@ func.func @concat_empty() -> tensor<4x2xf32> {
 // -----
 
 func.func @concat_axis(%a: tensor<?x2xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.concat' op axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'qkv.concat' op concat of 'operand 0': axis 2 is out of range for 2 dims}}
   %0 = qkv.concat %a, %a axis 2 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -504,7 +505,7 @@ func.func @concat_axis(%a: tensor<?x2xf32>) -> tensor<?x4xf32> {
 // -----
 
 func.func @concat_rank(%a: tensor<?x2xf32>, %b: tensor<2xf32>) -> tensor<?x2xf32> {
-  // expected-error @+1 {{'qkv.concat' op inputs must have the same rank}}
+  // expected-error @+1 {{'qkv.concat' op concat: 'operand 0' (?, 2) and 'operand 1' (2) have different numbers of dims}}
   %0 = qkv.concat %a, %b axis 0 : (tensor<?x2xf32>, tensor<2xf32>) -> tensor<?x2xf32>
   return %0 : tensor<?x2xf32>
 }
@@ -512,7 +513,7 @@ func.func @concat_rank(%a: tensor<?x2xf32>, %b: tensor<2xf32>) -> tensor<?x2xf32
 // -----
 
 func.func @concat_dims(%a: tensor<?x2xf32>, %b: tensor<?x3xf32>) -> tensor<?x2xf32> {
-  // expected-error @+1 {{'qkv.concat' op inputs differ in dim 1}}
+  // expected-error @+1 {{'qkv.concat' op concat: along axis 0, the other dims must match: 'operand 0' (?, 2) has 2, 'operand 1' (?, 3) has 3}}
   %0 = qkv.concat %a, %b axis 0 : (tensor<?x2xf32>, tensor<?x3xf32>) -> tensor<?x2xf32>
   return %0 : tensor<?x2xf32>
 }
@@ -520,7 +521,7 @@ func.func @concat_dims(%a: tensor<?x2xf32>, %b: tensor<?x3xf32>) -> tensor<?x2xf
 // -----
 
 func.func @embedding_table(%t: tensor<5xf32>, %ids: tensor<?xi32>) -> tensor<?x2xf32> {
-  // expected-error @+1 {{'qkv.embedding' op table must be (vocab, features)}}
+  // expected-error @+1 {{'qkv.embedding' op embedding: table 'operand 1' (5) must have 2 dims (vocab, features)}}
   %0 = qkv.embedding %t[%ids] : (tensor<?xi32>, tensor<5xf32>) -> tensor<?x2xf32>
   return %0 : tensor<?x2xf32>
 }
@@ -528,7 +529,7 @@ func.func @embedding_table(%t: tensor<5xf32>, %ids: tensor<?xi32>) -> tensor<?x2
 // -----
 
 func.func @embedding_result(%t: tensor<5x2xf32>, %ids: tensor<?xi64>) -> tensor<?xf32> {
-  // expected-error @+1 {{'qkv.embedding' op result must be (ids..., features)}}
+  // expected-error @+1 {{'qkv.embedding' op result 'tensor<?xf32>' does not fit tensor<?x2xf32>, what the op's shape rule gives}}
   %0 = qkv.embedding %t[%ids] : (tensor<?xi64>, tensor<5x2xf32>) -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }
@@ -682,7 +683,7 @@ func.func @attention_mask_arity(%q: tensor<?x4xf32>, %t: tensor<2xf32>) -> tenso
 // Attention shapes.
 
 func.func @attention_rank(%q: tensor<?xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{'qkv.attention' op q, k, v and the result must all have rank 2, 3 or 4}}
+  // expected-error @+1 {{'qkv.attention' op attention: 'operand 0' (?) must have 2 (L, Dh), 3 (H, L, Dh) or 4 (B, H, L, Dh) dims}}
   %0 = qkv.attention %q, %q, %q : tensor<?xf32>, tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }
@@ -690,7 +691,7 @@ func.func @attention_rank(%q: tensor<?xf32>) -> tensor<?xf32> {
 // -----
 
 func.func @attention_mixed_ranks(%q: tensor<2x?x4xf32>, %k: tensor<?x4xf32>) -> tensor<2x?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op q, k, v and the result must all have rank 2, 3 or 4}}
+  // expected-error @+1 {{'qkv.attention' op attention: q, k and v must have the same number of dims: 'operand 0' (2, ?, 4), 'operand 1' (?, 4), 'operand 2' (?, 4)}}
   %0 = qkv.attention %q, %k, %k : tensor<2x?x4xf32>, tensor<?x4xf32>, tensor<?x4xf32> -> tensor<2x?x4xf32>
   return %0 : tensor<2x?x4xf32>
 }
@@ -698,7 +699,7 @@ func.func @attention_mixed_ranks(%q: tensor<2x?x4xf32>, %k: tensor<?x4xf32>) -> 
 // -----
 
 func.func @attention_head_dim(%q: tensor<?x4xf32>, %k: tensor<?x5xf32>) -> tensor<?x5xf32> {
-  // expected-error @+1 {{'qkv.attention' op q and k must share the head dim}}
+  // expected-error @+1 {{'qkv.attention' op attention: q and k must share the head dim: 'operand 0' ends in 4, 'operand 1' in 5}}
   %0 = qkv.attention %q, %k, %k : tensor<?x4xf32>, tensor<?x5xf32>, tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
@@ -706,7 +707,7 @@ func.func @attention_head_dim(%q: tensor<?x4xf32>, %k: tensor<?x5xf32>) -> tenso
 // -----
 
 func.func @attention_sequence(%q: tensor<?x4xf32>, %k: tensor<7x4xf32>, %v: tensor<8x4xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op k and v must share the sequence dim}}
+  // expected-error @+1 {{'qkv.attention' op attention: k and v must share the sequence dim: 'operand 1' has 7, 'operand 2' has 8}}
   %0 = qkv.attention %q, %k, %v : tensor<?x4xf32>, tensor<7x4xf32>, tensor<8x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -714,7 +715,7 @@ func.func @attention_sequence(%q: tensor<?x4xf32>, %k: tensor<7x4xf32>, %v: tens
 // -----
 
 func.func @attention_batch(%q: tensor<2x1x?x4xf32>, %k: tensor<3x1x?x4xf32>) -> tensor<2x1x?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op q, k and v must share the batch dim}}
+  // expected-error @+1 {{'qkv.attention' op attention: q, k and v must share the batch dim: 'operand 0' (2, 1, ?, 4), 'operand 1' (3, 1, ?, 4), 'operand 2' (3, 1, ?, 4)}}
   %0 = qkv.attention %q, %k, %k : tensor<2x1x?x4xf32>, tensor<3x1x?x4xf32>, tensor<3x1x?x4xf32> -> tensor<2x1x?x4xf32>
   return %0 : tensor<2x1x?x4xf32>
 }
@@ -722,7 +723,7 @@ func.func @attention_batch(%q: tensor<2x1x?x4xf32>, %k: tensor<3x1x?x4xf32>) -> 
 // -----
 
 func.func @attention_kv_heads(%q: tensor<4x?x4xf32>, %k: tensor<2x?x4xf32>, %v: tensor<1x?x4xf32>) -> tensor<4x?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op k and v must have the same heads}}
+  // expected-error @+1 {{'qkv.attention' op attention: k and v must have the same heads: 'operand 1' has 2, 'operand 2' has 1}}
   %0 = qkv.attention %q, %k, %v : tensor<4x?x4xf32>, tensor<2x?x4xf32>, tensor<1x?x4xf32> -> tensor<4x?x4xf32>
   return %0 : tensor<4x?x4xf32>
 }
@@ -730,7 +731,7 @@ func.func @attention_kv_heads(%q: tensor<4x?x4xf32>, %k: tensor<2x?x4xf32>, %v: 
 // -----
 
 func.func @gqa_heads(%q: tensor<3x?x4xf32>, %k: tensor<2x?x4xf32>) -> tensor<3x?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op query heads must be a static multiple of kv heads}}
+  // expected-error @+1 {{'qkv.attention' op attention: 3 query heads 3 cannot share 2 kv heads 2 (grouped-query attention needs a whole number of query heads per kv head)}}
   %0 = qkv.attention %q, %k, %k : tensor<3x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32> -> tensor<3x?x4xf32>
   return %0 : tensor<3x?x4xf32>
 }
@@ -738,7 +739,7 @@ func.func @gqa_heads(%q: tensor<3x?x4xf32>, %k: tensor<2x?x4xf32>) -> tensor<3x?
 // -----
 
 func.func @gqa_dynamic_heads(%q: tensor<?x?x4xf32>, %k: tensor<2x?x4xf32>) -> tensor<?x?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op query heads must be a static multiple of kv heads}}
+  // expected-error @+1 {{'qkv.attention' op attention: q has heads ? and k has heads 2; grouped-query attention needs both head counts static}}
   %0 = qkv.attention %q, %k, %k : tensor<?x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32> -> tensor<?x?x4xf32>
   return %0 : tensor<?x?x4xf32>
 }
@@ -746,7 +747,7 @@ func.func @gqa_dynamic_heads(%q: tensor<?x?x4xf32>, %k: tensor<2x?x4xf32>) -> te
 // -----
 
 func.func @attention_result(%q: tensor<?x4xf32>, %v: tensor<?x3xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op result must be (..., L, Dv)}}
+  // expected-error @+1 {{'qkv.attention' op result 'tensor<?x4xf32>' does not fit tensor<?x3xf32>, what the op's shape rule gives}}
   %0 = qkv.attention %q, %q, %v : tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x3xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -762,7 +763,7 @@ func.func @linear_attention_feature_map(%q: tensor<?x4xf32>) -> tensor<?x4xf32> 
 // -----
 
 func.func @linear_attention_shapes(%q: tensor<?x4xf32>, %k: tensor<?x5xf32>) -> tensor<?x5xf32> {
-  // expected-error @+1 {{'qkv.linear_attention' op q and k must share the head dim}}
+  // expected-error @+1 {{'qkv.linear_attention' op linear_attention: q and k must share the head dim: 'operand 0' ends in 4, 'operand 1' in 5}}
   %0 = qkv.linear_attention %q, %k, %k feature_map "relu" : tensor<?x4xf32>, tensor<?x5xf32>, tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
@@ -770,7 +771,7 @@ func.func @linear_attention_shapes(%q: tensor<?x4xf32>, %k: tensor<?x5xf32>) -> 
 // -----
 
 func.func @rope_positions_shape(%x: tensor<2x?x4xf32>, %p: tensor<3x?xi64>) -> tensor<2x?x4xf32> {
-  // expected-error @+1 {{'qkv.rope' op positions must be (L) or (B, L) of x (..., L, Dh)}}
+  // expected-error @+1 {{'qkv.rope' op rope: positions 'operand 1' (3, ?) must be (?) or (2, ?) for 'operand 0' (2, ?, 4)}}
   %0 = qkv.rope %x positions %p : tensor<3x?xi64> base 10000.0 offset 0 : tensor<2x?x4xf32> -> tensor<2x?x4xf32>
   return %0 : tensor<2x?x4xf32>
 }
@@ -778,7 +779,7 @@ func.func @rope_positions_shape(%x: tensor<2x?x4xf32>, %p: tensor<3x?xi64>) -> t
 // -----
 
 func.func @rope_positions_offset(%x: tensor<?x4xf32>, %p: tensor<?xi64>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.rope' op positions and an offset cannot be combined}}
+  // expected-error @+1 {{'qkv.rope' op rope: positions and an offset cannot be combined}}
   %0 = qkv.rope %x positions %p : tensor<?xi64> base 10000.0 offset 3 : tensor<?x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
@@ -786,7 +787,7 @@ func.func @rope_positions_offset(%x: tensor<?x4xf32>, %p: tensor<?xi64>) -> tens
 // -----
 
 func.func @cache_view_rank(%past: tensor<2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
-  // expected-error @+1 {{'qkv.cache_view' op cache, new rows and result must have 4 dims}}
+  // expected-error @+1 {{'qkv.cache_view' op cache_view: 'operand 0' (2, 16, 8) and 'operand 2' (2, 2, 1, 8) must have 4 dims (B, Hkv, C, Dh)}}
   %0 = qkv.cache_view %past[%len], %new : (tensor<2x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
   return %0 : tensor<2x2x17x8xf32>
 }
@@ -794,7 +795,7 @@ func.func @cache_view_rank(%past: tensor<2x16x8xf32>, %len: tensor<2xi64>, %new:
 // -----
 
 func.func @cache_view_batch(%past: tensor<3x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
-  // expected-error @+1 {{'qkv.cache_view' op cache and new rows must share the batch dim}}
+  // expected-error @+1 {{'qkv.cache_view' op cache_view: 'operand 0' (3, 2, 16, 8) and 'operand 2' (2, 2, 1, 8) must share the batch dim}}
   %0 = qkv.cache_view %past[%len], %new : (tensor<3x2x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
   return %0 : tensor<2x2x17x8xf32>
 }
@@ -802,7 +803,7 @@ func.func @cache_view_batch(%past: tensor<3x2x16x8xf32>, %len: tensor<2xi64>, %n
 // -----
 
 func.func @cache_view_heads(%past: tensor<2x4x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
-  // expected-error @+1 {{'qkv.cache_view' op cache and new rows must share kv heads and head dim}}
+  // expected-error @+1 {{'qkv.cache_view' op cache_view: 'operand 0' (2, 4, 16, 8) and 'operand 2' (2, 2, 1, 8) must share kv heads (dim 1) and head dim (dim 3)}}
   %0 = qkv.cache_view %past[%len], %new : (tensor<2x4x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
   return %0 : tensor<2x2x17x8xf32>
 }
@@ -810,7 +811,7 @@ func.func @cache_view_heads(%past: tensor<2x4x16x8xf32>, %len: tensor<2xi64>, %n
 // -----
 
 func.func @cache_view_lengths(%past: tensor<2x2x16x8xf32>, %len: tensor<3xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32> {
-  // expected-error @+1 {{'qkv.cache_view' op lengths must be (B)}}
+  // expected-error @+1 {{'qkv.cache_view' op cache_view: lengths 'operand 1' (3) must be an i32 or i64 (2)}}
   %0 = qkv.cache_view %past[%len], %new : (tensor<2x2x16x8xf32>, tensor<3xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x17x8xf32>
   return %0 : tensor<2x2x17x8xf32>
 }
@@ -818,7 +819,7 @@ func.func @cache_view_lengths(%past: tensor<2x2x16x8xf32>, %len: tensor<3xi64>, 
 // -----
 
 func.func @cache_view_result(%past: tensor<2x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x16x8xf32> {
-  // expected-error @+1 {{'qkv.cache_view' op result must be (B, Hkv, cache rows + new rows, Dh)}}
+  // expected-error @+1 {{'qkv.cache_view' op result 'tensor<2x2x16x8xf32>' does not fit tensor<2x2x17x8xf32>, what the op's shape rule gives}}
   %0 = qkv.cache_view %past[%len], %new : (tensor<2x2x16x8xf32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x16x8xf32>
   return %0 : tensor<2x2x16x8xf32>
 }
@@ -826,7 +827,7 @@ func.func @cache_view_result(%past: tensor<2x2x16x8xf32>, %len: tensor<2xi64>, %
 // -----
 
 func.func @paged_cache_view_table(%pool: tensor<9x2x4x8xf32>, %table: tensor<3xi32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x13x8xf32> {
-  // expected-error @+1 {{'qkv.paged_cache_view' op table must be (B, pages per sequence)}}
+  // expected-error @+1 {{'qkv.paged_cache_view' op paged_cache_view: table 'operand 1' (3) must be an i32 or i64 (2, pages per sequence)}}
   %0 = qkv.paged_cache_view %pool[%table, %len], %new : (tensor<9x2x4x8xf32>, tensor<3xi32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x13x8xf32>
   return %0 : tensor<2x2x13x8xf32>
 }
@@ -834,7 +835,7 @@ func.func @paged_cache_view_table(%pool: tensor<9x2x4x8xf32>, %table: tensor<3xi
 // -----
 
 func.func @paged_cache_view_result(%pool: tensor<9x2x4x8xf32>, %table: tensor<2x3xi32>, %len: tensor<2xi64>, %new: tensor<2x2x1x8xf32>) -> tensor<2x2x12x8xf32> {
-  // expected-error @+1 {{'qkv.paged_cache_view' op result must be (B, Hkv, cache rows + new rows, Dh)}}
+  // expected-error @+1 {{'qkv.paged_cache_view' op result 'tensor<2x2x12x8xf32>' does not fit tensor<2x2x13x8xf32>, what the op's shape rule gives}}
   %0 = qkv.paged_cache_view %pool[%table, %len], %new : (tensor<9x2x4x8xf32>, tensor<2x3xi32>, tensor<2xi64>, tensor<2x2x1x8xf32>) -> tensor<2x2x12x8xf32>
   return %0 : tensor<2x2x12x8xf32>
 }
@@ -844,7 +845,7 @@ func.func @paged_cache_view_result(%pool: tensor<9x2x4x8xf32>, %table: tensor<2x
 // Checks added for bad IR that used to crash a lowering or pass the verifier wrongly.
 
 func.func @attention_zero_kv_heads(%q: tensor<4x?x4xf32>, %k: tensor<0x?x4xf32>) -> tensor<4x?x4xf32> {
-  // expected-error @+1 {{'qkv.attention' op query and kv heads must not be 0}}
+  // expected-error @+1 {{'qkv.attention' op attention: query and kv heads must not be 0: 'operand 0' (4, ?, 4), 'operand 1' (0, ?, 4)}}
   %0 = qkv.attention %q, %k, %k : tensor<4x?x4xf32>, tensor<0x?x4xf32>, tensor<0x?x4xf32> -> tensor<4x?x4xf32>
   return %0 : tensor<4x?x4xf32>
 }
@@ -852,7 +853,7 @@ func.func @attention_zero_kv_heads(%q: tensor<4x?x4xf32>, %k: tensor<0x?x4xf32>)
 // -----
 
 func.func @matmul_batch_dims_differ(%a: tensor<2x4x6xf32>, %b: tensor<3x6x5xf32>) -> tensor<2x4x5xf32> {
-  // expected-error @+1 {{'qkv.matmul' op batch dim 0 differs: 2 vs 3}}
+  // expected-error @+1 {{'qkv.matmul' op matmul: batch dims differ: 'operand 0' (2, 4, 6) has (2), 'operand 1' (3, 6, 5) has (3) (they must be equal, or one side must be 2-D)}}
   %0 = qkv.matmul %a, %b : (tensor<2x4x6xf32>, tensor<3x6x5xf32>) -> tensor<2x4x5xf32>
   return %0 : tensor<2x4x5xf32>
 }
@@ -860,7 +861,7 @@ func.func @matmul_batch_dims_differ(%a: tensor<2x4x6xf32>, %b: tensor<3x6x5xf32>
 // -----
 
 func.func @matmul_result_batch(%a: tensor<2x4x6xf32>, %b: tensor<6x5xf32>) -> tensor<7x4x5xf32> {
-  // expected-error @+1 {{'qkv.matmul' op result batch dim 0 must be the operands'}}
+  // expected-error @+1 {{'qkv.matmul' op result 'tensor<7x4x5xf32>' does not fit tensor<2x4x5xf32>, what the op's shape rule gives}}
   %0 = qkv.matmul %a, %b : (tensor<2x4x6xf32>, tensor<6x5xf32>) -> tensor<7x4x5xf32>
   return %0 : tensor<7x4x5xf32>
 }
@@ -868,7 +869,7 @@ func.func @matmul_result_batch(%a: tensor<2x4x6xf32>, %b: tensor<6x5xf32>) -> te
 // -----
 
 func.func @linear_rank0(%x: tensor<f32>, %w: tensor<4x3xf32>) -> tensor<3xf32> {
-  // expected-error @+1 {{'qkv.linear' op x must have at least 1 dim (..., in)}}
+  // expected-error @+1 {{'qkv.linear' op linear: 'operand 0' () has 0 dims; linear needs at least one dim}}
   %0 = qkv.linear %x, %w : tensor<f32>, tensor<4x3xf32> -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
@@ -876,7 +877,7 @@ func.func @linear_rank0(%x: tensor<f32>, %w: tensor<4x3xf32>) -> tensor<3xf32> {
 // -----
 
 func.func @rms_norm_rank0(%x: tensor<f32>) -> tensor<f32> {
-  // expected-error @+1 {{'qkv.rms_norm' op x must have at least 1 dim (..., features)}}
+  // expected-error @+1 {{'qkv.rms_norm' op rms_norm: 'operand 0' () has 0 dims; it normalises over the last dim}}
   %0 = "qkv.rms_norm"(%x) {eps = 1.0e-5 : f64} : (tensor<f32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
@@ -884,7 +885,7 @@ func.func @rms_norm_rank0(%x: tensor<f32>) -> tensor<f32> {
 // -----
 
 func.func @layer_norm_rank0(%x: tensor<f32>) -> tensor<f32> {
-  // expected-error @+1 {{'qkv.layer_norm' op x must have at least 1 dim (..., features)}}
+  // expected-error @+1 {{'qkv.layer_norm' op layer_norm: 'operand 0' () has 0 dims; it normalises over the last dim}}
   %0 = "qkv.layer_norm"(%x) {eps = 1.0e-5 : f64, operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<f32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
@@ -892,7 +893,7 @@ func.func @layer_norm_rank0(%x: tensor<f32>) -> tensor<f32> {
 // -----
 
 func.func @concat_result_sum(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor<5x3xf32> {
-  // expected-error @+1 {{'qkv.concat' op result dim 0 must be the sum of the inputs'}}
+  // expected-error @+1 {{'qkv.concat' op result 'tensor<5x3xf32>' does not fit tensor<6x3xf32>, what the op's shape rule gives}}
   %0 = qkv.concat %a, %b axis 0 : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
   return %0 : tensor<5x3xf32>
 }
@@ -900,7 +901,7 @@ func.func @concat_result_sum(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor
 // -----
 
 func.func @concat_result_other_dim(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor<6x2xf32> {
-  // expected-error @+1 {{'qkv.concat' op result dim 1 must be the inputs'}}
+  // expected-error @+1 {{'qkv.concat' op result 'tensor<6x2xf32>' does not fit tensor<6x3xf32>, what the op's shape rule gives}}
   %0 = qkv.concat %a, %b axis -2 : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<6x2xf32>
   return %0 : tensor<6x2xf32>
 }
@@ -908,7 +909,7 @@ func.func @concat_result_other_dim(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> 
 // -----
 
 func.func @concat_element_types(%a: tensor<2x3xf32>, %b: tensor<4x3xf64>) -> tensor<6x3xf32> {
-  // expected-error @+1 {{'qkv.concat' op inputs must have the same element type}}
+  // expected-error @+1 {{'qkv.concat' op concat: dtypes differ: 'operand 0' (2, 3) is f32, 'operand 1' (4, 3) is f64}}
   %0 = qkv.concat %a, %b axis 0 : (tensor<2x3xf32>, tensor<4x3xf64>) -> tensor<6x3xf32>
   return %0 : tensor<6x3xf32>
 }
@@ -916,7 +917,7 @@ func.func @concat_element_types(%a: tensor<2x3xf32>, %b: tensor<4x3xf64>) -> ten
 // -----
 
 func.func @concat_result_type(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor<6x3xf64> {
-  // expected-error @+1 {{'qkv.concat' op result must have the inputs' rank and element type}}
+  // expected-error @+1 {{'qkv.concat' op result 'tensor<6x3xf64>' does not fit tensor<6x3xf32>, what the op's shape rule gives}}
   %0 = qkv.concat %a, %b axis 0 : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<6x3xf64>
   return %0 : tensor<6x3xf64>
 }
@@ -924,7 +925,7 @@ func.func @concat_result_type(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tenso
 // -----
 
 func.func @embedding_result_dims(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> tensor<4x2xf32> {
-  // expected-error @+1 {{'qkv.embedding' op result dim 0 must be the ids'}}
+  // expected-error @+1 {{'qkv.embedding' op result 'tensor<4x2xf32>' does not fit tensor<3x2xf32>, what the op's shape rule gives}}
   %0 = qkv.embedding %t[%ids] : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<4x2xf32>
   return %0 : tensor<4x2xf32>
 }
@@ -932,7 +933,7 @@ func.func @embedding_result_dims(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> te
 // -----
 
 func.func @embedding_result_features(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> tensor<3x7xf32> {
-  // expected-error @+1 {{'qkv.embedding' op result dim 1 must be the table's features}}
+  // expected-error @+1 {{'qkv.embedding' op result 'tensor<3x7xf32>' does not fit tensor<3x2xf32>, what the op's shape rule gives}}
   %0 = qkv.embedding %t[%ids] : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<3x7xf32>
   return %0 : tensor<3x7xf32>
 }
@@ -940,7 +941,7 @@ func.func @embedding_result_features(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -
 // -----
 
 func.func @embedding_result_type(%t: tensor<5x2xf32>, %ids: tensor<3xi64>) -> tensor<3x2xf64> {
-  // expected-error @+1 {{'qkv.embedding' op result must be (ids..., features) of the table's element type}}
+  // expected-error @+1 {{'qkv.embedding' op result 'tensor<3x2xf64>' does not fit tensor<3x2xf32>, what the op's shape rule gives}}
   %0 = qkv.embedding %t[%ids] : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<3x2xf64>
   return %0 : tensor<3x2xf64>
 }
@@ -987,7 +988,16 @@ func.func @lse_rows(%q: tensor<2x5x4xf32>) -> tensor<2x5x4xf32> {
 // -----
 
 func.func @merge_rows(%o: tensor<2x5x4xf32>, %l: tensor<2x4xf32>) -> tensor<2x5x4xf32> {
-  // expected-error @+1 {{'qkv.merge_attention' op the log-sum-exps must be the outputs' dims without the last}}
+  // expected-error @+1 {{'qkv.merge_attention' op merge_attention: the partial output 'operand 0' (2, 5, 4) must be its log-sum-exp's dims (2, 4) and one more (Dv); 'operand 1' does not fit}}
   %0 = qkv.merge_attention %o, %l, %o, %l : tensor<2x5x4xf32>, tensor<2x4xf32>
   return %0 : tensor<2x5x4xf32>
+}
+
+// -----
+
+// A tensor a mod captures may have any element type; the shape rule still checks q, k, v.
+func.func @attention_capture_of_other_type(%q: tensor<?x4xf32>, %k: tensor<?x5xf32>, %c: tensor<3xi8>) -> tensor<?x5xf32> {
+  // expected-error @+1 {{'qkv.attention' op attention: q and k must share the head dim: 'operand 0' ends in 4, 'operand 1' in 5}}
+  %0 = qkv.attention %q, %k, %k captures(%c : tensor<3xi8>) : tensor<?x4xf32>, tensor<?x5xf32>, tensor<?x5xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
 }

@@ -169,6 +169,15 @@ func.func @f64(%x: tensor<4x?xf64>, %ids: tensor<?x?xi64>, %t: tensor<7x4xf64>) 
   return %0 : tensor<?x?x4xf64>
 }
 
+// A bf16 projection as import writes it: x and the weight read as stored, the bias and
+// the result at the compute width (f32); the verifier takes the operands as widened.
+// CHECK-LABEL: func.func @bf16_linear(
+// CHECK: qkv.linear %arg0, %arg1 bias %arg2 : tensor<?x4xbf16>, tensor<4x3xbf16>, tensor<3xf32> -> tensor<?x3xf32>
+func.func @bf16_linear(%x: tensor<?x4xbf16>, %w: tensor<4x3xbf16>, %b: tensor<3xf32>) -> tensor<?x3xf32> {
+  %0 = qkv.linear %x, %w bias %b : tensor<?x4xbf16>, tensor<4x3xbf16>, tensor<3xf32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
 // KV caches read in place, and RoPE at explicit positions.
 // CHECK-LABEL: func.func @caches(
 // CHECK-SAME: %[[PAST:arg0]]: tensor<2x2x16x8xf32>, %[[LEN:arg1]]: tensor<2xi64>, %[[NEW:arg2]]: tensor<2x2x?x8xf32>, %[[POOL:arg3]]: tensor<?x2x4x8xf32>, %[[TAB:arg4]]: tensor<2x3xi32>, %[[POS:arg5]]: tensor<2x?xi64>)

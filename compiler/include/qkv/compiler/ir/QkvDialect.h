@@ -14,5 +14,20 @@
 
 #include "qkv/compiler/ir/QkvOpsDialect.h.inc"
 
+namespace qkv::ir {
+
+/// Checks `op` by its op-table row's shape rule (ShapeRuleVerifier.cpp).
+mlir::LogicalResult verifyShapeRule(mlir::Operation *op);
+
+/// The ShapeRule trait (QkvOps.td): the op's operands, attributes and result are checked
+/// by the shape rule the DSL calls (<qkv/dsl/op_table.hpp>), written once for both.
+template <typename ConcreteType>
+class ShapeRule : public mlir::OpTrait::TraitBase<ConcreteType, ShapeRule> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) { return verifyShapeRule(op); }
+};
+
+} // namespace qkv::ir
+
 #define GET_OP_CLASSES
 #include "qkv/compiler/ir/QkvOps.h.inc"

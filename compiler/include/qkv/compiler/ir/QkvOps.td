@@ -36,19 +36,25 @@ class Qkv_Op<string mnemonic, list<Trait> traits = []> :
     Op<Qkv_Dialect, mnemonic, traits>;
 
 def Qkv_FloatTensor : RankedTensorOf<[F32, F64, F16, BF16]>;
+
+// The op's operands, attributes and result are checked by its op-table row's shape rule,
+// the one the DSL's builders and Graph::verify call (dsl/lib/op_table.cpp): each shape
+// rule is written once. A `?` dim equals any dim there; the attributes are read back by
+// the names the row's IrAttr list gives (ShapeRuleVerifier.cpp).
+def Qkv_ShapeRule : NativeOpTrait<"ShapeRule"> { let cppNamespace = "::qkv::ir"; }
 def Qkv_IntTensor : RankedTensorOf<[I32, I64]>;
 
 // ---- unary elementwise-shaped ops: $x -> same shape ----------------------------------
 
 class Qkv_UnaryOp<string mnemonic, list<Trait> traits = []> :
-    Qkv_Op<mnemonic, !listconcat(traits, [Pure])> {
+    Qkv_Op<mnemonic, !listconcat(traits, [Pure, Qkv_ShapeRule])> {
   let results = (outs Qkv_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 // Elementwise: the result has x's shape and element type, which the traits check.
 class Qkv_ElementwiseOp<string mnemonic> :
-    Qkv_Op<mnemonic, [Pure, SameOperandsAndResultShape, SameOperandsAndResultElementType]> {
+    Qkv_Op<mnemonic, [Pure, SameOperandsAndResultShape, SameOperandsAndResultElementType,
+                      Qkv_ShapeRule]> {
   let results = (outs Qkv_FloatTensor:$result);
 }
 
@@ -114,9 +120,13 @@ class Qkv_ActivationOp<string mnemonic, string opSummary> : Qkv_ElementwiseOp<mn
 
 include "QkvActivationOps.td"
 
-def Qkv_SplitHeadsOp : Qkv_UnaryOp<"split_heads"> {
+// Its own verifier: the head dim is the result's, which the op table's row (heads and
+// head dim as attributes) has no attribute for.
+def Qkv_SplitHeadsOp : Qkv_Op<"split_heads", [Pure]> {
   let summary = "(..., L, H*Dh) -> (..., H, L, Dh); feature h*Dh + d goes to head h";
   let arguments = (ins Qkv_FloatTensor:$x, I64Attr:$heads);
+  let results = (outs Qkv_FloatTensor:$result);
+  let hasVerifier = 1;
   let assemblyFormat = "$x `heads` $heads attr-dict `:` type($x) `->` type($result)";
 }
 
@@ -128,11 +138,10 @@ def Qkv_MergeHeadsOp : Qkv_UnaryOp<"merge_heads"> {
 
 // ---- binary ----------------------------------------------------------------------------
 
-class Qkv_BinaryOp<string mnemonic> : Qkv_Op<mnemonic, [Pure]> {
+class Qkv_BinaryOp<string mnemonic> : Qkv_Op<mnemonic, [Pure, Qkv_ShapeRule]> {
   let arguments = (ins Qkv_FloatTensor:$lhs, Qkv_FloatTensor:$rhs);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 // add, sub, mul, div, ...: one `def` each, generated from the op table's list
@@ -153,54 +162,49 @@ def Qkv_LinformerProjectOp : Qkv_BinaryOp<"linformer_project"> {
   let summary = "x (..., S, D), e (K', S) -> e . x (..., K', D)";
 }
 
-def Qkv_LinearOp : Qkv_Op<"linear", [Pure]> {
+def Qkv_LinearOp : Qkv_Op<"linear", [Pure, Qkv_ShapeRule]> {
   let summary = "x (..., K) . w (K, N) [+ bias (N)]";
   let arguments = (ins Qkv_FloatTensor:$x, Qkv_FloatTensor:$weight,
                    Optional<Qkv_FloatTensor>:$bias);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$x `,` $weight (`bias` $bias^)? attr-dict `:` "
                        "type($x) `,` type($weight) (`,` type($bias)^)? `->` type($result)";
-  let hasVerifier = 1;
 }
 
-def Qkv_LayerNormOp : Qkv_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+def Qkv_LayerNormOp : Qkv_Op<"layer_norm", [Pure, AttrSizedOperandSegments, Qkv_ShapeRule]> {
   let summary = "(x - mean) / sqrt(var + eps) over the last axis, then * gamma + beta";
   let arguments = (ins Qkv_FloatTensor:$x, Optional<Qkv_FloatTensor>:$gamma,
                    Optional<Qkv_FloatTensor>:$beta, F64Attr:$eps);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$x (`gamma` $gamma^ `:` type($gamma))? (`beta` $beta^ `:` type($beta))? "
                        "`eps` $eps attr-dict `:` type($x) `->` type($result)";
-  let hasVerifier = 1;
 }
 
-def Qkv_RmsNormOp : Qkv_Op<"rms_norm", [Pure]> {
+def Qkv_RmsNormOp : Qkv_Op<"rms_norm", [Pure, Qkv_ShapeRule]> {
   let summary = "x / sqrt(mean(x^2) + eps) over the last axis, then * gamma";
   let arguments = (ins Qkv_FloatTensor:$x, Optional<Qkv_FloatTensor>:$gamma, F64Attr:$eps);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$x (`gamma` $gamma^ `:` type($gamma))? `eps` $eps attr-dict `:` "
                        "type($x) `->` type($result)";
-  let hasVerifier = 1;
 }
 
-def Qkv_ConcatOp : Qkv_Op<"concat", [Pure]> {
+def Qkv_ConcatOp : Qkv_Op<"concat", [Pure, Qkv_ShapeRule]> {
   let summary = "join along one axis";
   let arguments = (ins Variadic<Qkv_FloatTensor>:$inputs, I64Attr:$axis);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$inputs `axis` $axis attr-dict `:` functional-type($inputs, results)";
-  let hasVerifier = 1;
 }
 
-def Qkv_EmbeddingOp : Qkv_Op<"embedding", [Pure]> {
+def Qkv_EmbeddingOp : Qkv_Op<"embedding", [Pure, Qkv_ShapeRule]> {
   let summary = "table[ids]: ids (...) integer, table (V, D) -> (..., D)";
   let arguments = (ins Qkv_IntTensor:$ids, Qkv_FloatTensor:$table);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$table `[` $ids `]` attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 // ---- KV caches -----------------------------------------------------------------------------
 
-def Qkv_CacheViewOp : Qkv_Op<"cache_view", [Pure]> {
+def Qkv_CacheViewOp : Qkv_Op<"cache_view", [Pure, Qkv_ShapeRule]> {
   let summary = "a KV cache's rows read in place, then this step's new rows, then zeros";
   let description = [{
     past (B, Hkv, C, Dh), lengths (B), fresh (B, Hkv, n, Dh) -> (B, Hkv, C+n, Dh): for
@@ -210,10 +214,9 @@ def Qkv_CacheViewOp : Qkv_Op<"cache_view", [Pure]> {
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$past `[` $lengths `]` `,` $fresh attr-dict `:` "
                        "functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Qkv_PagedCacheViewOp : Qkv_Op<"paged_cache_view", [Pure]> {
+def Qkv_PagedCacheViewOp : Qkv_Op<"paged_cache_view", [Pure, Qkv_ShapeRule]> {
   let summary = "a paged KV cache's rows read through a block table, then new rows, then zeros";
   let description = [{
     pool (P, Hkv, page, Dh), table (B, M), lengths (B), fresh (B, Hkv, n, Dh) ->
@@ -225,7 +228,6 @@ def Qkv_PagedCacheViewOp : Qkv_Op<"paged_cache_view", [Pure]> {
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$pool `[` $table `,` $lengths `]` `,` $fresh attr-dict `:` "
                        "functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 // ---- checked compiles ------------------------------------------------------------------
@@ -283,7 +285,7 @@ def Qkv_ScoreModOp : Qkv_Op<"score_mod", [Pure, IsolatedFromAbove,
   let hasRegionVerifier = 1;
 }
 
-def Qkv_AttentionOp : Qkv_Op<"attention", [Pure, IsolatedFromAbove,
+def Qkv_AttentionOp : Qkv_Op<"attention", [Pure, IsolatedFromAbove, Qkv_ShapeRule,
     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "softmax(mask(score_mod(scale q.k^T))) . v, with GQA/MQA and cross-attention";
   let description = [{
@@ -311,7 +313,7 @@ def Qkv_AttentionOp : Qkv_Op<"attention", [Pure, IsolatedFromAbove,
 
 def Qkv_MergeAttentionOp : Qkv_Op<"merge_attention", [Pure,
     AllTypesMatch<["oa", "ob", "result"]>, AllTypesMatch<["la", "lb"]>,
-    AllElementTypesMatch<["oa", "la"]>]> {
+    AllElementTypesMatch<["oa", "la"]>, Qkv_ShapeRule]> {
   let summary = "two partial attentions (output, log-sum-exp) merged exactly";
   let description = [{
     oa, ob (..., H, L, Dv) and their log-sum-exps la, lb (..., H, L), partial attentions
@@ -322,24 +324,23 @@ def Qkv_MergeAttentionOp : Qkv_Op<"merge_attention", [Pure,
                    Qkv_FloatTensor:$lb);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$oa `,` $la `,` $ob `,` $lb attr-dict `:` type($oa) `,` type($la)";
-  let hasVerifier = 1;
 }
 
-def Qkv_MergeLseOp : Qkv_Op<"merge_lse", [Pure, AllTypesMatch<["la", "lb", "result"]>]> {
+def Qkv_MergeLseOp : Qkv_Op<"merge_lse", [Pure, AllTypesMatch<["la", "lb", "result"]>,
+                                           Qkv_ShapeRule]> {
   let summary = "log(e^la + e^lb): the log-sum-exp of two merged partial attentions";
   let arguments = (ins Qkv_FloatTensor:$la, Qkv_FloatTensor:$lb);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$la `,` $lb attr-dict `:` type($la)";
 }
 
-def Qkv_LinearAttentionOp : Qkv_Op<"linear_attention", [Pure]> {
+def Qkv_LinearAttentionOp : Qkv_Op<"linear_attention", [Pure, Qkv_ShapeRule]> {
   let summary = "phi(q) (phi(k)^T v) / (phi(q) . sum phi(k)); phi = elu+1 or relu";
   let arguments = (ins Qkv_FloatTensor:$q, Qkv_FloatTensor:$k, Qkv_FloatTensor:$v,
                    StrAttr:$feature_map);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v `feature_map` $feature_map attr-dict `:` "
                        "type($q) `,` type($k) `,` type($v) `->` type($result)";
-  let hasVerifier = 1;
 }
 
 #endif // QKV_OPS_TD
