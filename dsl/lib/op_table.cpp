@@ -282,6 +282,15 @@ InferredType transpose_rule(const Graph &g, OpKind op, const Ids &inputs, const 
   return {x.dtype, out};
 }
 
+/// The attributes of the position encodings (rope, sinusoidal_pe): the DSL's builders and
+/// the dialect's verifier both refuse through the rule what no position could mean.
+void check_position_attrs(const char *op, const Attrs &attrs) {
+  if (!(attrs.base > 0))
+    user_error(std::string(op) + ": base must be positive");
+  if (attrs.offset < 0)
+    user_error(std::string(op) + ": offset must not be negative");
+}
+
 /// Elementwise ops of one float tensor: gelu, silu, elu, softplus, scale, softmax,
 /// sinusoidal_pe.
 InferredType unary_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &attrs) {
@@ -295,8 +304,10 @@ InferredType unary_rule(const Graph &g, OpKind op, const Ids &inputs, const Attr
       internal_error("softmax needs one axis");
     normalize_axis(attrs.axes[0], x.rank(), "softmax of " + q(x.name));
   }
-  if (op == OpKind::SinusoidalPE)
+  if (op == OpKind::SinusoidalPE) {
+    check_position_attrs(o, attrs);
     expect_rank_at_least(x, 2, o, "it adds positions over the last two (position, feature)");
+  }
   return {x.dtype, x.dims};
 }
 
@@ -419,6 +430,7 @@ InferredType mod_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs 
 InferredType rope_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &attrs) {
   const char *o = cname(op);
   const Node &x = in(g, inputs, 0, o);
+  check_position_attrs(o, attrs);
   expect_float(x, o);
   expect_rank_at_least(x, 2, o, "rope needs (..., L, Dh)");
   const Dim &d = x.dims.back();
@@ -434,8 +446,10 @@ InferredType rope_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs
 }
 
 /// layer_norm (x, gamma, beta), rms_norm (x, gamma): over the last dim.
-InferredType norm_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &) {
+InferredType norm_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &attrs) {
   const char *o = cname(op);
+  if (!(attrs.eps >= 0))
+    user_error(std::string(o) + ": eps must not be negative");
   const Node &x = in(g, inputs, 0, o);
   expect_float(x, o);
   expect_rank_at_least(x, 1, o, "it normalises over the last dim");

@@ -216,8 +216,6 @@ Value score_mod(Value scores, const ScoreFn &s) {
 }
 
 Value sinusoidal_pe(Value x, double base, std::int64_t offset) {
-  user_check(base > 0, "sinusoidal_pe: base must be positive");
-  user_check(offset >= 0, "sinusoidal_pe: offset must not be negative");
   Attrs a;
   a.base = base;
   a.offset = offset;
@@ -225,8 +223,6 @@ Value sinusoidal_pe(Value x, double base, std::int64_t offset) {
 }
 
 Value rope(Value x, RopeOptions opts) {
-  user_check(opts.base > 0, "rope: base must be positive");
-  user_check(opts.offset >= 0, "rope: offset must not be negative");
   Attrs a;
   a.base = opts.base;
   a.interleaved = opts.interleaved;
@@ -236,7 +232,6 @@ Value rope(Value x, RopeOptions opts) {
 
 Value rope(Value x, Value positions, RopeOptions opts) {
   graph_of("rope", {x, positions});
-  user_check(opts.base > 0, "rope: base must be positive");
   Attrs a;
   a.base = opts.base;
   a.interleaved = opts.interleaved;
@@ -265,7 +260,6 @@ MaskFn cache_mask(Value lengths) {
 }
 
 Value layer_norm(Value x, double eps) {
-  user_check(eps >= 0, "layer_norm: eps must not be negative");
   Attrs a;
   a.eps = eps;
   return unary(OpKind::LayerNorm, x, a);
@@ -273,7 +267,6 @@ Value layer_norm(Value x, double eps) {
 
 Value layer_norm(Value x, Value gamma, Value beta, double eps) {
   graph_of("layer_norm", {x, gamma, beta});
-  user_check(eps >= 0, "layer_norm: eps must not be negative");
   Attrs a;
   a.eps = eps;
   a.has_gamma = a.has_beta = true;
@@ -281,7 +274,6 @@ Value layer_norm(Value x, Value gamma, Value beta, double eps) {
 }
 
 Value rms_norm(Value x, double eps) {
-  user_check(eps >= 0, "rms_norm: eps must not be negative");
   Attrs a;
   a.eps = eps;
   return unary(OpKind::RmsNorm, x, a);
@@ -289,7 +281,6 @@ Value rms_norm(Value x, double eps) {
 
 Value rms_norm(Value x, Value gamma, double eps) {
   graph_of("rms_norm", {x, gamma});
-  user_check(eps >= 0, "rms_norm: eps must not be negative");
   Attrs a;
   a.eps = eps;
   a.has_gamma = true;

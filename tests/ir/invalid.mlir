@@ -1001,3 +1001,28 @@ func.func @attention_capture_of_other_type(%q: tensor<?x4xf32>, %k: tensor<?x5xf
   %0 = qkv.attention %q, %k, %k captures(%c : tensor<3xi8>) : tensor<?x4xf32>, tensor<?x5xf32>, tensor<?x5xf32> -> tensor<?x5xf32>
   return %0 : tensor<?x5xf32>
 }
+
+// -----
+
+// The attributes the shape rules refuse, the DSL's builders and the dialect alike.
+func.func @rope_base(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'qkv.rope' op rope: base must be positive}}
+  %0 = qkv.rope %x base 0.0 offset 0 : tensor<?x4xf32> -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @sinusoidal_pe_offset(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'qkv.sinusoidal_pe' op sinusoidal_pe: offset must not be negative}}
+  %0 = qkv.sinusoidal_pe %x base 10000.0 offset -1 : tensor<?x4xf32> -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @rms_norm_eps(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'qkv.rms_norm' op rms_norm: eps must not be negative}}
+  %0 = qkv.rms_norm %x eps -1.0e-05 : tensor<?x4xf32> -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
