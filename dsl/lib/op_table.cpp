@@ -1,7 +1,8 @@
 // The op table and the ops' shape rules: the one place each op's facts and shape rule
 // live (see <qkv/dsl/op_table.hpp>). Op builders call infer_type before adding a node;
-// Graph::verify calls it again on every node. Every message names the op, the user's
-// tensors and the dims, in the form `'Dh'(64)`.
+// Graph::verify calls it again on every node, and the MLIR dialect's verifier through
+// infer_unnamed. Every message names the op, the user's tensors and the dims, in the form
+// `'Dh'(64)`.
 #include <qkv/dsl/op_table.hpp>
 
 #include "op_checks.hpp"

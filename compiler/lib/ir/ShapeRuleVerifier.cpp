@@ -9,6 +9,7 @@
 
 #include <qkv/dsl/op_table.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <type_traits>

@@ -7,7 +7,8 @@
 // elements, what it adds to the reference checker's error bound, and its shape rule.
 // op_name, parse_op_name, infer_type, Node::num_operands, the graph printer and the import
 // to MLIR (for all but the seven ops with regions, unwidened or optional operands, or a
-// second result) derive from the table; a test compares it with the MLIR dialect's ops and
+// second result) derive from the table, and the dialect's verifier calls the rows' shape
+// rules (infer_unnamed, below); a test compares the table with the MLIR dialect's ops and
 // their attributes, so the two cannot drift apart.
 #pragma once
 

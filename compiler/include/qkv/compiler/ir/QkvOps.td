@@ -36,13 +36,13 @@ class Qkv_Op<string mnemonic, list<Trait> traits = []> :
     Op<Qkv_Dialect, mnemonic, traits>;
 
 def Qkv_FloatTensor : RankedTensorOf<[F32, F64, F16, BF16]>;
+def Qkv_IntTensor : RankedTensorOf<[I32, I64]>;
 
 // The op's operands, attributes and result are checked by its op-table row's shape rule,
 // the one the DSL's builders and Graph::verify call (dsl/lib/op_table.cpp): each shape
 // rule is written once. A `?` dim equals any dim there; the attributes are read back by
 // the names the row's IrAttr list gives (ShapeRuleVerifier.cpp).
 def Qkv_ShapeRule : NativeOpTrait<"ShapeRule"> { let cppNamespace = "::qkv::ir"; }
-def Qkv_IntTensor : RankedTensorOf<[I32, I64]>;
 
 // ---- unary elementwise-shaped ops: $x -> same shape ----------------------------------
 
@@ -120,8 +120,8 @@ class Qkv_ActivationOp<string mnemonic, string opSummary> : Qkv_ElementwiseOp<mn
 
 include "QkvActivationOps.td"
 
-// Its own verifier: the head dim is the result's, which the op table's row (heads and
-// head dim as attributes) has no attribute for.
+// Its own verifier, not the ShapeRule trait: the head dim is the result's last dim here,
+// while the op table's row takes it as an attribute (Attrs::dims[1]) the op does not have.
 def Qkv_SplitHeadsOp : Qkv_Op<"split_heads", [Pure]> {
   let summary = "(..., L, H*Dh) -> (..., H, L, Dh); feature h*Dh + d goes to head h";
   let arguments = (ins Qkv_FloatTensor:$x, I64Attr:$heads);
