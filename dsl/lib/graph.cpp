@@ -57,19 +57,29 @@ static std::string wrap_sum(const std::string &n) {
 Dim product(const Dim &a, const Dim &b) {
   if (is_unknown(a) || is_unknown(b))
     return unknown_dim();
-  return Dim(wrap_sum(a.name) + "*" + wrap_sum(b.name),
-             a.is_static() && b.is_static() ? a.extent * b.extent : kDynamic);
+  std::string name = wrap_sum(a.name) + "*" + wrap_sum(b.name);
+  std::int64_t e = kDynamic;
+  if (a.is_static() && b.is_static() && __builtin_mul_overflow(a.extent, b.extent, &e))
+    user_error("dim " + name + ": " + std::to_string(a.extent) + " * " + std::to_string(b.extent) +
+               " overflows 64 bits");
+  return Dim(name, e);
 }
 
 Dim sum(const std::vector<Dim> &parts) {
   std::string name;
   std::int64_t e = 0;
+  bool overflowed = false;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (is_unknown(parts[i]))
       return unknown_dim();
     name += (i ? "+" : "") + parts[i].name;
-    e = (e == kDynamic || parts[i].is_dynamic()) ? kDynamic : e + parts[i].extent;
+    if (e == kDynamic || parts[i].is_dynamic())
+      e = kDynamic;
+    else if (__builtin_add_overflow(e, parts[i].extent, &e))
+      overflowed = true;
   }
+  if (overflowed)
+    user_error("dim " + name + ": the extents' sum overflows 64 bits");
   return Dim(name, e);
 }
 

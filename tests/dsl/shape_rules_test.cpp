@@ -684,6 +684,24 @@ TEST(UnnamedRules, UnknownHeadsAgainstACountAreRefused) {
             "(0, ?, 4)");
 }
 
+// Extents the dialect's types may hold (up to 2^63 - 1) multiply without overflow.
+TEST(UnnamedRules, DerivedExtentsThatOverflowAreRefused) {
+  constexpr std::int64_t big = std::int64_t{1} << 40;
+  EXPECT_TRUE(ErrorSays(
+      [&] {
+        infer_unnamed(OpKind::MergeHeads, {t({big, 3, big})}, {});
+      },
+      {"overflows 64 bits"}));
+  Attrs axis;
+  axis.axes = {0};
+  constexpr std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  EXPECT_TRUE(ErrorSays(
+      [&] {
+        infer_unnamed(OpKind::Concat, {t({most, 3}), t({most, 3})}, axis);
+      },
+      {"overflows 64 bits"}));
+}
+
 // No graph holds an unknown dim: a user cannot name one.
 TEST(UnnamedRules, NoGraphHoldsAnUnknownDim) {
   Graph g("g");

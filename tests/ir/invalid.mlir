@@ -1026,3 +1026,12 @@ func.func @rms_norm_eps(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %0 = qkv.rms_norm %x eps -1.0e-05 : tensor<?x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
+
+// -----
+
+// Extents whose product overflows 64 bits are refused, not multiplied.
+func.func @merge_heads_overflow(%x: tensor<1099511627776x?x1099511627776xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'qkv.merge_heads' op dim 1099511627776*1099511627776: 1099511627776 * 1099511627776 overflows 64 bits}}
+  %0 = qkv.merge_heads %x : tensor<1099511627776x?x1099511627776xf32> -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}
