@@ -341,10 +341,7 @@ mlir::Location node_loc(OpBuilder &b, const std::string &name) {
 /// the field holds nothing (an optional scale unset, a false unit attribute).
 mlir::Attribute ir_attribute(OpBuilder &b, const IrAttr &ia, const Node &n) {
   mlir::Attribute out;
-  int field = 0;
-  visit_fields(n.attrs, [&](const char *name, const auto &v) {
-    if (field++ != static_cast<int>(ia.field))
-      return;
+  visit_field(n.attrs, ia.field, [&](const char *name, const auto &v) {
     using T = std::decay_t<decltype(v)>;
     if constexpr (std::is_same_v<T, double>)
       out = b.getF64FloatAttr(v);

@@ -419,10 +419,8 @@ std::string attr_str(const Node &n, const std::vector<std::string> &names) {
     if (use.label.empty())
       break;
     std::string value;
-    int field = 0;
-    visit_fields(n.attrs, [&](const char *, const auto &v) {
-      if (field++ == static_cast<int>(use.field))
-        value = PrintedValue{&names, use.style}(v);
+    visit_field(n.attrs, use.field, [&](const char *, const auto &v) {
+      value = PrintedValue{&names, use.style}(v);
     });
     if (!value.empty())
       s += (s.empty() ? " {" : ", ") + std::string(use.label) + " = " + value;

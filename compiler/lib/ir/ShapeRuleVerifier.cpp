@@ -51,10 +51,7 @@ std::optional<qkv::UnnamedType> unnamed(mlir::Type t,
 /// the inverse of import's ir_attribute. Returns an error message, or "" when it fits.
 std::string set_field(qkv::Attrs &attrs, const qkv::IrAttr &ia, mlir::Attribute a) {
   std::string error;
-  int field = 0;
-  qkv::visit_fields(attrs, [&](const char *, auto &v) {
-    if (field++ != static_cast<int>(ia.field))
-      return;
+  qkv::visit_field(attrs, ia.field, [&](const char *, auto &v) {
     using T = std::decay_t<decltype(v)>;
     auto f = mlir::dyn_cast_or_null<mlir::FloatAttr>(a);
     auto i = mlir::dyn_cast_or_null<mlir::IntegerAttr>(a);

@@ -29,6 +29,16 @@ enum class AttrField : std::uint8_t {
 };
 inline constexpr int kNumAttrFields = static_cast<int>(AttrField::HasBias) + 1;
 
+/// Calls f(name, field) for the one field of `a` (an Attrs, const or not) that `which`
+/// names: the printer, import and the dialect's verifier reach a row's fields this way.
+template <class A, class F> void visit_field(A &a, AttrField which, F &&f) {
+  int i = 0;
+  visit_fields(a, [&](const char *name, auto &v) {
+    if (i++ == static_cast<int>(which))
+      f(name, v);
+  });
+}
+
 /// How the printer writes a field: by its type (Value), only the first element of a list
 /// (an axis kept in `axes`), or a bool as `tanh`/`none` (gelu's approximation).
 enum class AttrStyle : std::uint8_t { Value, First, TanhOrNone };
