@@ -39,6 +39,20 @@ inline std::vector<DiffCase> half_cases() {
                            {{{"B", 1}, {"L", 1}}, {{"B", 2}, {"L", 33}}, {{"B", 1}, {"L", 130}}})
                     .sums({"Dh", "L"})
                     .within_half_ulps(2));
+    // A user's scale of zero or below with a mask: the bf16 tier's query tiles took the
+    // max of unscaled scores and scaled it, which only a positive scale commutes with
+    // (masked -inf times -0.5 is +inf: every row NaN); L past the decode kernel's rows.
+    for (double sc : {-0.5, 0.0})
+      c.push_back(
+          one_output(
+              d + (sc < 0 ? "_masked_attention_negative_scale" : "_masked_attention_zero_scale"),
+              [t, sc](Graph &g) {
+                Dim H = g.dim("H", 2), L = g.dim("L"), Dh = g.dim("Dh", 16);
+                auto in = [&](const char *name) { return g.input(name, t, {H, L, Dh}); };
+                return attention(in("q"), in("k"), in("v")).scale(sc).mask(causal_mask()).value();
+              },
+              {{{"L", 17}}, {{"L", 40}}})
+              .sums({"Dh", "L"}));
     // q's and k's RoPE over the same positions, as a Llama layer has them: one table, each
     // half read and written in the node's dtype (qkv-fuse-casts moves the casts through
     // the halves' slices).

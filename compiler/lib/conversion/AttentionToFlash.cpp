@@ -262,9 +262,11 @@ void tileSoftmax(KernelBuilder &kb, const AttentionInfo &a, const FlashSchedule 
   VectorType vt = kb.vec(a.ft, s.lanes);
   // The pairs tier's scores are unscaled (its q is never rounded scaled): scaled before a
   // score mod, or else only in the max and in exp2's argument (max commutes with a
-  // positive scale), one multiply per query vector instead of one per score.
+  // positive scale), one multiply per query vector instead of one per score. A scale of
+  // zero or below (a user's `scale`) does not commute with the max, nor with the mask's
+  // -inf (times it, +inf or NaN): those scores are scaled before the mask too.
   Value scaleV = t.scoreScale ? kb.splat(t.scoreScale, vt) : Value();
-  bool raw = scaleV && !a.score;
+  bool raw = scaleV && !a.score && a.scalePositive;
   Value ninf = kb.fconst(vt, -std::numeric_limits<double>::infinity());
   Value lastQ = kb.sub(a.nL, kb.idx(1));
   kb.forLoop(kb.idx(0), kb.idx(s.qTile), s.lanes, [&](KernelBuilder &in, Value c) {
@@ -843,9 +845,10 @@ AttentionInfo describe(KernelBuilder &kb, AttentionOp op) {
   };
   a.staticDh = staticOf(q, r - 1);
   a.staticDv = staticOf(v, r - 1);
-  if (auto s = op.getScale())
+  if (auto s = op.getScale()) {
     a.scale = kb.fconst(a.ft, s->convertToDouble());
-  else
+    a.scalePositive = s->convertToDouble() > 0;
+  } else
     a.scale = arith::DivFOp::create(
         b, kb.fconst(a.ft, 1.0),
         math::SqrtOp::create(

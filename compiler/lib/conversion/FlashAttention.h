@@ -128,6 +128,7 @@ struct AttentionInfo {
   mlir::Value nB, nH, nHk, nL, nS, nDh, nDv, group; // sizes (index)
   std::optional<int64_t> staticDh, staticDv;
   mlir::Value scale;                              // the softmax scale (1/sqrt(Dh) by default)
+  bool scalePositive = true; // the scale is > 0: 1/sqrt(Dh), or a positive `scale` attribute
   mlir::Region *score = nullptr, *mask = nullptr; // the mods, when present
 };
 
