@@ -31,6 +31,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -237,7 +238,8 @@ struct Fuzzed {
 
 class Generator {
 public:
-  Generator(std::uint64_t seed) : r_(seed) {}
+  /// With `only`, every graph is of that dtype (the rest drawn as without it).
+  Generator(std::uint64_t seed, std::optional<DType> only = std::nullopt) : r_(seed), only_(only) {}
 
   Fuzzed build(std::uint64_t seed) {
     f_.g = std::make_unique<Graph>("fuzz_" + std::to_string(seed));
@@ -245,6 +247,8 @@ public:
     // interpreted), f32 mostly.
     double d = r_.real(0, 1);
     dtype_ = d < 0.15 ? DType::F64 : d < 0.25 ? DType::BF16 : d < 0.35 ? DType::F16 : DType::F32;
+    if (only_)
+      dtype_ = *only_;
     // The dims every graph starts from; more are made as ops need them.
     batch_ = r_.chance(0.6);
     B_ = new_dim("B", 1, 3, 0.6);
@@ -850,6 +854,7 @@ private:
   Fuzzed f_;
   std::vector<V> pool_;
   DType dtype_ = DType::F32;
+  std::optional<DType> only_;
   bool batch_ = true;
   Dim B_, L_, D_;
   std::map<std::string, std::int64_t> dyn_;  // dynamic dims -> largest run-time extent
@@ -1292,6 +1297,7 @@ int main_impl(int argc, char **argv) {
   std::uint64_t seed = 1;
   long count = 100, invalid = 1000;
   bool verbose = false;
+  std::optional<DType> only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1309,12 +1315,20 @@ int main_impl(int argc, char **argv) {
       invalid = std::stol(next());
     else if (a == "--verbose")
       verbose = true;
-    else {
+    else if (a == "--dtype") {
+      std::string d = next();
+      if (d != "f32" && d != "f64" && d != "bf16" && d != "f16") {
+        std::cerr << "qkv-fuzz-graphs: --dtype takes f32, f64, bf16 or f16, got '" << d << "'\n";
+        return 2;
+      }
+      only = parse_dtype(d);
+    } else {
       std::cerr << "usage: qkv-fuzz-graphs [--seed N] [--count GRAPHS] [--invalid CALLS] "
-                   "[--verbose]\n";
+                   "[--dtype f32|f64|bf16|f16] [--verbose]\n";
       return 2;
     }
   }
+  const std::string also = only ? " --dtype " + std::string(dtype_name(*only)) : "";
   auto t0 = std::chrono::steady_clock::now();
   int failures = 0;
   long ops = 0;
@@ -1322,11 +1336,12 @@ int main_impl(int argc, char **argv) {
     std::uint64_t s = seed + static_cast<std::uint64_t>(i);
     Fuzzed f;
     try {
-      f = Generator(s).build(s);
+      f = Generator(s, only).build(s);
     } catch (const std::exception &e) {
       ++failures;
       std::cout << "FAIL graph seed " << s << ": the generator made an invalid call: " << e.what()
-                << "\n  reproduce: qkv-fuzz-graphs --seed " << s << " --count 1 --invalid 0\n";
+                << "\n  reproduce: qkv-fuzz-graphs --seed " << s << " --count 1 --invalid 0" << also
+                << "\n";
       continue;
     }
     ops += static_cast<long>(f.log.size());
@@ -1342,8 +1357,9 @@ int main_impl(int argc, char **argv) {
     }
     if (!err.empty()) {
       ++failures;
-      std::cout << "FAIL graph seed " << s << ": " << err << "\n" << graph_text(f)
-                << "  reproduce: qkv-fuzz-graphs --seed " << s << " --count 1 --invalid 0\n";
+      std::cout << "FAIL graph seed " << s << ": " << err << "\n"
+                << graph_text(f) << "  reproduce: qkv-fuzz-graphs --seed " << s
+                << " --count 1 --invalid 0" << also << "\n";
     }
   }
   auto t1 = std::chrono::steady_clock::now();
