@@ -36,7 +36,7 @@ struct OpenBlas {
   char *(*get_config)() = nullptr;
 };
 
-template <class F> void find(void *lib, const char *name, F &f) {
+template <class F> void resolve(void *lib, const char *name, F &f) {
   void *sym = dlsym(lib, name);
   if (!sym)
     throw std::runtime_error(std::string("openblas: ") + QKV_OPENBLAS_PATH + " has no " + name);
@@ -50,10 +50,10 @@ const OpenBlas &openblas() {
       throw std::runtime_error(std::string("openblas: cannot open ") + QKV_OPENBLAS_PATH + ": " +
                                dlerror());
     OpenBlas o;
-    find(h, "cblas_sgemm", o.sgemm);
-    find(h, "cblas_sgemv", o.sgemv);
-    find(h, "openblas_set_num_threads", o.set_num_threads);
-    find(h, "openblas_get_config", o.get_config);
+    resolve(h, "cblas_sgemm", o.sgemm);
+    resolve(h, "cblas_sgemv", o.sgemv);
+    resolve(h, "openblas_set_num_threads", o.set_num_threads);
+    resolve(h, "openblas_get_config", o.get_config);
     return o;
   }();
   return lib;
