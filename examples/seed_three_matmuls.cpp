@@ -631,12 +631,12 @@ constexpr auto Dh = qkv::dim<"Dh", 4>; // d_h = D / H
 // this line and checks the message):
 //
 //   typed.hpp: error: static assertion failed due to requirement
-//     'qkv::rules::split_heads_last_dim_is_heads_times_head_dim<
+//     'qkv::rules::holds<qkv::ops::split_heads,
+//        qkv::shape::Rule::split_heads_last_dim_is_heads_times_head_dim,
 //        qkv::NamedDim<qkv::fixed_string<4>{"H*Dh"}, 8>, qkv::NamedDim<qkv::fixed_string<1>{"H"},
 //        2>, qkv::NamedDim<qkv::fixed_string<2>{"Dh"}, 3>>::value':
 //     split_heads: the tensor's last dim must be heads * head_dim: static with extent H*Dh, or
-//     named H*Dh when dynamic (the last dim, the heads and the head dim are the template
-//     arguments above)
+//     named H*Dh when dynamic
 //
 // Read NamedDim<fixed_string<4>{"H*Dh"}, 8> as 'H*Dh'(8): 8 features do not make 2 x 3.
 

@@ -2,6 +2,7 @@
 // (the op table's shape rule, dsl/lib/op_table.cpp). Every message names the op, the
 // user's tensors and the dims, in the form `'Dh'(64)`.
 #include <qkv/dsl/infer.hpp>
+#include <qkv/dsl/shape_rules.hpp>
 
 #include "op_checks.hpp"
 
@@ -15,7 +16,6 @@ namespace qkv {
 namespace {
 
 using detail::q;
-using detail::same_dims;
 
 Graph &graph_of(const char *op, std::initializer_list<Value> vs) {
   Graph *g = nullptr;
@@ -126,7 +126,15 @@ QKV_BROADCAST_BINARY(QKV_DEFINE_BINARY)
 
 Value residual(Value x, Value y) {
   graph_of("residual", {x, y});
-  if (!same_dims(x.dims(), y.dims()))
+  auto views = [](const Value &v) {
+    std::vector<shape::DimView> d;
+    for (const Dim &e : v.dims())
+      d.push_back({e.name, e.extent, is_unknown(e)});
+    return d;
+  };
+  std::vector<shape::DimView> dx = views(x), dy = views(y);
+  shape::TensorView in[] = {{x.dtype(), dx}, {y.dtype(), dy}};
+  if (shape::same_two(in).broken == shape::Rule::same_dims) // the rest is add's
     user_error("residual: " + x.describe() + " and " + y.describe() +
                " must have exactly the same dims");
   return add(x, y);
@@ -304,9 +312,11 @@ Value elu(Value x, double alpha) {
   return unary(OpKind::Elu, x, a);
 }
 
-Value swiglu(Value gate, Value up) { return binary(OpKind::Swiglu, gate, up); }
+#define QKV_DEFINE_PAIR(kind, builder, a, b, rule, bound, summary)                                 \
+  Value builder(Value a, Value b) { return binary(OpKind::kind, a, b); }
+QKV_TENSOR_PAIR_OPS(QKV_DEFINE_PAIR)
+#undef QKV_DEFINE_PAIR
 Value embedding(Value ids, Value table) { return binary(OpKind::Embedding, ids, table); }
-Value linformer_project(Value x, Value e) { return binary(OpKind::LinformerProject, x, e); }
 
 Value linear_attention(Value q, Value k, Value v, FeatureMap phi) {
   graph_of("linear_attention", {q, k, v});
@@ -326,8 +336,6 @@ Value merge_attention(Value oa, Value la, Value ob, Value lb) {
   graph_of("merge_attention", {oa, la, ob, lb});
   return build(OpKind::MergeAttention, {oa, la, ob, lb}, {});
 }
-
-Value merge_lse(Value la, Value lb) { return binary(OpKind::MergeLse, la, lb); }
 
 void Attention::check_unused(const char *what) const {
   Graph &g = v_.graph();

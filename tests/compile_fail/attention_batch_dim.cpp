@@ -1,5 +1,5 @@
 // Must not compile: q, k and v must share the batch dim: B vs C.
-// EXPECT: attention_batch_dims_match<qkv::ops::attention
+// EXPECT: holds<qkv::ops::attention, qkv::shape::Rule::attention_batch_dims_match
 // EXPECT: "B"}
 // EXPECT: "C"}
 #include <qkv/dsl.hpp>

@@ -1,5 +1,5 @@
 // Must not compile: q and k must share the head dim: Dh vs D.
-// EXPECT: attention_q_k_head_dims_match<qkv::ops::attention
+// EXPECT: holds<qkv::ops::attention, qkv::shape::Rule::attention_q_k_head_dims_match
 // EXPECT: "Dh"}, 64>
 // EXPECT: "D"}, 512>
 // EXPECT: share the head dim

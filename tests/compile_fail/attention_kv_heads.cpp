@@ -1,5 +1,5 @@
 // Must not compile: k and v must have the same heads dim.
-// EXPECT: attention_k_v_heads_match<qkv::ops::attention
+// EXPECT: holds<qkv::ops::attention, qkv::shape::Rule::attention_k_v_heads_match
 // EXPECT: "Hkv"}, 2>
 // EXPECT: "H"}, 8>
 #include <qkv/dsl.hpp>

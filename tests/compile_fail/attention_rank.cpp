@@ -1,5 +1,5 @@
 // Must not compile: q, k and v must have the same number of dims.
-// EXPECT: attention_ranks_equal<qkv::ops::attention, 3, 2, 2>
+// EXPECT: holds<qkv::ops::attention, qkv::shape::Rule::ranks_equal
 // EXPECT: same number of dims
 #include <qkv/dsl.hpp>
 

@@ -1,5 +1,5 @@
 // Must not compile: k and v must share the sequence dim: S vs L.
-// EXPECT: attention_k_v_seq_dims_match<qkv::ops::attention
+// EXPECT: holds<qkv::ops::attention, qkv::shape::Rule::attention_k_v_seq_dims_match
 // EXPECT: "S"}
 // EXPECT: "L"}
 // EXPECT: share the sequence dim

@@ -1,5 +1,5 @@
 // Must not compile: the cache and this step's new rows have different kv heads.
-// EXPECT: same_dims<qkv::ops::cache_view
+// EXPECT: holds<qkv::ops::cache_view, qkv::shape::Rule::cache_heads_and_head_dim_match
 // EXPECT: must share kv heads \(dim 1\) and head dim
 #include <qkv/dsl.hpp>
 

@@ -1,6 +1,6 @@
 // Must not compile: a cache's lengths are integers, one per sequence.
-// EXPECT: is_integer_tensor<qkv::ops::cache_view, qkv::f32>
-// EXPECT: lengths must be an integer tensor
+// EXPECT: holds<qkv::ops::cache_view, qkv::shape::Rule::cache_lengths_are_batch
+// EXPECT: lengths must be an integer
 #include <qkv/dsl.hpp>
 
 using namespace qkv;

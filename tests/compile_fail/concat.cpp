@@ -1,5 +1,5 @@
 // Must not compile: concat along the last axis needs the other dims equal: L vs S.
-// EXPECT: concat_dims_off_the_axis_match<1
+// EXPECT: Rule::concat_dims_off_the_axis_match,
 // EXPECT: "L"}
 // EXPECT: "S"}
 // EXPECT: must match except along the axis

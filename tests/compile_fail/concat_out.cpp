@@ -1,6 +1,6 @@
 // Must not compile: concat(a, b, out): the parts sum to K+K = 32, which is not X = 40.
-// EXPECT: concat_out_is_sum_of_parts<
-// EXPECT: "K\+K"}, 32>
+// EXPECT: Rule::concat_out_is_sum_of_parts,
+// EXPECT: "K"}, 16>
 // EXPECT: "X"}, 40>
 #include <qkv/dsl.hpp>
 

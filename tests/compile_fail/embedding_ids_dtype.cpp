@@ -1,5 +1,5 @@
 // Must not compile: embedding's ids must be integers, not f32.
-// EXPECT: embedding_ids_are_integer<qkv::f32>
+// EXPECT: holds<qkv::ops::embedding, qkv::shape::Rule::is_integer_tensor, qkv::f32>
 // EXPECT: must be an integer tensor
 #include <qkv/dsl.hpp>
 

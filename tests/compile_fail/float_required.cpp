@@ -1,5 +1,5 @@
 // Must not compile: softmax needs a float tensor, not i32 ids.
-// EXPECT: is_float_tensor<qkv::ops::softmax, qkv::i32>
+// EXPECT: holds<qkv::ops::softmax, qkv::shape::Rule::is_float_tensor, qkv::i32>
 // EXPECT: needs float tensors
 #include <qkv/dsl.hpp>
 

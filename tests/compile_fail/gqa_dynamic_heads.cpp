@@ -1,5 +1,5 @@
 // Must not compile: Grouped-query attention needs both head counts static.
-// EXPECT: attention_grouped_heads_are_static<qkv::ops::attention
+// EXPECT: holds<qkv::ops::attention, qkv::shape::Rule::attention_grouped_heads_are_static
 // EXPECT: "H"}, 8>
 // EXPECT: "G"}, -1>
 #include <qkv/dsl.hpp>

@@ -1,5 +1,5 @@
 // Must not compile: layer_norm's gamma must be the input's last dim: (K) vs D.
-// EXPECT: norm_param_is_last_dim<qkv::ops::layer_norm
+// EXPECT: holds<qkv::ops::layer_norm, qkv::shape::Rule::norm_param_is_last_dim
 // EXPECT: "K"}, 16>
 // EXPECT: "D"}, 512>
 #include <qkv/dsl.hpp>

@@ -1,5 +1,5 @@
 // Must not compile: linear_attention has attention's rules.
-// EXPECT: attention_q_k_head_dims_match<qkv::ops::linear_attention
+// EXPECT: holds<qkv::ops::linear_attention, qkv::shape::Rule::attention_q_k_head_dims_match
 // EXPECT: "Dh"}, 64>
 // EXPECT: "D"}, 512>
 #include <qkv/dsl.hpp>

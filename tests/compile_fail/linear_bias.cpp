@@ -1,5 +1,5 @@
 // Must not compile: linear's bias must be 1-D with the weight's output dim: (K) vs N.
-// EXPECT: linear_bias_is_weight_out_dim<
+// EXPECT: Rule::linear_bias_is_weight_out_dim,
 // EXPECT: "K"}, 16>
 // EXPECT: "N"}, 32>
 // EXPECT: weight's output dim

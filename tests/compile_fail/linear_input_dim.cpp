@@ -1,5 +1,5 @@
 // Must not compile: the classic mix-up, linear(q, wk) where q ends in Dh and wk starts with D.
-// EXPECT: linear_input_dim_is_weight_first_dim<
+// EXPECT: Rule::linear_input_dim_is_weight_first_dim,
 // EXPECT: "Dh"}, 64>
 // EXPECT: "D"}, 512>
 // EXPECT: the input's last dim must be the weight's first dim

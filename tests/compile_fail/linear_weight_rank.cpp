@@ -1,6 +1,6 @@
 // Must not compile: linear's weight has 2 dims (in, out).
-// EXPECT: rank_is<qkv::ops::linear, 2
-// EXPECT: the weight must have 2 dims
+// EXPECT: holds<qkv::ops::linear, qkv::shape::Rule::rank_is_2
+// EXPECT: must have 2 dims
 #include <qkv/dsl.hpp>
 
 using namespace qkv;

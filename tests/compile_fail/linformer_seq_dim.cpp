@@ -1,5 +1,5 @@
 // Must not compile: linformer_project's projection must end in the input's sequence dim: S vs L.
-// EXPECT: linformer_projection_ends_in_seq_dim<
+// EXPECT: Rule::linformer_projection_ends_in_seq_dim,
 // EXPECT: "S"}
 // EXPECT: "L"}
 #include <qkv/dsl.hpp>

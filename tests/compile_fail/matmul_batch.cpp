@@ -1,5 +1,5 @@
 // Must not compile: matmul's batch dims must be equal unless one side is 2-D: (B) vs (C).
-// EXPECT: matmul_batch_dims_match<
+// EXPECT: Rule::matmul_batch_dims_match,
 // EXPECT: "B"}
 // EXPECT: "C"}
 // EXPECT: batch dims differ

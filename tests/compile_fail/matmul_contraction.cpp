@@ -1,5 +1,5 @@
 // Must not compile: matmul contracts a's last dim with b's second-to-last: Dh vs D.
-// EXPECT: matmul_contraction_dims_match<
+// EXPECT: Rule::matmul_contraction_dims_match,
 // EXPECT: "Dh"}, 64>
 // EXPECT: "D"}, 512>
 // EXPECT: contraction dims differ

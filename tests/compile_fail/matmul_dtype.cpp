@@ -1,5 +1,5 @@
 // Must not compile: Both operands of matmul must have one dtype.
-// EXPECT: same_dtype<qkv::ops::matmul, qkv::f32, qkv::f64>
+// EXPECT: holds<qkv::ops::matmul, qkv::shape::Rule::same_dtype, qkv::f32, qkv::f64>
 // EXPECT: same dtype
 #include <qkv/dsl.hpp>
 

@@ -1,5 +1,5 @@
 // Must not compile: matmul needs at least 2 dims on each side.
-// EXPECT: rank_at_least<qkv::ops::matmul, 2
+// EXPECT: holds<qkv::ops::matmul, qkv::shape::Rule::rank_at_least_2
 // EXPECT: "K"}, 16>
 // EXPECT: needs at least 2 dims
 #include <qkv/dsl.hpp>

@@ -1,6 +1,6 @@
 // Must not compile: merge_heads(o, M): 8 heads of 64 make 512 features, not M = 256.
-// EXPECT: merge_heads_out_is_heads_times_head_dim<
-// EXPECT: "H\*Dh"}, 512>
+// EXPECT: Rule::merge_heads_out_is_heads_times_head_dim,
+// EXPECT: "H"}, 8>
 // EXPECT: "M"}, 256>
 #include <qkv/dsl.hpp>
 

@@ -1,5 +1,5 @@
 // Must not compile: merge_heads needs (..., H, L, Dh).
-// EXPECT: rank_at_least<qkv::ops::merge_heads, 3
+// EXPECT: holds<qkv::ops::merge_heads, qkv::shape::Rule::rank_at_least_3
 // EXPECT: at least 3 dims
 #include <qkv/dsl.hpp>
 

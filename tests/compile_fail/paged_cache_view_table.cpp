@@ -1,6 +1,6 @@
 // Must not compile: a block table has one row per sequence: (B, pages per sequence).
-// EXPECT: rank_is<qkv::ops::paged_cache_view, 2
-// EXPECT: the block table must have 2 dims
+// EXPECT: Rule::paged_cache_table_is_batch
+// EXPECT: block table must be an integer
 #include <qkv/dsl.hpp>
 
 using namespace qkv;

@@ -1,5 +1,5 @@
 // Must not compile: residual needs exactly the same dims; broadcasting is not enough.
-// EXPECT: same_dims<qkv::ops::residual
+// EXPECT: holds<qkv::ops::residual, qkv::shape::Rule::same_dims
 // EXPECT: "D"}, 512>
 // EXPECT: exactly the same dims
 #include <qkv/dsl.hpp>

@@ -1,5 +1,5 @@
 // Must not compile: rope needs a static last dim.
-// EXPECT: rope_last_dim_is_static_and_even<
+// EXPECT: Rule::rope_last_dim_is_static_and_even,
 // EXPECT: "E"}, -1>
 #include <qkv/dsl.hpp>
 

@@ -1,5 +1,5 @@
 // Must not compile: rope rotates pairs of features: a last dim of 63 cannot be rotated.
-// EXPECT: rope_last_dim_is_static_and_even<
+// EXPECT: Rule::rope_last_dim_is_static_and_even,
 // EXPECT: "R"}, 63>
 // EXPECT: static and even
 #include <qkv/dsl.hpp>

@@ -1,5 +1,5 @@
 // Must not compile: rope's positions must be (L) or (B, L) of x (B, H, L, Dh).
-// EXPECT: rope_positions_match_rows<
+// EXPECT: Rule::rope_positions_match_rows,
 // EXPECT: positions must be \(L\) or \(B, L\)
 #include <qkv/dsl.hpp>
 

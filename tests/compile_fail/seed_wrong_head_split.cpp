@@ -1,7 +1,7 @@
 // Must not compile: the wrong split that examples/seed_three_matmuls.cpp shows (and whose
 // message it quotes). D = 8 cut into H = 2 heads of Dh = 3: the last dim is named H*Dh, but
 // its extent 8 is not 2 x 3 (a match by the name alone once let this through).
-// EXPECT: split_heads_last_dim_is_heads_times_head_dim<
+// EXPECT: Rule::split_heads_last_dim_is_heads_times_head_dim,
 // EXPECT: "H\*Dh"}, 8>
 // EXPECT: "H"}, 2>
 // EXPECT: "Dh"}, 3>

@@ -1,5 +1,5 @@
 // Must not compile: split_heads(x, H, Dh) needs x's last dim to be H*Dh: 512 is not 8 x 32.
-// EXPECT: split_heads_last_dim_is_heads_times_head_dim<
+// EXPECT: Rule::split_heads_last_dim_is_heads_times_head_dim,
 // EXPECT: "D"}, 512>
 // EXPECT: "H"}, 8>
 // EXPECT: "Dh"}, 32>

@@ -1,5 +1,5 @@
 // Must not compile: split_heads needs a static head count.
-// EXPECT: split_heads_heads_are_static<
+// EXPECT: Rule::split_heads_heads_are_static,
 // EXPECT: "H"}, -1>
 // EXPECT: must be static
 #include <qkv/dsl.hpp>

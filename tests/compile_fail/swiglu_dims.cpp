@@ -1,5 +1,5 @@
 // Must not compile: swiglu's gate and up must have the same dims.
-// EXPECT: same_dims<qkv::ops::swiglu
+// EXPECT: holds<qkv::ops::swiglu, qkv::shape::Rule::same_dims
 // EXPECT: "D"}, 512>
 // EXPECT: "F"}, 2048>
 #include <qkv/dsl.hpp>

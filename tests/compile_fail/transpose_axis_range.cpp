@@ -1,5 +1,5 @@
 // Must not compile: transpose<0, 3> on a 3-D tensor.
-// EXPECT: axis_in_range<qkv::ops::transpose, 3
+// EXPECT: holds<qkv::ops::transpose, qkv::shape::Rule::axis_in_range
 // EXPECT: out of range
 #include <qkv/dsl.hpp>
 

@@ -268,7 +268,7 @@ TEST(LseErrors, NameTheNodesAndSayWhy) {
   Value l2 = g.input("l2", DType::F32, {g.dim("L2", 5)});
   throws([&] { merge_attention(o, lse, o, l2); }, "'l2'");
   throws([&] { merge_attention(o, o, o, o); }, "must be its log-sum-exp's dims");
-  throws([&] { merge_lse(lse, l2); }, "must have the same dims");
+  throws([&] { merge_lse(lse, l2); }, "must have exactly the same dims");
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 #include <qkv/dsl/graph.hpp>
 #include <qkv/dsl/infer.hpp>
 #include <qkv/dsl/op_table.hpp>
+#include <qkv/dsl/shape_rules.hpp>
 
 #include <gtest/gtest.h>
 
@@ -422,7 +423,7 @@ TEST_F(ShapeRules, NormParamsAreTheLastDim) {
 TEST_F(ShapeRules, SwigluNeedsEqualDims) {
   Value a = in("a", {L, D}), b = in("b", {L, Dim("F", 2048)});
   EXPECT_EQ(error_of([&] { swiglu(a, b); }),
-            "swiglu: gate 'a' (L, D) and up 'b' (L, F) must have the same dims");
+            "swiglu: the tensors must have exactly the same dims: 'a' (L, D); 'b' (L, F)");
 }
 
 TEST_F(ShapeRules, EmbeddingIdsTableRules) {
@@ -531,12 +532,13 @@ TEST_F(ShapeRules, LinformerProjectRules) {
   Value x = in("x", {L, D}), e = in("e", {Dim("Kp", 4), S}), e3 = in("e3", {B, Dim("Kp", 4), L});
   Value v = in("v", {D});
   EXPECT_EQ(error_of([&] { linformer_project(x, e); }),
-            "linformer_project: projection 'e' (Kp, S) must end in the sequence dim of 'x' (L, D), "
-            "'L'(dynamic); it ends in 'S'(dynamic)");
+            "linformer_project: the projection's last dim must be the input's sequence dim, its "
+            "second-to-last: 'e' (Kp, S), its 'S'(dynamic) at dim 1; 'x' (L, D), its "
+            "'L'(dynamic) at dim 0");
   EXPECT_EQ(error_of([&] { linformer_project(x, e3); }),
-            "linformer_project: projection 'e3' (B, Kp, L) must have 2 dims (K', S)");
-  EXPECT_TRUE(
-      ErrorSays([&] { linformer_project(v, e); }, {"linformer_project: 'v' (D) has 1 dims"}));
+            "linformer_project: the tensor must have 2 dims: 'e3' (B, Kp, L) has 3 dims");
+  EXPECT_EQ(error_of([&] { linformer_project(v, e); }),
+            "linformer_project: the tensor needs at least 2 dims: 'v' (D) has 1 dims");
 }
 
 // ---- values from elsewhere ---------------------------------------------------------------
@@ -660,7 +662,8 @@ TEST(UnnamedRules, StaticDimsAreTheirExtentsAndMessagesSayOperandI) {
   EXPECT_EQ(error_of([] {
               infer_unnamed(OpKind::Swiglu, {t({kDynamic, 6}), t({2, 5})}, {});
             }),
-            "swiglu: gate 'operand 0' (?, 6) and up 'operand 1' (2, 5) must have the same dims");
+            "swiglu: the tensors must have exactly the same dims: 'operand 0' (?, 6); 'operand 1' "
+            "(2, 5)");
 }
 
 // Heads the dialect does not know against a count may be a grouped-query attention, whose
@@ -709,6 +712,90 @@ TEST(UnnamedRules, NoGraphHoldsAnUnknownDim) {
   EXPECT_THROW(g.input("x", DType::F32, {unknown_dim()}), Error);
   Value x = g.input("x", DType::F32, {Dim("L"), Dim("D", 8)});
   EXPECT_THROW(split_heads(x, Dim("H", 2), unknown_dim()), Error);
+}
+
+// ---- the shared constexpr rules (<qkv/dsl/shape_rules.hpp>) -------------------------------
+//
+// The same functions the typed layer evaluates at compile time and infer_type at run time:
+// checked here both ways, so a rule that cannot be evaluated at compile time fails to build.
+
+namespace sr = qkv::shape;
+
+constexpr sr::DimView kL{"L"}, kDh{"Dh", 64}, kD{"D", 512}, kS{"S"}, kH{"H", 8};
+constexpr sr::DimView kQ[] = {kL, kDh}, kK[] = {kD, kS}, kK2[] = {kDh, kS};
+constexpr sr::TensorView kQv{DType::F32, kQ}, kKv{DType::F32, kK}, kK2v{DType::F32, kK2};
+constexpr sr::TensorView kPair[] = {kQv, kKv}, kGood[] = {kQv, kK2v};
+
+// Evaluable at compile time (the typed layer's use); the rest is checked at run time, so
+// that a mutant of a rule fails a test rather than the build.
+static_assert(sr::matmul(kPair).broken == sr::Rule::matmul_contraction_dims_match);
+static_assert(sr::matmul(kGood).ok() && sr::matmul(kGood).rank == 2);
+
+TEST(SharedRules, EveryRuleHasASentence) {
+  for (int r = 1; r <= static_cast<int>(sr::Rule::last); ++r)
+    EXPECT_FALSE(sr::summary(static_cast<sr::Rule>(r)).empty()) << "Rule " << r;
+}
+
+TEST(SharedRules, DimsAndDerivedNames) {
+  EXPECT_EQ(sr::matmul(kPair).da, 1);
+  EXPECT_EQ(sr::matmul(kPair).db, 0);
+  EXPECT_TRUE(sr::same(kD, {"D", 512}));
+  EXPECT_FALSE(sr::same(kD, {"D", 256})); // one name, two extents: not one dim
+  EXPECT_TRUE(sr::same(kD, {"?", -1, true}));
+  EXPECT_TRUE(sr::is_product_name("H*Dh", "H", "Dh"));
+  EXPECT_TRUE(sr::is_product_name("(A+B)*C", "A+B", "C"));
+  EXPECT_FALSE(sr::is_product_name("A+B*C", "A+B", "C"));
+  EXPECT_FALSE(sr::is_product_name("H*Dhx", "H", "Dh"));
+  EXPECT_TRUE(sr::product_matches(kH, kDh, {"X", 512}));
+  EXPECT_FALSE(sr::product_matches(kH, kDh, {"X", 511}));
+  EXPECT_TRUE(sr::product_matches(kH, kL, {"H*L"}));
+  EXPECT_FALSE(sr::product_matches(kH, kL, {"L*H"}));
+}
+
+TEST(SharedRules, VerdictNamesTheRuleOperandsAndDims) {
+  sr::DimView x[] = {kL, {"Dh", 64}}, w[] = {kD, kH};
+  sr::TensorView in[] = {{DType::F32, x}, {DType::F32, w}};
+  sr::Verdict v = sr::linear(in);
+  EXPECT_EQ(v.broken, sr::Rule::linear_input_dim_is_weight_first_dim);
+  EXPECT_EQ(v.a, 0);
+  EXPECT_EQ(v.b, 1);
+  EXPECT_EQ(v.da, 1);
+  EXPECT_EQ(v.db, 0);
+  in[0].dtype = DType::I32;
+  EXPECT_EQ(sr::linear(in).broken, sr::Rule::is_float_tensor);
+  in[0].dtype = DType::F64;
+  EXPECT_EQ(sr::linear(in).broken, sr::Rule::same_dtype);
+}
+
+TEST(SharedRules, ResultDimsSayWhereEachComesFrom) {
+  sr::DimView x[] = {kL, kH, kS, kDh};
+  sr::TensorView in[] = {{DType::F32, x}};
+  sr::Verdict v = sr::merge_heads(in, {});
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v.rank, 3);
+  EXPECT_EQ(v.dims[2].kind, sr::DimSource::Product);
+  EXPECT_EQ(v.dims[2].dim, 1);
+  EXPECT_EQ(v.dims[2].dim2, 3);
+  sr::DimView parts[] = {kL, kDh}, other[] = {kL, {"E", 3}};
+  sr::TensorView cat[] = {{DType::F32, parts}, {DType::F32, other}};
+  EXPECT_TRUE(sr::sum_matches(cat, 1, {"Dh+E"}));
+  EXPECT_TRUE(sr::sum_matches(cat, 1, {"X", 67}));
+  EXPECT_FALSE(sr::sum_matches(cat, 1, {"E+Dh"}));
+  EXPECT_FALSE(sr::sum_matches(cat, 1, {"X", 66}));
+}
+
+// A rule without a message of its op's own (here: too many dims) says its sentence and
+// what it is about.
+TEST(SharedRules, ARuleWithoutItsOwnMessageSaysItsSentence) {
+  Graph g("g");
+  std::vector<Dim> dims;
+  for (int i = 0; i < 16; ++i)
+    dims.push_back(Dim("d" + std::to_string(i), 2));
+  Value x = g.input("x", DType::F32, dims);
+  EXPECT_TRUE(ErrorSays([&] { embedding(g.input("ids", DType::I32, dims), x); },
+                        {"embedding: a tensor has more dims than qkv's ops take (16 in the "
+                         "result): 'ids' (d0, d1,"}));
+  EXPECT_NO_THROW(gelu(x));
 }
 
 } // namespace

@@ -343,7 +343,7 @@ func.func @div_result(%a: tensor<?x6xf32>, %b: tensor<?x6xf32>) -> tensor<?x6xf6
 // -----
 
 func.func @swiglu_gate_up(%a: tensor<?x6xf32>, %b: tensor<?x5xf32>) -> tensor<?x6xf32> {
-  // expected-error @+1 {{'qkv.swiglu' op swiglu: gate 'operand 0' (?, 6) and up 'operand 1' (?, 5) must have the same dims}}
+  // expected-error @+1 {{'qkv.swiglu' op swiglu: the tensors must have exactly the same dims: 'operand 0' (?, 6); 'operand 1' (?, 5)}}
   %0 = qkv.swiglu %a, %b : (tensor<?x6xf32>, tensor<?x5xf32>) -> tensor<?x6xf32>
   return %0 : tensor<?x6xf32>
 }
@@ -399,7 +399,7 @@ func.func @matmul_result_dims(%a: tensor<4x6xf32>, %b: tensor<6x5xf32>) -> tenso
 // -----
 
 func.func @linformer_ranks(%x: tensor<2x?x4xf32>, %e: tensor<3x?x1xf32>) -> tensor<2x3x4xf32> {
-  // expected-error @+1 {{'qkv.linformer_project' op linformer_project: projection 'operand 1' (3, ?, 1) must have 2 dims (K', S)}}
+  // expected-error @+1 {{'qkv.linformer_project' op linformer_project: the tensor must have 2 dims: 'operand 1' (3, ?, 1) has 3 dims}}
   %0 = qkv.linformer_project %x, %e : (tensor<2x?x4xf32>, tensor<3x?x1xf32>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
@@ -407,7 +407,7 @@ func.func @linformer_ranks(%x: tensor<2x?x4xf32>, %e: tensor<3x?x1xf32>) -> tens
 // -----
 
 func.func @linformer_seq(%x: tensor<2x7x4xf32>, %e: tensor<3x8xf32>) -> tensor<2x3x4xf32> {
-  // expected-error @+1 {{'qkv.linformer_project' op linformer_project: projection 'operand 1' (3, 8) must end in the sequence dim of 'operand 0' (2, 7, 4), 7; it ends in 8}}
+  // expected-error @+1 {{'qkv.linformer_project' op linformer_project: the projection's last dim must be the input's sequence dim, its second-to-last: 'operand 1' (3, 8), its 8 at dim 1; 'operand 0' (2, 7, 4), its 7 at dim 1}}
   %0 = qkv.linformer_project %x, %e : (tensor<2x7x4xf32>, tensor<3x8xf32>) -> tensor<2x3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }

@@ -65,6 +65,6 @@ func.func @decode_lse(%q: tensor<1x4x1x8xf32>, %k: tensor<1x2x?x8xf32>, %v: tens
 // MERGE-NOT: qkv.merge
 func.func @merge(%oa: tensor<2x?x8xf32>, %la: tensor<2x?xf32>, %ob: tensor<2x?x8xf32>, %lb: tensor<2x?xf32>) -> (tensor<2x?x8xf32>, tensor<2x?xf32>) {
   %o = qkv.merge_attention %oa, %la, %ob, %lb : tensor<2x?x8xf32>, tensor<2x?xf32>
-  %l = qkv.merge_lse %la, %lb : tensor<2x?xf32>
+  %l = qkv.merge_lse %la, %lb : (tensor<2x?xf32>, tensor<2x?xf32>) -> tensor<2x?xf32>
   return %o, %l : tensor<2x?x8xf32>, tensor<2x?xf32>
 }

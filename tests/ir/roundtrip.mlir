@@ -200,7 +200,7 @@ func.func @caches(%past: tensor<2x2x16x8xf32>, %len: tensor<2xi64>, %new: tensor
 // CHECK: %[[A:.*]]:2 = qkv.attention %arg0, %arg1, %arg1 : tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32> -> tensor<2x?x8xf32> lse tensor<2x?xf32> mask {
 // CHECK: %[[B:.*]]:2 = qkv.attention %arg0, %arg2, %arg2 : tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32> -> tensor<2x?x8xf32> lse tensor<2x?xf32>{{$}}
 // CHECK: %[[O:.*]] = qkv.merge_attention %[[A]]#0, %[[A]]#1, %[[B]]#0, %[[B]]#1 : tensor<2x?x8xf32>, tensor<2x?xf32>
-// CHECK: %[[L:.*]] = qkv.merge_lse %[[A]]#1, %[[B]]#1 : tensor<2x?xf32>
+// CHECK: %[[L:.*]] = qkv.merge_lse %[[A]]#1, %[[B]]#1 : (tensor<2x?xf32>, tensor<2x?xf32>) -> tensor<2x?xf32>
 // CHECK: return %[[O]], %[[L]]
 func.func @partials(%q: tensor<2x?x8xf32>, %k1: tensor<2x?x8xf32>, %k2: tensor<2x?x8xf32>)
     -> (tensor<2x?x8xf32>, tensor<2x?xf32>) {
@@ -211,6 +211,6 @@ func.func @partials(%q: tensor<2x?x8xf32>, %k1: tensor<2x?x8xf32>, %k2: tensor<2
   }
   %b:2 = qkv.attention %q, %k2, %k2 : tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32> -> tensor<2x?x8xf32> lse tensor<2x?xf32>
   %o = qkv.merge_attention %a#0, %a#1, %b#0, %b#1 : tensor<2x?x8xf32>, tensor<2x?xf32>
-  %l = qkv.merge_lse %a#1, %b#1 : tensor<2x?xf32>
+  %l = qkv.merge_lse %a#1, %b#1 : (tensor<2x?xf32>, tensor<2x?xf32>) -> tensor<2x?xf32>
   return %o, %l : tensor<2x?x8xf32>, tensor<2x?xf32>
 }

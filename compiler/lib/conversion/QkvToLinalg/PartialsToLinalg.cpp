@@ -62,7 +62,7 @@ struct MergeLseLowering : OpRewritePattern<MergeLseOp> {
   LogicalResult matchAndRewrite(MergeLseOp op, PatternRewriter &rw) const override {
     Type elem = tensorType(op.getResult()).getElementType();
     Value res =
-        elementwise(rw, op.getLoc(), op.getLa(), elem, {op.getLa(), op.getLb()},
+        elementwise(rw, op.getLoc(), op.getLhs(), elem, {op.getLhs(), op.getRhs()},
                     [](OpBuilder &b, Location l, ValueRange x) -> Value {
                       Weights w = weights(b, l, x[0], x[1]);
                       Value total = arith::AddFOp::create(b, l, w.wa, w.wb);

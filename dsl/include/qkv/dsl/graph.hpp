@@ -32,44 +32,45 @@ using NodeId = std::int32_t;
 // One name per op everywhere: OpKind::SplitHeads, split_heads(), "split_heads" in the
 // printer, qkv.split_heads in MLIR, eval_split_heads in the interpreter.
 enum class OpKind : std::uint8_t {
-  Input,           // a run-time input, bound by name
-  Param,           // a weight, bound by name like an input
-  Constant,        // values stored in the graph
-  MatMul,          // (..., M, K) x (..., K, N) -> (..., M, N); a 2-D side broadcasts
-  Linear,          // x (..., K) . w (K, N) [+ bias (N)] -> (..., N)
-  Transpose,       // swap two axes
-  Scale,           // x * constant
+  Input,     // a run-time input, bound by name
+  Param,     // a weight, bound by name like an input
+  Constant,  // values stored in the graph
+  MatMul,    // (..., M, K) x (..., K, N) -> (..., M, N); a 2-D side broadcasts
+  Linear,    // x (..., K) . w (K, N) [+ bias (N)] -> (..., N)
+  Transpose, // swap two axes
+  Scale,     // x * constant
 #define QKV_OP_KIND(kind, builder, bound, summary) kind,
   QKV_BROADCAST_BINARY(QKV_OP_KIND) // add, sub, mul, div (op_lists.hpp)
 #undef QKV_OP_KIND
-  Softmax,         // over one axis, max-subtracted; a row that is all -inf gives 0
-  SplitHeads,      // (..., L, H*Dh) -> (..., H, L, Dh)
-  MergeHeads,      // (..., H, L, Dh) -> (..., L, H*Dh)
-  Concat,          // along one axis
-  Mask,            // scores where mask_mod is false become -inf
-  ScoreMod,        // scores -> score_mod(score, b, h, q, kv)
-  SinusoidalPE,    // x + PE(position, feature) over x's last two axes
-  Rope,            // rotary position embedding over x's last two axes (L, Dh)
-  LayerNorm,       // over the last axis, optional gamma/beta
-  RmsNorm,         // over the last axis, optional gamma
-  Gelu, Elu,       // elementwise activations with an attribute
+  Softmax,      // over one axis, max-subtracted; a row that is all -inf gives 0
+  SplitHeads,   // (..., L, H*Dh) -> (..., H, L, Dh)
+  MergeHeads,   // (..., H, L, Dh) -> (..., L, H*Dh)
+  Concat,       // along one axis
+  Mask,         // scores where mask_mod is false become -inf
+  ScoreMod,     // scores -> score_mod(score, b, h, q, kv)
+  SinusoidalPE, // x + PE(position, feature) over x's last two axes
+  Rope,         // rotary position embedding over x's last two axes (L, Dh)
+  LayerNorm,    // over the last axis, optional gamma/beta
+  RmsNorm,      // over the last axis, optional gamma
+  Gelu,
+  Elu, // elementwise activations with an attribute
 #define QKV_OP_KIND(kind, builder, bound, summary) kind,
   QKV_PLAIN_ACTIVATIONS(QKV_OP_KIND) // and those without (op_lists.hpp)
 #undef QKV_OP_KIND
-  Swiglu,          // silu(gate) * up
+#define QKV_OP_KIND(kind, builder, a, b, rule, bound, summary) kind,
+  QKV_TENSOR_PAIR_OPS(QKV_OP_KIND) // swiglu, linformer_project, merge_lse (op_lists.hpp)
+#undef QKV_OP_KIND
   Embedding,       // table[ids]: ids (...) integer, table (V, D) -> (..., D)
   Attention,       // softmax(score_mod(scale q.k) masked) . v, with GQA/MQA and cross
-  LinformerProject,// E (K', S) along the sequence axis of x (..., S, D) -> (..., K', D)
   LinearAttention, // phi(q) (phi(k)^T v), normalised
   CacheView,       // a KV cache's rows read in place, then this step's new rows
   PagedCacheView,  // the same over a paged cache: a page pool and a block table
   AttentionLse,    // an attention node's log-sum-exp per query row (partial attention)
   MergeAttention,  // two partial attentions' outputs merged exactly by their log-sum-exps
-  MergeLse,        // the log-sum-exp of two partials merged: log(e^a + e^b)
 };
 /// How many ops there are: the last OpKind's number + 1. Each op has a row in the op
 /// table (<qkv/dsl/op_table.hpp>); a row missing or out of order fails to compile.
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::MergeLse) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::MergeAttention) + 1;
 
 std::string_view op_name(OpKind op);
 /// The OpKind with this printed name, if any.
@@ -335,10 +336,14 @@ Value elu(Value x, double alpha = 1.0);
 #define QKV_DECLARE_ACTIVATION(kind, builder, bound, summary) Value builder(Value x);
 QKV_PLAIN_ACTIVATIONS(QKV_DECLARE_ACTIVATION)
 #undef QKV_DECLARE_ACTIVATION
-Value swiglu(Value gate, Value up);
+/// swiglu(gate, up) = silu(gate) * up; linformer_project(x, e): x (..., S, D) projected
+/// along S by e (K', S), e . x -> (..., K', D) (Linformer); merge_lse(la, lb) = log(e^la +
+/// e^lb), the log-sum-exp of two merged partial attentions (-inf where both are): every op
+/// of QKV_TENSOR_PAIR_OPS.
+#define QKV_DECLARE_PAIR(kind, builder, a, b, rule, bound, summary) Value builder(Value a, Value b);
+QKV_TENSOR_PAIR_OPS(QKV_DECLARE_PAIR)
+#undef QKV_DECLARE_PAIR
 Value embedding(Value ids, Value table);
-/// x (..., S, D) projected along S by e (K', S): e . x -> (..., K', D) (Linformer).
-Value linformer_project(Value x, Value e);
 Value linear_attention(Value q, Value k, Value v, FeatureMap phi = FeatureMap::EluPlusOne);
 
 /// Keys or values of a KV cache, read in place, followed by this step's new rows:
@@ -397,8 +402,7 @@ Attention attention(Value q, Value k, Value v);
 /// e^(lb - m)), m = max(la, lb), per query row; 0 where both rows are fully masked.
 /// oa, ob (..., H, L, Dv); la, lb (..., H, L), their Attention::lse().
 Value merge_attention(Value oa, Value la, Value ob, Value lb);
-/// The log-sum-exp of the merged partial: log(e^la + e^lb), -inf where both are -inf.
-Value merge_lse(Value la, Value lb);
+/// The log-sum-exp of the merged partial is merge_lse(la, lb) (above).
 
 // Operators for the seeds' notation: a + b, a - b, a * b (elementwise), x * 0.125.
 inline Value operator+(Value a, Value b) { return add(a, b); }

@@ -28,3 +28,19 @@
   X(Sub, sub, LargestOperand, "elementwise a - b (broadcast as add)")                          \
   X(Mul, mul, Exact, "elementwise a * b (broadcast as add)")                                   \
   X(Div, div, Exact, "elementwise a / b (broadcast as add)")
+
+/// The other ops of two float tensors without attributes, one line each:
+/// X(OpKind, builder, first, second, rule, error bound, summary), `first` and `second` the
+/// builder's parameter names, `rule` the function of <qkv/dsl/shape_rules.hpp> that checks
+/// the operands and gives the result (qkv::shape::rule, written there once), the bound an
+/// ErrorBound kind. Each line makes the op's OpKind, its row in the op table (whose shape
+/// rule evaluates `rule` and words a broken one by the rule's sentence), its builder
+/// `Value builder(Value first, Value second)`, its typed form (typed.hpp, which evaluates
+/// `rule` at compile time) and its `qkv.builder` op in MLIR (generated ODS, verified by the
+/// row). Its meaning in the interpreter and its lowering are written where every op's are.
+#define QKV_TENSOR_PAIR_OPS(X)                                                                     \
+  X(Swiglu, swiglu, gate, up, same_two, LargestOperand, "silu(gate) * up")                         \
+  X(LinformerProject, linformer_project, x, e, linformer, SequenceContraction,                     \
+    "x (..., S, D), e (K', S) -> e . x (..., K', D)")                                              \
+  X(MergeLse, merge_lse, la, lb, same_two, LseMerge,                                               \
+    "log(e^la + e^lb): the log-sum-exp of two merged partial attentions")

@@ -4,12 +4,14 @@
 // gives the op's name, how many inputs it takes and which of them are operands rather than
 // tensors captured by mods, the attributes Graph::str prints, the attributes of the
 // qkv.<name> op in MLIR and the fields they come from, whether it only moves its operands'
-// elements, what it adds to the reference checker's error bound, and its shape rule.
-// op_name, parse_op_name, infer_type, Node::num_operands, the graph printer and the import
-// to MLIR (for all but the seven ops with regions, unwidened or optional operands, or a
-// second result) derive from the table, and the dialect's verifier calls the rows' shape
-// rules (infer_unnamed, below); a test compares the table with the MLIR dialect's ops and
-// their attributes, so the two cannot drift apart.
+// elements, what it adds to the reference checker's error bound, and its shape rule: a
+// function that evaluates the op's constexpr rule of <qkv/dsl/shape_rules.hpp> (which the
+// typed layer evaluates at compile time) over the graph's nodes and words a broken one
+// with the user's tensors. op_name, parse_op_name, infer_type, Node::num_operands, the
+// graph printer and the import to MLIR (for all but the seven ops with regions, unwidened
+// or optional operands, or a second result) derive from the table, and the dialect's
+// verifier calls the rows' shape rules (infer_unnamed, below); a test compares the table
+// with the MLIR dialect's ops and their attributes, so the two cannot drift apart.
 #pragma once
 
 #include <array>

@@ -5,53 +5,46 @@
 //   auto x = g.input<qkv::f32>("x", L, D); // TypedValue<f32, NamedDim<"L">, NamedDim<"D", 512>>
 //   auto y = linear(x, w);                 // its dims computed at compile time
 //
-// Every typed op checks the same shape rule as the untyped builder in dsl/lib/ops.cpp, but
-// with static_assert: a broken rule does not compile. Each assertion is on a trait of
-// qkv::rules whose template arguments are the dims involved, so the compiler's "static
-// assertion failed due to requirement 'qkv::rules::matmul_contraction_dims_match<
-// NamedDim<"Dh", 64>, NamedDim<"D", 512>>::value'" names both dims, and the message after
-// it states the rule. After the checks the op calls the untyped builder (there is one
-// implementation) and wraps its result; in debug builds the wrapper checks that the
-// untyped node's dims are the ones computed here, which catches the two layers drifting.
+// Every typed op checks its shape rule at compile time: the constexpr function of
+// <qkv/dsl/shape_rules.hpp> that the untyped builders (dsl/lib/op_table.cpp) and the MLIR
+// dialect's verifier also call, so each rule is written once. The typed layer evaluates it
+// over its dims' names and extents and asserts on the verdict: a broken rule does not
+// compile, and the compiler's "static assertion failed due to requirement
+// 'qkv::rules::holds<qkv::ops::matmul, qkv::shape::Rule::matmul_contraction_dims_match,
+// NamedDim<"Dh", 64>, NamedDim<"D", 512>>::value'" names the rule and both dims. The
+// verdict also says where each dim of the result comes from, from which the result's type
+// is made. After the check the op calls the untyped builder (there is one implementation)
+// and wraps its result; in debug builds the wrapper checks that the untyped node's dims are
+// the ones computed here, which catches the two layers drifting.
 //
-// Two typed dims are the same dim when they are the same type: same name and same extent.
-// (The untyped layer compares names, and a graph holds one extent per name, so dims with
-// one name and two extents could never meet in a valid graph.)
+// Two typed dims are the same dim when they have the same name and extent (the rules'
+// shape::same); a graph holds one extent per name, so dims with one name and two extents
+// could never meet in a valid graph.
 //
-// Boost.Hana holds the dim lists (hana::tuple_t) and does the algebra: dropping, appending
-// and concatenating dims, finding a dim by name, comparing lists.
+// Boost.Hana holds the dim lists (hana::tuple_t) and finds a dim by its index or name.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include <boost/hana/all_of.hpp>
-#include <boost/hana/append.hpp>
 #include <boost/hana/at.hpp>
-#include <boost/hana/back.hpp>
-#include <boost/hana/concat.hpp>
-#include <boost/hana/drop_back.hpp>
-#include <boost/hana/drop_front.hpp>
-#include <boost/hana/if.hpp>
 #include <boost/hana/index_if.hpp>
 #include <boost/hana/integral_constant.hpp>
 #include <boost/hana/length.hpp>
 #include <boost/hana/optional.hpp>
-#include <boost/hana/prepend.hpp>
-#include <boost/hana/range.hpp>
-#include <boost/hana/take_back.hpp>
-#include <boost/hana/take_front.hpp>
-#include <boost/hana/transform.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
-#include <boost/hana/unpack.hpp>
 
 #include <qkv/dsl/graph.hpp>
+#include <qkv/dsl/shape_rules.hpp>
 
 // Run-time cross-check of typed dims against the untyped node (debug builds by default).
 #ifndef QKV_TYPED_CHECKS
@@ -201,13 +194,6 @@ inline constexpr bool is_dtype_tag =
 /// The type held by a hana::type object (or a reference to one).
 template <class T> using type_of = typename std::remove_cvref_t<T>::type;
 
-/// hana::tuple_t<D...>, or what Hana's algorithms make of one -> dim_list<D...>.
-template <class Types> struct to_list;
-template <class... T> struct to_list<hana::tuple<T...>> {
-  using type = dim_list<typename T::type...>;
-};
-template <class Types> using list_t = typename to_list<std::remove_cvref_t<Types>>::type;
-
 template <std::int64_t Axis, std::size_t Rank> constexpr std::size_t normalize_axis() {
   return static_cast<std::size_t>(Axis < 0 ? Axis + static_cast<std::int64_t>(Rank) : Axis);
 }
@@ -236,10 +222,6 @@ template <class T> inline constexpr bool is_typed_value = false;
 template <class DT, class... D> inline constexpr bool is_typed_value<TypedValue<DT, D...>> = true;
 template <class DT, class... D>
 inline constexpr bool is_typed_value<TypedAttention<DT, D...>> = true;
-
-/// What a check returns when a rank check failed and there are no result dims.
-struct failed {};
-template <class T> inline constexpr bool ok = !std::is_same_v<std::remove_cvref_t<T>, failed>;
 
 } // namespace detail
 
@@ -273,75 +255,33 @@ struct elu;
 #define QKV_ACTIVATION_TAG(kind, builder, bound, summary) struct builder;
 QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_TAG)
 #undef QKV_ACTIVATION_TAG
-struct swiglu;
+#define QKV_PAIR_TAG(kind, builder, a, b, rule, bound, summary) struct builder;
+QKV_TENSOR_PAIR_OPS(QKV_PAIR_TAG)
+#undef QKV_PAIR_TAG
 struct embedding;
 struct attention;
-struct linformer_project;
 struct linear_attention;
 struct cache_view;
 struct paged_cache_view;
 struct cache_mask;
 struct attention_lse;
 struct merge_attention;
-struct merge_lse;
 } // namespace ops
 
 namespace rules {
 
-template <class Op, class DT> struct is_float_tensor {
-  static constexpr bool value = is_float(DT::value);
-};
-template <class Op, class DA, class DB> struct same_dtype {
-  static constexpr bool value = std::is_same_v<DA, DB>;
-};
-template <class Op, std::size_t N, class Dims> struct rank_at_least;
-template <class Op, std::size_t N, class... D> struct rank_at_least<Op, N, dim_list<D...>> {
-  static constexpr bool value = sizeof...(D) >= N;
-};
-template <class Op, std::size_t N, class Dims> struct rank_is;
-template <class Op, std::size_t N, class... D> struct rank_is<Op, N, dim_list<D...>> {
-  static constexpr bool value = sizeof...(D) == N;
-};
-template <class Op, class Dims> struct rank_2_to_4;
-template <class Op, class... D> struct rank_2_to_4<Op, dim_list<D...>> {
-  static constexpr bool value = sizeof...(D) >= 2 && sizeof...(D) <= 4;
-};
-template <class Op, std::int64_t Axis, class Dims> struct axis_in_range;
-template <class Op, std::int64_t Axis, class... D> struct axis_in_range<Op, Axis, dim_list<D...>> {
-  static constexpr bool value =
-      Axis >= -static_cast<std::int64_t>(sizeof...(D)) && Axis < std::int64_t{sizeof...(D)};
-};
-template <class Op, class A, class B> struct same_dims {
-  static constexpr bool value = std::is_same_v<A, B>;
+/// True when the rule holds. The typed ops check the shared shape rules
+/// (<qkv/dsl/shape_rules.hpp>) at compile time and assert on this trait, so that a broken
+/// rule's static_assert prints the op, the Rule and what it is about: the dims it compared,
+/// or the dtypes, or the shapes, e.g.
+///   holds<qkv::ops::matmul, qkv::shape::Rule::matmul_contraction_dims_match,
+///         qkv::NamedDim<{"Dh"}, 64>, qkv::NamedDim<{"D"}, 512>>
+template <class Op, shape::Rule R, class... About> struct holds {
+  static constexpr bool value = R == shape::Rule::holds;
 };
 
-template <class ALast, class BSecondToLast> struct matmul_contraction_dims_match {
-  static constexpr bool value = std::is_same_v<ALast, BSecondToLast>;
-};
-template <class BatchA, class BatchB> struct matmul_batch_dims_match {
-  static constexpr bool value = std::is_same_v<BatchA, BatchB> ||
-                                std::is_same_v<BatchA, dim_list<>> ||
-                                std::is_same_v<BatchB, dim_list<>>;
-};
-template <class XLast, class WFirst> struct linear_input_dim_is_weight_first_dim {
-  static constexpr bool value = std::is_same_v<XLast, WFirst>;
-};
-template <class BiasDims, class WOut> struct linear_bias_is_weight_out_dim {
-  static constexpr bool value = std::is_same_v<BiasDims, dim_list<WOut>>;
-};
-template <class Op, class Shorter, class Longer> struct shorter_shape_ends_longer;
-template <class Op, class... S, class... L>
-struct shorter_shape_ends_longer<Op, dim_list<S...>, dim_list<L...>> {
-  static constexpr bool value = [] {
-    namespace hana = boost::hana;
-    if constexpr (sizeof...(S) > sizeof...(L))
-      return false;
-    else
-      return std::is_same_v<detail::list_t<decltype(hana::take_back(hana::tuple_t<L...>,
-                                                                    hana::size_c<sizeof...(S)>))>,
-                            dim_list<S...>>;
-  }();
-};
+// The rules of the typed layer's own forms (loads in mods, constants, axes named by dims),
+// which have no op of the table.
 template <class Op, class Dim, class Dims> struct dim_is_present;
 template <class Op, class Dim, class... D> struct dim_is_present<Op, Dim, dim_list<D...>> {
   static constexpr bool value = ((D::name == Dim::name) || ...);
@@ -349,106 +289,6 @@ template <class Op, class Dim, class... D> struct dim_is_present<Op, Dim, dim_li
 template <class Op, class Dim, class Dims> struct dim_is_not_repeated;
 template <class Op, class Dim, class... D> struct dim_is_not_repeated<Op, Dim, dim_list<D...>> {
   static constexpr bool value = ((D::name == Dim::name ? 1 : 0) + ... + 0) <= 1;
-};
-template <class Heads> struct split_heads_heads_are_static {
-  static constexpr bool value = Heads::is_static;
-};
-/// A derived dim (H*Dh, A+B) matches a dim with its name, or a static one of its extent;
-/// a dim with its name but another static extent does not (the parts were changed: 'H*Dh'(8)
-/// does not split into 2 heads of 3).
-template <class Derived, class Dim> struct derived_dim_matches {
-  static constexpr bool both_static = Derived::is_static && Dim::is_static;
-  static constexpr bool value =
-      both_static ? Derived::extent == Dim::extent : Derived::name == Dim::name;
-};
-template <class Last, class Heads, class HeadDim>
-struct split_heads_last_dim_is_heads_times_head_dim {
-  static constexpr bool value = derived_dim_matches<decltype(Heads{} * HeadDim{}), Last>::value;
-};
-template <class Merged, class Out> struct merge_heads_out_is_heads_times_head_dim {
-  static constexpr bool value = derived_dim_matches<Merged, Out>::value;
-};
-template <class First, class Other> struct concat_ranks_equal;
-template <class... F, class... O> struct concat_ranks_equal<dim_list<F...>, dim_list<O...>> {
-  static constexpr bool value = sizeof...(F) == sizeof...(O);
-};
-template <std::size_t Axis, class First, class Other> struct concat_dims_off_the_axis_match;
-template <std::size_t Axis, class... F, class... O>
-struct concat_dims_off_the_axis_match<Axis, dim_list<F...>, dim_list<O...>> {
-  static constexpr bool value = [] {
-    if constexpr (sizeof...(F) != sizeof...(O))
-      return true; // concat_ranks_equal reports it
-    else {
-      constexpr bool same[] = {std::is_same_v<F, O>...};
-      for (std::size_t i = 0; i < sizeof...(F); ++i)
-        if (i != Axis && !same[i])
-          return false;
-      return true;
-    }
-  }();
-};
-template <class Sum, class Out> struct concat_out_is_sum_of_parts {
-  static constexpr bool value = derived_dim_matches<Sum, Out>::value;
-};
-template <class Last> struct rope_last_dim_is_static_and_even {
-  static constexpr bool value = Last::is_static && Last::extent % 2 == 0;
-};
-template <class Op, class ParamDims, class Last> struct norm_param_is_last_dim {
-  static constexpr bool value = std::is_same_v<ParamDims, dim_list<Last>>;
-};
-template <class DT> struct embedding_ids_are_integer {
-  static constexpr bool value = is_int(DT::value);
-};
-template <class Op, class DT> struct is_integer_tensor {
-  static constexpr bool value = is_int(DT::value);
-};
-/// rope's positions are (L) or (B, L) of x (B, ..., L, Dh).
-template <class Positions, class X> struct rope_positions_match_rows;
-template <class... P, class... X> struct rope_positions_match_rows<dim_list<P...>, dim_list<X...>> {
-  static constexpr bool value = [] {
-    using xs = boost::hana::basic_tuple<X...>;
-    constexpr std::size_t r = sizeof...(X);
-    if constexpr (r < 2)
-      return true; // rank_at_least reports it
-    else {
-      using rows = std::remove_cvref_t<decltype(boost::hana::at_c<r - 2>(xs{}))>;
-      using first = std::remove_cvref_t<decltype(boost::hana::at_c<0>(xs{}))>;
-      if constexpr (sizeof...(P) == 1)
-        return (std::is_same_v<P, rows> && ...);
-      else if constexpr (sizeof...(P) == 2 && r >= 3)
-        return std::is_same_v<dim_list<P...>, dim_list<first, rows>>;
-      else
-        return false;
-    }
-  }();
-};
-template <class ProjectionLast, class SeqDim> struct linformer_projection_ends_in_seq_dim {
-  static constexpr bool value = std::is_same_v<ProjectionLast, SeqDim>;
-};
-template <class Op, std::size_t QRank, std::size_t KRank, std::size_t VRank>
-struct attention_ranks_equal {
-  static constexpr bool value = QRank == KRank && QRank == VRank;
-};
-template <class Op, class QHeadDim, class KHeadDim> struct attention_q_k_head_dims_match {
-  static constexpr bool value = std::is_same_v<QHeadDim, KHeadDim>;
-};
-template <class Op, class KSeq, class VSeq> struct attention_k_v_seq_dims_match {
-  static constexpr bool value = std::is_same_v<KSeq, VSeq>;
-};
-template <class Op, class QBatch, class KBatch, class VBatch> struct attention_batch_dims_match {
-  static constexpr bool value = std::is_same_v<QBatch, KBatch> && std::is_same_v<QBatch, VBatch>;
-};
-template <class Op, class KHeads, class VHeads> struct attention_k_v_heads_match {
-  static constexpr bool value = std::is_same_v<KHeads, VHeads>;
-};
-template <class Op, class QHeads, class KVHeads> struct attention_grouped_heads_are_static {
-  static constexpr bool value =
-      std::is_same_v<QHeads, KVHeads> || (QHeads::is_static && KVHeads::is_static);
-};
-template <class Op, class QHeads, class KVHeads>
-struct attention_query_heads_are_a_multiple_of_kv_heads {
-  static constexpr bool value = std::is_same_v<QHeads, KVHeads> || !QHeads::is_static ||
-                                !KVHeads::is_static || QHeads::extent % KVHeads::extent == 0;
 };
 template <class Tensor, std::size_t NumIndices> struct load_has_one_index_per_dim {
   static constexpr bool value = Tensor::rank == NumIndices;
@@ -565,27 +405,6 @@ template <class TV> TV wrap(Value v, const char *op) {
   return typed_access::make<TV>(v);
 }
 
-/// Wraps `v` as TV<DT, D...> for the dims D... held by the hana::tuple_t `types`.
-template <template <class, class...> class TV, class DT, class Types>
-auto wrap_dims(Value v, Types types, const char *op) {
-  return hana::unpack(types,
-                      [&](auto... t) { return wrap<TV<DT, type_of<decltype(t)>...>>(v, op); });
-}
-template <class DT, class Types> auto wrap_dims(Value v, Types types, const char *op) {
-  return wrap_dims<TypedValue, DT>(v, types, op);
-}
-
-template <class Op, class DT> constexpr void check_float() {
-  static_assert(rules::is_float_tensor<Op, DT>::value,
-                "this op needs float tensors (f32, f64, f16 or bf16); the op and the dtype it "
-                "got are the template arguments above");
-}
-template <class Op, class DA, class DB> constexpr void check_same_dtype() {
-  static_assert(rules::same_dtype<Op, DA, DB>::value,
-                "the tensors of this op must have the same dtype; the op and both dtypes are the "
-                "template arguments above");
-}
-
 } // namespace detail
 
 /// Views an untyped value as typed, checking at run time that it has this dtype and these
@@ -633,75 +452,152 @@ auto constant(Graph &g, const std::string &name, std::vector<double> values, D..
   }
 }
 
+// ---- the shared shape rules at compile time ----------------------------------------------
+
+// A failed rule's static_assert says the rule's sentence (shape::summary) where the
+// compiler takes a computed message (clang 17 on, as the C++26 extension it is in C++20;
+// C++26 compilers), else a fixed one.
+#if defined(__clang__) && __clang_major__ >= 17
+#define QKV_RULE_ASSERT(cond, rule)                                                                \
+  _Pragma("clang diagnostic push")                                                                 \
+      _Pragma("clang diagnostic ignored \"-Wc++26-extensions\"") static_assert(                    \
+          cond, ::qkv::shape::summary(rule));                                                      \
+  _Pragma("clang diagnostic pop")
+#elif defined(__cpp_static_assert) && __cpp_static_assert >= 202306L
+#define QKV_RULE_ASSERT(cond, rule) static_assert(cond, ::qkv::shape::summary(rule))
+#else
+#define QKV_RULE_ASSERT(cond, rule)                                                                \
+  static_assert(cond, "a shape rule is broken: the op, the rule and the dims or dtypes it "        \
+                      "checked are the template arguments of qkv::rules::holds above")
+#endif
+
+namespace detail {
+
+template <class... T> struct type_list {};
+
+/// A typed value's dtype and dims as the shared rules see them.
+template <class TV> struct view_of;
+template <class DT, class... D> struct view_of<TypedValue<DT, D...>> {
+  static constexpr std::array<shape::DimView, sizeof...(D)> dims{
+      shape::DimView{D::name.view(), D::extent}...};
+  static constexpr shape::TensorView value{DT::value, std::span<const shape::DimView>(dims)};
+};
+template <class DT, class... D>
+struct view_of<TypedAttention<DT, D...>> : view_of<TypedValue<DT, D...>> {};
+
+/// An op's operands, and the dims it was given (split_heads' H and Dh, an out dim).
+template <class... TV> struct operands {
+  using types = std::tuple<TV...>;
+  static constexpr std::array<shape::TensorView, sizeof...(TV)> views{view_of<TV>::value...};
+};
+template <class... G> struct given {
+  using types = std::tuple<G...>;
+  static constexpr std::array<shape::DimView, sizeof...(G)> views{
+      shape::DimView{G::name.view(), G::extent}...};
+};
+
+template <class Ops, std::size_t I> using operand_t = std::tuple_element_t<I, typename Ops::types>;
+template <class Ops, int I, int D>
+using operand_dim = typename traits<operand_t<Ops, static_cast<std::size_t>(I)>>::template dim<D>;
+
+/// What a broken verdict's operand `Op` (dim `D`, -1 for the whole) is about, as types: the
+/// dim, the dtype (rules about dtypes) or the shape.
+template <shape::Rule R, class Ops, int Op, int D> constexpr auto about() {
+  if constexpr (Op < 0)
+    return type_list<>{};
+  else if constexpr (D >= 0)
+    return type_list<operand_dim<Ops, Op, D>>{};
+  else if constexpr (R == shape::Rule::is_float_tensor || R == shape::Rule::is_integer_tensor ||
+                     R == shape::Rule::same_dtype || R == shape::Rule::lse_attention_is_f32_or_f64)
+    return type_list<typename traits<operand_t<Ops, Op>>::dtype>{};
+  else
+    return type_list<typename traits<operand_t<Ops, Op>>::list>{};
+}
+
+template <class Op, shape::Rule R, class... A, class... B>
+constexpr bool assert_rule(type_list<A...>, type_list<B...>) {
+  QKV_RULE_ASSERT((rules::holds<Op, R, A..., B...>::value), R);
+  return R == shape::Rule::holds;
+}
+template <class... G> constexpr type_list<G...> as_list(std::tuple<G...> *) { return {}; }
+
+/// Asserts that the verdict holds; false when it does not (the op then builds nothing, so
+/// that one error is not followed by others about its result).
+template <class Op, shape::Verdict V, class Ops, class Given = given<>> constexpr bool check() {
+  using G = decltype(as_list(static_cast<typename Given::types *>(nullptr)));
+  auto one = [](auto op, auto d) {
+    constexpr int o = decltype(op)::value;
+    if constexpr (o >= shape::kGiven)
+      return G{};
+    else
+      return about<V.broken, Ops, o, decltype(d)::value>();
+  };
+  return assert_rule<Op, V.broken>(
+      one(std::integral_constant<int, V.a>{}, std::integral_constant<int, V.da>{}),
+      one(std::integral_constant<int, V.b>{}, std::integral_constant<int, V.db>{}));
+}
+
+/// The type of the result dim that `S` describes.
+template <shape::DimSource S, class Ops, class Given> constexpr auto source_dim() {
+  using K = shape::DimSource;
+  if constexpr (S.kind == K::Operand)
+    return operand_dim<Ops, S.op, S.dim>{};
+  else if constexpr (S.kind == K::Given)
+    return std::tuple_element_t<static_cast<std::size_t>(S.dim), typename Given::types>{};
+  else if constexpr (S.kind == K::Product)
+    return operand_dim<Ops, S.op, S.dim>{} * operand_dim<Ops, S.op2, S.dim2>{};
+  else if constexpr (S.kind == K::Sum)
+    return operand_dim<Ops, S.op, S.dim>{} + operand_dim<Ops, S.op2, S.dim2>{};
+  else if constexpr (S.kind == K::ProductPlus)
+    return operand_dim<Ops, S.op, S.dim>{} * operand_dim<Ops, S.op2, S.dim2>{} +
+           operand_dim<Ops, S.op3, S.dim3>{};
+  else
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (operand_dim<Ops, static_cast<int>(I), S.dim>{} + ...);
+    }
+  (std::make_index_sequence<std::tuple_size_v<typename Ops::types>>{});
+}
+
+/// The typed result a verdict describes: TV<the dtype, the dims>.
+template <template <class, class...> class TV, shape::Verdict V, class Ops, class Given,
+          std::size_t... I>
+auto result_type(std::index_sequence<I...>)
+    -> TV<typename traits<operand_t<Ops, static_cast<std::size_t>(V.dtype_of)>>::dtype,
+          decltype(source_dim<V.dims[I], Ops, Given>())...>;
+
+template <shape::Verdict V, class Ops, class Given = given<>,
+          template <class, class...> class TV = TypedValue>
+using result_t = decltype(result_type<TV, V, Ops, Given>(
+    std::make_index_sequence<static_cast<std::size_t>(V.rank)>{}));
+
+} // namespace detail
+
 // ---- ops --------------------------------------------------------------------------------
 //
-// Each op: the rule checks (static_assert), then the untyped builder, then its result
-// wrapped with the dims computed here. Rank checks come first and guard the rest, so a
-// wrong rank gives one error, not a cascade.
+// Each op: its shared shape rule (<qkv/dsl/shape_rules.hpp>) evaluated at compile time over
+// the operands' dims, a static_assert on the verdict, then the untyped builder, then its
+// result wrapped with the dims the verdict describes. A broken rule gives one error, not
+// a cascade: the op then returns one of its operands unbuilt.
 
 /// (..., M, K) x (..., K, N) -> (..., M, N); a 2-D side broadcasts over the other's batch.
 template <class DA, class... A, class DB, class... B>
 auto matmul(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {
-  namespace hana = boost::hana;
-  detail::check_float<ops::matmul, DA>();
-  detail::check_same_dtype<ops::matmul, DA, DB>();
-  static_assert(rules::rank_at_least<ops::matmul, 2, dim_list<A...>>::value,
-                "matmul: the left operand needs at least 2 dims (rows, cols)");
-  static_assert(rules::rank_at_least<ops::matmul, 2, dim_list<B...>>::value,
-                "matmul: the right operand needs at least 2 dims (rows, cols)");
-  if constexpr (sizeof...(A) >= 2 && sizeof...(B) >= 2) {
-    constexpr auto da = hana::tuple_t<A...>;
-    constexpr auto db = hana::tuple_t<B...>;
-    static_assert(rules::matmul_contraction_dims_match<detail::dim_at<-1, decltype(da)>,
-                                                       detail::dim_at<-2, decltype(db)>>::value,
-                  "matmul: contraction dims differ: the left operand's last dim must be the "
-                  "right operand's second-to-last (both dims are the template arguments above)");
-    constexpr auto ba = hana::drop_back(da, hana::size_c<2>);
-    constexpr auto bb = hana::drop_back(db, hana::size_c<2>);
-    static_assert(rules::matmul_batch_dims_match<detail::list_t<decltype(ba)>,
-                                                 detail::list_t<decltype(bb)>>::value,
-                  "matmul: batch dims differ: the dims before the last two must be equal, or one "
-                  "side must be 2-D (both batch shapes are the template arguments above)");
-    // As in infer_type: a 2-D left side takes the right side's batch dims.
-    constexpr auto batch = hana::if_(hana::bool_c<sizeof...(A) == 2>, bb, ba);
-    constexpr auto out =
-        hana::append(hana::append(batch, hana::at_c<sizeof...(A) - 2>(da)), hana::back(db));
-    return detail::wrap_dims<DA>(matmul(a.value(), b.value()), out, "matmul");
-  }
-  else // the rule above failed: one error, not a cascade about the result
+  using Ops = detail::operands<TypedValue<DA, A...>, TypedValue<DB, B...>>;
+  constexpr shape::Verdict v = shape::matmul(Ops::views);
+  if constexpr (detail::check<ops::matmul, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(matmul(a.value(), b.value()), "matmul");
+  else
     return a;
 }
-
-namespace detail {
-/// linear's rules; the output dims x[:-1] + w[1].
-template <class X, class W> constexpr auto check_linear() {
-  using TX = traits<X>;
-  using TW = traits<W>;
-  check_float<ops::linear, typename TX::dtype>();
-  check_same_dtype<ops::linear, typename TX::dtype, typename TW::dtype>();
-  static_assert(rules::rank_at_least<ops::linear, 1, typename TX::list>::value,
-                "linear: the input needs at least one dim");
-  static_assert(rules::rank_is<ops::linear, 2, typename TW::list>::value,
-                "linear: the weight must have 2 dims (in, out)");
-  if constexpr (TX::rank >= 1 && TW::rank == 2) {
-    static_assert(rules::linear_input_dim_is_weight_first_dim<typename TX::template dim<-1>,
-                                                              typename TW::template dim<0>>::value,
-                  "linear: the input's last dim must be the weight's first dim (both dims are "
-                  "the template arguments above)");
-    return hana::append(hana::drop_back(TX::types, hana::size_c<1>), hana::at_c<1>(TW::types));
-  } else {
-    return failed{};
-  }
-}
-} // namespace detail
 
 /// x (..., K) . w (K, N) -> (..., N).
 template <class DX, class... X, class DW, class... W>
 auto linear(const TypedValue<DX, X...> &x, const TypedValue<DW, W...> &w) {
-  constexpr auto out = detail::check_linear<TypedValue<DX, X...>, TypedValue<DW, W...>>();
-  if constexpr (detail::ok<decltype(out)>)
-    return detail::wrap_dims<DX>(linear(x.value(), w.value()), out, "linear");
-  else // the rule above failed: one error, not a cascade about the result
+  using Ops = detail::operands<TypedValue<DX, X...>, TypedValue<DW, W...>>;
+  constexpr shape::Verdict v = shape::linear(Ops::views);
+  if constexpr (detail::check<ops::linear, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(linear(x.value(), w.value()), "linear");
+  else
     return x;
 }
 
@@ -709,43 +605,23 @@ auto linear(const TypedValue<DX, X...> &x, const TypedValue<DW, W...> &w) {
 template <class DX, class... X, class DW, class... W, class DB, class... Bi>
 auto linear(const TypedValue<DX, X...> &x, const TypedValue<DW, W...> &w,
             const TypedValue<DB, Bi...> &bias) {
-  constexpr auto out = detail::check_linear<TypedValue<DX, X...>, TypedValue<DW, W...>>();
-  detail::check_same_dtype<ops::linear, DX, DB>();
-  if constexpr (detail::ok<decltype(out)>) {
-    static_assert(
-        rules::linear_bias_is_weight_out_dim<
-            dim_list<Bi...>, typename detail::traits<TypedValue<DW, W...>>::template dim<1>>::value,
-        "linear: the bias must be 1-D with the weight's output dim (the bias dims and "
-        "that dim are the template arguments above)");
-    return detail::wrap_dims<DX>(linear(x.value(), w.value(), bias.value()), out, "linear");
-  }
-  else // the rule above failed: one error, not a cascade about the result
+  using Ops = detail::operands<TypedValue<DX, X...>, TypedValue<DW, W...>, TypedValue<DB, Bi...>>;
+  constexpr shape::Verdict v = shape::linear(Ops::views);
+  if constexpr (detail::check<ops::linear, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(linear(x.value(), w.value(), bias.value()),
+                                                  "linear");
+  else
     return x;
 }
 
 /// Swaps axes A and B (negative counts from the end): transpose<0, 2>(x).
 template <std::int64_t A, std::int64_t B, class DT, class... D>
 auto transpose(const TypedValue<DT, D...> &x) {
-  namespace hana = boost::hana;
-  static_assert(rules::axis_in_range<ops::transpose, A, dim_list<D...>>::value,
-                "transpose: the first axis is out of range for the tensor's dims");
-  static_assert(rules::axis_in_range<ops::transpose, B, dim_list<D...>>::value,
-                "transpose: the second axis is out of range for the tensor's dims");
-  if constexpr (rules::axis_in_range<ops::transpose, A, dim_list<D...>>::value &&
-                rules::axis_in_range<ops::transpose, B, dim_list<D...>>::value) {
-    constexpr std::size_t a = detail::normalize_axis<A, sizeof...(D)>();
-    constexpr std::size_t b = detail::normalize_axis<B, sizeof...(D)>();
-    constexpr auto out =
-        hana::unpack(hana::make_range(hana::size_c<0>, hana::size_c<sizeof...(D)>), [](auto... i) {
-          constexpr auto dx = hana::tuple_t<D...>;
-          return hana::make_tuple(
-              hana::at_c<(decltype(i)::value == a   ? b
-                          : decltype(i)::value == b ? a
-                                                    : decltype(i)::value)>(dx)...);
-        });
-    return detail::wrap_dims<DT>(transpose(x.value(), A, B), out, "transpose");
-  }
-  else // the rule above failed: one error, not a cascade about the result
+  using Ops = detail::operands<TypedValue<DT, D...>>;
+  constexpr shape::Verdict v = shape::transpose(Ops::views, A, B);
+  if constexpr (detail::check<ops::transpose, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(transpose(x.value(), A, B), "transpose");
+  else
     return x;
 }
 
@@ -772,6 +648,18 @@ template <class Op, class Dim, class... D> constexpr std::int64_t axis_of_dim() 
   } else {
     return -1;
   }
+}
+
+/// An op checked by `rule`, a function of <qkv/dsl/shape_rules.hpp>, whose verdict gives
+/// the result's type.
+template <class Op, auto rule, class... TV, class Build>
+auto op_by_rule(Build build, const char *name, const TV &...x) {
+  using Ops = operands<TV...>;
+  constexpr shape::Verdict v = rule(std::span<const shape::TensorView>(Ops::views));
+  if constexpr (check<Op, v, Ops>())
+    return wrap<result_t<v, Ops>>(build(x.value()...), name);
+  else
+    return std::get<0>(std::tie(x...));
 }
 } // namespace detail
 
@@ -825,36 +713,21 @@ TypedValue<DT, D...> softmax(const TypedValue<DT, D...> &x, const std::string &)
 
 /// x * factor.
 template <class DT, class... D> auto scale(const TypedValue<DT, D...> &x, double factor) {
-  detail::check_float<ops::scale, DT>();
-  return detail::wrap<TypedValue<DT, D...>>(scale(x.value(), factor), "scale");
+  return detail::op_by_rule<ops::scale, shape::same_shape>(
+      [&](Value v) { return scale(v, factor); }, "scale", x);
 }
-
-namespace detail {
-/// The elementwise rule; the output dims are the longer operand's (a's when equal).
-template <class Op, class A, class B> constexpr auto check_elementwise() {
-  using TA = traits<A>;
-  using TB = traits<B>;
-  check_float<Op, typename TA::dtype>();
-  check_same_dtype<Op, typename TA::dtype, typename TB::dtype>();
-  using Longer = std::conditional_t<(TA::rank >= TB::rank), TA, TB>;
-  using Shorter = std::conditional_t<(TA::rank >= TB::rank), TB, TA>;
-  static_assert(
-      rules::shorter_shape_ends_longer<Op, typename Shorter::list, typename Longer::list>::value,
-      "elementwise op: shapes do not match: they must be equal, or the shorter "
-      "operand's dims must be the last dims of the longer (the shorter shape and the "
-      "longer are the template arguments above)");
-  return Longer::types;
-}
-} // namespace detail
 
 // Elementwise a + b, a - b, a * b, a / b and every other op of QKV_BROADCAST_BINARY
 // (op_lists.hpp): the shorter operand's dims end the longer's.
-#define QKV_TYPED_BINARY(kind, builder, bound, summary)                                        \
-  template <class DA, class... A, class DB, class... B>                                        \
-  auto builder(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {                 \
-    constexpr auto out =                                                                       \
-        detail::check_elementwise<ops::builder, TypedValue<DA, A...>, TypedValue<DB, B...>>(); \
-    return detail::wrap_dims<DA>(builder(a.value(), b.value()), out, #builder);                \
+#define QKV_TYPED_BINARY(kind, builder, bound, summary)                                            \
+  template <class DA, class... A, class DB, class... B>                                            \
+  auto builder(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {                     \
+    using Ops = detail::operands<TypedValue<DA, A...>, TypedValue<DB, B...>>;                      \
+    constexpr shape::Verdict v = shape::broadcast(Ops::views);                                     \
+    if constexpr (detail::check<ops::builder, v, Ops>())                                           \
+      return detail::wrap<detail::result_t<v, Ops>>(builder(a.value(), b.value()), #builder);      \
+    else                                                                                           \
+      return a;                                                                                    \
   }
 QKV_BROADCAST_BINARY(QKV_TYPED_BINARY)
 #undef QKV_TYPED_BINARY
@@ -862,21 +735,18 @@ QKV_BROADCAST_BINARY(QKV_TYPED_BINARY)
 /// x + y with exactly the same dims (a transformer's residual stream).
 template <class DA, class... A, class DB, class... B>
 auto residual(const TypedValue<DA, A...> &x, const TypedValue<DB, B...> &y) {
-  detail::check_float<ops::residual, DA>();
-  detail::check_same_dtype<ops::residual, DA, DB>();
-  static_assert(rules::same_dims<ops::residual, dim_list<A...>, dim_list<B...>>::value,
-                "residual: both tensors must have exactly the same dims (both shapes are the "
-                "template arguments above)");
-  return detail::wrap<TypedValue<DA, A...>>(residual(x.value(), y.value()), "residual");
+  return detail::op_by_rule<ops::residual, shape::same_two>(
+      [](Value a, Value b) { return residual(a, b); }, "residual", x, y);
 }
 
 /// Softmax over axis Axis, by default the last: softmax(x), softmax<-2>(x).
 template <std::int64_t Axis = -1, class DT, class... D>
 auto softmax(const TypedValue<DT, D...> &x) {
-  detail::check_float<ops::softmax, DT>();
-  static_assert(rules::axis_in_range<ops::softmax, Axis, dim_list<D...>>::value,
-                "softmax: the axis is out of range for the tensor's dims");
-  return detail::wrap<TypedValue<DT, D...>>(softmax(x.value(), Axis), "softmax");
+  constexpr auto rule = [](std::span<const shape::TensorView> in) {
+    return shape::softmax(in, Axis);
+  };
+  return detail::op_by_rule<ops::softmax, rule>([](Value v) { return softmax(v, Axis); }, "softmax",
+                                                x);
 }
 
 /// Softmax over the axis named by a dim: softmax(scores, S).
@@ -895,47 +765,23 @@ auto softmax(const TypedValue<DT, D...> &x, Dim) {
 template <class DT, class... D, class H, class Dh>
 requires(is_named_dim_v<H> &&is_named_dim_v<Dh>) auto split_heads(const TypedValue<DT, D...> &x,
                                                                   H heads, Dh head_dim) {
-  namespace hana = boost::hana;
-  static_assert(rules::rank_at_least<ops::split_heads, 2, dim_list<D...>>::value,
-                "split_heads: the tensor needs at least 2 dims (..., L, H*Dh)");
-  static_assert(rules::split_heads_heads_are_static<H>::value,
-                "split_heads: the heads dim must be static (qkv::dim<\"H\", 8>)");
-  if constexpr (sizeof...(D) >= 2) {
-    constexpr auto dx = hana::tuple_t<D...>;
-    static_assert(
-        rules::split_heads_last_dim_is_heads_times_head_dim<detail::dim_at<-1, decltype(dx)>, H,
-                                                            Dh>::value,
-        "split_heads: the tensor's last dim must be heads * head_dim: static with extent "
-        "H*Dh, or named H*Dh when dynamic (the last dim, the heads and the head dim are the "
-        "template arguments above)");
-    constexpr auto out = hana::concat(hana::drop_back(dx, hana::size_c<2>),
-                                      hana::tuple_t<H, detail::dim_at<-2, decltype(dx)>, Dh>);
-    return detail::wrap_dims<DT>(split_heads(x.value(), heads, head_dim), out, "split_heads");
-  }
+  using Ops = detail::operands<TypedValue<DT, D...>>;
+  using Given = detail::given<H, Dh>;
+  constexpr shape::Verdict v = shape::split_heads(Ops::views, Given::views);
+  if constexpr (detail::check<ops::split_heads, v, Ops, Given>())
+    return detail::wrap<detail::result_t<v, Ops, Given>>(split_heads(x.value(), heads, head_dim),
+                                                         "split_heads");
+  else
+    return x;
 }
-
-namespace detail {
-/// merge_heads' output dims x[:-3] + x[-2] + Out.
-template <class Out, class... D> constexpr auto merged_dims() {
-  constexpr auto dx = hana::tuple_t<D...>;
-  return hana::append(
-      hana::append(hana::drop_back(dx, hana::size_c<3>), hana::at_c<sizeof...(D) - 2>(dx)),
-      hana::type_c<Out>);
-}
-template <class... D>
-using merged_dim = decltype(dim_at<-3, decltype(hana::tuple_t<D...>)>{} *
-                            dim_at<-1, decltype(hana::tuple_t<D...>)>{});
-} // namespace detail
 
 /// (..., H, L, Dh) -> (..., L, H*Dh).
 template <class DT, class... D> auto merge_heads(const TypedValue<DT, D...> &x) {
-  static_assert(rules::rank_at_least<ops::merge_heads, 3, dim_list<D...>>::value,
-                "merge_heads: the tensor needs at least 3 dims (..., H, L, Dh)");
-  if constexpr (sizeof...(D) >= 3)
-    return detail::wrap_dims<DT>(merge_heads(x.value()),
-                                 detail::merged_dims<detail::merged_dim<D...>, D...>(),
-                                 "merge_heads");
-  else // the rule above failed: one error, not a cascade about the result
+  using Ops = detail::operands<TypedValue<DT, D...>>;
+  constexpr shape::Verdict v = shape::merge_heads(Ops::views, {});
+  if constexpr (detail::check<ops::merge_heads, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(merge_heads(x.value()), "merge_heads");
+  else
     return x;
 }
 
@@ -944,35 +790,31 @@ template <class DT, class... D> auto merge_heads(const TypedValue<DT, D...> &x) 
 template <class DT, class... D, class Out>
 requires is_named_dim_v<Out>
 auto merge_heads(const TypedValue<DT, D...> &x, Out out_dim) {
-  static_assert(rules::rank_at_least<ops::merge_heads, 3, dim_list<D...>>::value,
-                "merge_heads: the tensor needs at least 3 dims (..., H, L, Dh)");
-  if constexpr (sizeof...(D) >= 3) {
-    static_assert(
-        rules::merge_heads_out_is_heads_times_head_dim<detail::merged_dim<D...>, Out>::value,
-        "merge_heads: the output dim must be heads * head_dim, by static extent, or by "
-        "name (H*Dh) when one is dynamic (the merged dim and the requested one are the "
-        "template arguments above)");
-    return detail::wrap_dims<DT>(merge_heads(x.value(), out_dim), detail::merged_dims<Out, D...>(),
-                                 "merge_heads");
-  }
-  else // the rule above failed: one error, not a cascade about the result
+  using Ops = detail::operands<TypedValue<DT, D...>>;
+  using Given = detail::given<Out>;
+  constexpr shape::Verdict v = shape::merge_heads(Ops::views, Given::views);
+  if constexpr (detail::check<ops::merge_heads, v, Ops, Given>())
+    return detail::wrap<detail::result_t<v, Ops, Given>>(merge_heads(x.value(), out_dim),
+                                                         "merge_heads");
+  else
     return x;
 }
 
 namespace detail {
-/// concat's rules for one more part T (a tensor, or the trailing dim, which has none).
-template <std::size_t Axis, class First, class T> constexpr void check_concat_part() {
-  if constexpr (is_typed_value<T>) {
-    check_same_dtype<ops::concat, typename traits<First>::dtype, typename traits<T>::dtype>();
-    static_assert(
-        rules::concat_ranks_equal<typename traits<First>::list, typename traits<T>::list>::value,
-        "concat: all tensors must have the same number of dims (the first tensor's dims and "
-        "another's are the template arguments above)");
-    static_assert(rules::concat_dims_off_the_axis_match<Axis, typename traits<First>::list,
-                                                        typename traits<T>::list>::value,
-                  "concat: the tensors' dims must match except along the axis (the axis, the "
-                  "first tensor's dims and another's are the template arguments above)");
-  }
+/// concat's operands and given dims: the tensors, then a trailing dim if any.
+template <class Tensors, class Given> struct concat_args {
+  using tensors = Tensors;
+  using dims = Given;
+};
+template <class... T> constexpr auto split_concat_args(type_list<T...> done, type_list<>) {
+  return concat_args<operands<T...>, given<>>{};
+}
+template <class... T, class Next, class... Rest>
+constexpr auto split_concat_args(type_list<T...>, type_list<Next, Rest...>) {
+  if constexpr (is_named_dim_v<Next> && sizeof...(Rest) == 0)
+    return concat_args<operands<T...>, given<Next>>{};
+  else
+    return split_concat_args(type_list<T..., Next>{}, type_list<Rest...>{});
 }
 } // namespace detail
 
@@ -981,300 +823,152 @@ template <std::size_t Axis, class First, class T> constexpr void check_concat_pa
 /// instead, concat(a, b, Dh), and must have the summed extent when both are static, else be
 /// named a+b.
 template <std::int64_t Axis = -1, class DT, class... D, class... Rest>
-requires(sizeof...(Rest) >= 1 &&
-         ((detail::is_typed_value<Rest> ||
-           is_named_dim_v<Rest>)&&...)) auto concat(const TypedValue<DT, D...> &first,
-                                                    const Rest &...rest) {
-  namespace hana = boost::hana;
-  constexpr auto rest_types = hana::tuple_t<Rest...>;
-  using Last = detail::type_of<decltype(hana::back(rest_types))>;
-  constexpr bool has_out = is_named_dim_v<Last>;
-  static_assert((is_named_dim_v<Rest> + ... + 0) == (has_out ? 1 : 0),
+requires((detail::is_typed_value<Rest> ||
+          is_named_dim_v<Rest>)&&...) auto concat(const TypedValue<DT, D...> &first,
+                                                  const Rest &...rest) {
+  using Args = decltype(detail::split_concat_args(detail::type_list<TypedValue<DT, D...>>{},
+                                                  detail::type_list<Rest...>{}));
+  using Ops = typename Args::tensors;
+  using Given = typename Args::dims;
+  static_assert(std::tuple_size_v<typename Ops::types> + std::tuple_size_v<typename Given::types> ==
+                    1 + sizeof...(Rest),
                 "concat: only the last argument may be a dim (the name of the joined dim)");
-  static_assert(rules::axis_in_range<ops::concat, Axis, dim_list<D...>>::value,
-                "concat: the axis is out of range for the tensors' dims");
-  if constexpr ((is_named_dim_v<Rest> + ... + 0) == (has_out ? 1 : 0) &&
-                rules::axis_in_range<ops::concat, Axis, dim_list<D...>>::value) {
-    constexpr std::size_t ax = detail::normalize_axis<Axis, sizeof...(D)>();
-    // The dims of every tensor: `first`, then `rest` but a trailing dim.
-    constexpr auto tensors = hana::drop_back(rest_types, hana::size_c < has_out ? 1 : 0 >);
-    constexpr auto parts = hana::prepend(
-        hana::transform(tensors,
-                        [](auto t) { return detail::traits<detail::type_of<decltype(t)>>::types; }),
-        hana::tuple_t<D...>);
-    (detail::check_concat_part<ax, TypedValue<DT, D...>, Rest>(), ...);
-    constexpr bool ranks_ok = hana::all_of(parts, [](auto p) {
-      return hana::bool_c<decltype(hana::length(p))::value == sizeof...(D)>;
-    });
-    if constexpr (ranks_ok) {
-      // The parts' dims along the axis, summed: a+b+... (operator+ on NamedDim).
-      constexpr auto sum = hana::unpack(parts, [](auto... p) {
-        return (detail::dim_at<static_cast<std::int64_t>(ax), decltype(p)>{} + ...);
-      });
-      using Sum = std::remove_cv_t<decltype(sum)>;
-      using Joined = std::conditional_t<has_out, Last, Sum>;
-      if constexpr (has_out)
-        static_assert(rules::concat_out_is_sum_of_parts<Sum, Last>::value,
-                      "concat: the joined dim must be the sum of the parts, by static extent, or "
-                      "by name (a+b) when one is dynamic (the sum and the requested dim are the "
-                      "template arguments above)");
-      std::vector<Value> xs{first.value()};
-      auto push = [&](const auto &r) {
-        if constexpr (detail::is_typed_value<std::remove_cvref_t<decltype(r)>>)
-          xs.push_back(r.value());
-      };
-      (push(rest), ...);
-      Value out;
-      if constexpr (has_out)
-        out = concat(xs, Axis, Last{});
-      else
-        out = concat(xs, Axis);
-      constexpr auto dx = hana::tuple_t<D...>;
-      constexpr auto dims =
-          hana::concat(hana::append(hana::take_front(dx, hana::size_c<ax>), hana::type_c<Joined>),
-                       hana::drop_front(dx, hana::size_c<ax + 1>));
-      return detail::wrap_dims<DT>(out, dims, "concat");
-    }
+  constexpr shape::Verdict v = shape::concat(Ops::views, Axis, Given::views);
+  if constexpr (detail::check<ops::concat, v, Ops, Given>()) {
+    std::vector<Value> xs{first.value()};
+    auto push = [&](const auto &r) {
+      if constexpr (detail::is_typed_value<std::remove_cvref_t<decltype(r)>>)
+        xs.push_back(r.value());
+    };
+    (push(rest), ...);
+    Value out;
+    if constexpr (std::tuple_size_v<typename Given::types> == 1)
+      out = concat(xs, Axis, std::tuple_element_t<0, typename Given::types>{});
+    else
+      out = concat(xs, Axis);
+    return detail::wrap<detail::result_t<v, Ops, Given>>(out, "concat");
+  } else {
+    return first;
   }
-}
-
-/// A concat of one tensor: the same dims (the untyped layer allows it).
-template <std::int64_t Axis = -1, class DT, class... D> auto concat(const TypedValue<DT, D...> &x) {
-  static_assert(rules::axis_in_range<ops::concat, Axis, dim_list<D...>>::value,
-                "concat: the axis is out of range for the tensor's dims");
-  return detail::wrap<TypedValue<DT, D...>>(concat(std::vector<Value>{x.value()}, Axis), "concat");
 }
 
 /// Scores where the mask_mod is false become -inf. Scores: (L, S), (H, L, S), (B, H, L, S).
 template <class DT, class... D, class F> auto mask(const TypedValue<DT, D...> &scores, F &&m) {
-  detail::check_float<ops::mask, DT>();
-  static_assert(rules::rank_2_to_4<ops::mask, dim_list<D...>>::value,
-                "mask: scores must have 2 (L, S), 3 (H, L, S) or 4 (B, H, L, S) dims");
-  return detail::wrap<TypedValue<DT, D...>>(mask(scores.value(), std::forward<F>(m)), "mask");
+  return detail::op_by_rule<ops::mask, shape::scores>(
+      [&](Value s) { return mask(s, std::forward<F>(m)); }, "mask", scores);
 }
 
 /// Scores -> score_mod(score, b, h, q, kv).
 template <class DT, class... D, class F> auto score_mod(const TypedValue<DT, D...> &scores, F &&s) {
-  detail::check_float<ops::score_mod, DT>();
-  static_assert(rules::rank_2_to_4<ops::score_mod, dim_list<D...>>::value,
-                "score_mod: scores must have 2 (L, S), 3 (H, L, S) or 4 (B, H, L, S) dims");
-  return detail::wrap<TypedValue<DT, D...>>(score_mod(scores.value(), std::forward<F>(s)),
-                                            "score_mod");
+  return detail::op_by_rule<ops::score_mod, shape::scores>(
+      [&](Value x) { return score_mod(x, std::forward<F>(s)); }, "score_mod", scores);
 }
 
 /// x + sinusoidal positions over x's last two axes (position, feature).
 template <class DT, class... D>
 auto sinusoidal_pe(const TypedValue<DT, D...> &x, double base = 10000, std::int64_t offset = 0) {
-  detail::check_float<ops::sinusoidal_pe, DT>();
-  static_assert(rules::rank_at_least<ops::sinusoidal_pe, 2, dim_list<D...>>::value,
-                "sinusoidal_pe: the tensor needs at least 2 dims (position, feature)");
-  return detail::wrap<TypedValue<DT, D...>>(sinusoidal_pe(x.value(), base, offset),
-                                            "sinusoidal_pe");
+  constexpr auto rule = [](std::span<const shape::TensorView> in) {
+    return shape::same_shape_rank(in, 2);
+  };
+  return detail::op_by_rule<ops::sinusoidal_pe, rule>(
+      [&](Value v) { return sinusoidal_pe(v, base, offset); }, "sinusoidal_pe", x);
 }
-
-namespace detail {
-template <class DT, class... D> constexpr bool check_rope() {
-  check_float<ops::rope, DT>();
-  static_assert(rules::rank_at_least<ops::rope, 2, dim_list<D...>>::value,
-                "rope: the tensor needs at least 2 dims (..., L, Dh)");
-  if constexpr (sizeof...(D) >= 2) {
-    static_assert(rules::rope_last_dim_is_static_and_even<
-                      typename traits<TypedValue<DT, D...>>::template dim<-1>>::value,
-                  "rope: rope rotates pairs of features, so the last dim (the template argument "
-                  "above) must be static and even");
-    return true;
-  }
-  return false;
-}
-} // namespace detail
 
 /// Rotary position embedding over x's last two axes (L, Dh); Dh static and even.
 template <class DT, class... D> auto rope(const TypedValue<DT, D...> &x, RopeOptions opts = {}) {
-  if constexpr (detail::check_rope<DT, D...>())
-    return detail::wrap<TypedValue<DT, D...>>(rope(x.value(), opts), "rope");
+  return detail::op_by_rule<ops::rope, shape::rope>([&](Value v) { return rope(v, opts); }, "rope",
+                                                    x);
 }
-
-namespace detail {
-template <class Op, class X, class P> constexpr void check_norm() {
-  check_float<Op, typename traits<X>::dtype>();
-  static_assert(rules::rank_at_least<Op, 1, typename traits<X>::list>::value,
-                "layer_norm/rms_norm normalise over the last dim; the tensor needs one");
-  if constexpr (!std::is_void_v<P>) {
-    check_same_dtype<Op, typename traits<X>::dtype, typename traits<P>::dtype>();
-    if constexpr (traits<X>::rank >= 1)
-      static_assert(rules::norm_param_is_last_dim<Op, typename traits<P>::list,
-                                                  typename traits<X>::template dim<-1>>::value,
-                    "layer_norm/rms_norm: gamma and beta must be 1-D with the input's last dim "
-                    "(the parameter's dims and that dim are the template arguments above)");
-  }
-}
-} // namespace detail
 
 /// rope with each row's position read from `positions`, integer, (L) or (B, L) with B
 /// x's first dim and L its second-to-last; opts.offset must be 0.
 template <class DT, class... D, class DP, class... P>
 auto rope(const TypedValue<DT, D...> &x, const TypedValue<DP, P...> &positions,
           RopeOptions opts = {}) {
-  static_assert(rules::is_integer_tensor<ops::rope, DP>::value,
-                "rope: positions must be an integer tensor (i32 or i64); their dtype is the "
-                "template argument above");
-  static_assert(rules::rope_positions_match_rows<dim_list<P...>, dim_list<D...>>::value,
-                "rope: positions must be (L) or (B, L), with L x's second-to-last dim and B its "
-                "first (both shapes are the template arguments above)");
-  if constexpr (detail::check_rope<DT, D...>())
-    return detail::wrap<TypedValue<DT, D...>>(rope(x.value(), positions.value(), opts), "rope");
+  return detail::op_by_rule<ops::rope, shape::rope>(
+      [&](Value v, Value p) { return rope(v, p, opts); }, "rope", x, positions);
 }
 
 /// Normalises over the last axis to mean 0, variance 1.
 template <class DT, class... D> auto layer_norm(const TypedValue<DT, D...> &x, double eps = 1e-5) {
-  detail::check_norm<ops::layer_norm, TypedValue<DT, D...>, void>();
-  return detail::wrap<TypedValue<DT, D...>>(layer_norm(x.value(), eps), "layer_norm");
+  return detail::op_by_rule<ops::layer_norm, shape::norm>(
+      [&](Value v) { return layer_norm(v, eps); }, "layer_norm", x);
 }
 /// layer_norm, then * gamma + beta, both (D) with D the last dim of x.
 template <class DT, class... D, class DG, class... G, class DB, class... Be>
 auto layer_norm(const TypedValue<DT, D...> &x, const TypedValue<DG, G...> &gamma,
                 const TypedValue<DB, Be...> &beta, double eps = 1e-5) {
-  detail::check_norm<ops::layer_norm, TypedValue<DT, D...>, TypedValue<DG, G...>>();
-  detail::check_norm<ops::layer_norm, TypedValue<DT, D...>, TypedValue<DB, Be...>>();
-  return detail::wrap<TypedValue<DT, D...>>(layer_norm(x.value(), gamma.value(), beta.value(), eps),
-                                            "layer_norm");
+  return detail::op_by_rule<ops::layer_norm, shape::norm>(
+      [&](Value v, Value g, Value b) { return layer_norm(v, g, b, eps); }, "layer_norm", x, gamma,
+      beta);
 }
 /// x / sqrt(mean(x^2) + eps) over the last axis.
 template <class DT, class... D> auto rms_norm(const TypedValue<DT, D...> &x, double eps = 1e-6) {
-  detail::check_norm<ops::rms_norm, TypedValue<DT, D...>, void>();
-  return detail::wrap<TypedValue<DT, D...>>(rms_norm(x.value(), eps), "rms_norm");
+  return detail::op_by_rule<ops::rms_norm, shape::norm>([&](Value v) { return rms_norm(v, eps); },
+                                                        "rms_norm", x);
 }
 /// rms_norm, then * gamma (D).
 template <class DT, class... D, class DG, class... G>
 auto rms_norm(const TypedValue<DT, D...> &x, const TypedValue<DG, G...> &gamma, double eps = 1e-6) {
-  detail::check_norm<ops::rms_norm, TypedValue<DT, D...>, TypedValue<DG, G...>>();
-  return detail::wrap<TypedValue<DT, D...>>(rms_norm(x.value(), gamma.value(), eps), "rms_norm");
+  return detail::op_by_rule<ops::rms_norm, shape::norm>(
+      [&](Value v, Value g) { return rms_norm(v, g, eps); }, "rms_norm", x, gamma);
 }
 
 /// Exact (erf) GELU, or the tanh approximation.
 template <class DT, class... D> auto gelu(const TypedValue<DT, D...> &x, bool approximate = false) {
-  detail::check_float<ops::gelu, DT>();
-  return detail::wrap<TypedValue<DT, D...>>(gelu(x.value(), approximate), "gelu");
+  return detail::op_by_rule<ops::gelu, shape::same_shape>(
+      [&](Value v) { return gelu(v, approximate); }, "gelu", x);
 }
 /// x if x > 0, else alpha * (exp(x) - 1).
 template <class DT, class... D> auto elu(const TypedValue<DT, D...> &x, double alpha = 1.0) {
-  detail::check_float<ops::elu, DT>();
-  return detail::wrap<TypedValue<DT, D...>>(elu(x.value(), alpha), "elu");
+  return detail::op_by_rule<ops::elu, shape::same_shape>([&](Value v) { return elu(v, alpha); },
+                                                         "elu", x);
 }
 /// silu, softplus and every other activation of QKV_PLAIN_ACTIVATIONS (op_lists.hpp): the
 /// same dims and dtype, which must be a float.
-#define QKV_TYPED_ACTIVATION(kind, builder, bound, summary)                                    \
-  template <class DT, class... D> auto builder(const TypedValue<DT, D...> &x) {                \
-    detail::check_float<ops::builder, DT>();                                                   \
-    return detail::wrap<TypedValue<DT, D...>>(builder(x.value()), #builder);                   \
+#define QKV_TYPED_ACTIVATION(kind, builder, bound, summary)                                        \
+  template <class DT, class... D> auto builder(const TypedValue<DT, D...> &x) {                    \
+    return detail::op_by_rule<ops::builder, shape::same_shape>([](Value v) { return builder(v); }, \
+                                                               #builder, x);                       \
   }
 QKV_PLAIN_ACTIVATIONS(QKV_TYPED_ACTIVATION)
 #undef QKV_TYPED_ACTIVATION
 
-/// silu(gate) * up, both with the same dims.
-template <class DA, class... A, class DB, class... B>
-auto swiglu(const TypedValue<DA, A...> &gate, const TypedValue<DB, B...> &up) {
-  detail::check_float<ops::swiglu, DA>();
-  detail::check_same_dtype<ops::swiglu, DA, DB>();
-  static_assert(rules::same_dims<ops::swiglu, dim_list<A...>, dim_list<B...>>::value,
-                "swiglu: gate and up must have the same dims (both shapes are the template "
-                "arguments above)");
-  return detail::wrap<TypedValue<DA, A...>>(swiglu(gate.value(), up.value()), "swiglu");
-}
+/// swiglu(gate, up), linformer_project(x, e), merge_lse(la, lb) and every other op of
+/// QKV_TENSOR_PAIR_OPS (op_lists.hpp): the list's shape rule, at compile time.
+#define QKV_TYPED_PAIR(kind, builder, a, b, rule, bound, summary)                                  \
+  template <class DA, class... A, class DB, class... B>                                            \
+  auto builder(const TypedValue<DA, A...> &a, const TypedValue<DB, B...> &b) {                     \
+    return detail::op_by_rule<ops::builder, shape::rule>(                                          \
+        [](Value x, Value y) { return builder(x, y); }, #builder, a, b);                           \
+  }
+QKV_TENSOR_PAIR_OPS(QKV_TYPED_PAIR)
+#undef QKV_TYPED_PAIR
 
 /// table[ids]: ids (...) i32 or i64, table (V, D) -> (..., D) with the table's dtype.
 template <class DI, class... I, class DT, class... T>
 auto embedding(const TypedValue<DI, I...> &ids, const TypedValue<DT, T...> &table) {
-  namespace hana = boost::hana;
-  static_assert(rules::embedding_ids_are_integer<DI>::value,
-                "embedding: the ids must be an integer tensor (i32 or i64); their dtype is the "
-                "template argument above");
-  detail::check_float<ops::embedding, DT>();
-  static_assert(rules::rank_is<ops::embedding, 2, dim_list<T...>>::value,
-                "embedding: the table must have 2 dims (vocab, features)");
-  if constexpr (sizeof...(T) == 2) {
-    constexpr auto out = hana::append(hana::tuple_t<I...>, hana::at_c<1>(hana::tuple_t<T...>));
-    return detail::wrap_dims<DT>(embedding(ids.value(), table.value()), out, "embedding");
-  }
+  using Ops = detail::operands<TypedValue<DI, I...>, TypedValue<DT, T...>>;
+  constexpr shape::Verdict v = shape::embedding(Ops::views);
+  if constexpr (detail::check<ops::embedding, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(embedding(ids.value(), table.value()),
+                                                  "embedding");
+  else
+    return table;
 }
-
-/// x (..., S, D) projected along S by e (K', S) -> (..., K', D) (Linformer).
-template <class DX, class... X, class DE, class... E>
-auto linformer_project(const TypedValue<DX, X...> &x, const TypedValue<DE, E...> &e) {
-  namespace hana = boost::hana;
-  detail::check_float<ops::linformer_project, DX>();
-  detail::check_same_dtype<ops::linformer_project, DX, DE>();
-  static_assert(rules::rank_at_least<ops::linformer_project, 2, dim_list<X...>>::value,
-                "linformer_project: the input needs at least 2 dims (..., S, D)");
-  static_assert(rules::rank_is<ops::linformer_project, 2, dim_list<E...>>::value,
-                "linformer_project: the projection must have 2 dims (K', S)");
-  if constexpr (sizeof...(X) >= 2 && sizeof...(E) == 2) {
-    constexpr auto dx = hana::tuple_t<X...>;
-    constexpr auto de = hana::tuple_t<E...>;
-    static_assert(
-        rules::linformer_projection_ends_in_seq_dim<detail::dim_at<1, decltype(de)>,
-                                                    detail::dim_at<-2, decltype(dx)>>::value,
-        "linformer_project: the projection's last dim must be the input's sequence "
-        "dim, its second-to-last (both dims are the template arguments above)");
-    constexpr auto out = hana::append(
-        hana::append(hana::drop_back(dx, hana::size_c<2>), hana::at_c<0>(de)), hana::back(dx));
-    return detail::wrap_dims<DX>(linformer_project(x.value(), e.value()), out, "linformer_project");
-  }
-}
-
-namespace detail {
-/// The rules cache_view and paged_cache_view share: the store (B or pages, Hkv, rows, Dh),
-/// lengths (B) integer, fresh (B, Hkv, n, Dh) with fresh's B, Hkv, Dh.
-template <class Op, class S, class L, class F> constexpr bool check_cache_view() {
-  using TS = traits<S>;
-  using TL = traits<L>;
-  using TF = traits<F>;
-  check_float<Op, typename TS::dtype>();
-  check_same_dtype<Op, typename TS::dtype, typename TF::dtype>();
-  static_assert(rules::rank_is<Op, 4, typename TS::list>::value,
-                "cache_view: the cache must have 4 dims (B, Hkv, C, Dh), or a paged cache's pool "
-                "(pages, Hkv, page, Dh)");
-  static_assert(rules::rank_is<Op, 4, typename TF::list>::value,
-                "cache_view: the new rows must have 4 dims (B, Hkv, n, Dh)");
-  static_assert(rules::is_integer_tensor<Op, typename TL::dtype>::value,
-                "cache_view: lengths must be an integer tensor (i32 or i64)");
-  static_assert(rules::rank_is<Op, 1, typename TL::list>::value,
-                "cache_view: lengths must have 1 dim (B)");
-  if constexpr (TS::rank == 4 && TF::rank == 4 && TL::rank == 1) {
-    static_assert(rules::same_dims<
-                      Op, dim_list<typename TS::template dim<1>, typename TS::template dim<3>>,
-                      dim_list<typename TF::template dim<1>, typename TF::template dim<3>>>::value,
-                  "cache_view: the cache and the new rows must share kv heads (dim 1) and head dim "
-                  "(dim 3); both pairs are the template arguments above");
-    static_assert(
-        rules::same_dims<Op, typename TL::list, dim_list<typename TF::template dim<0>>>::value,
-        "cache_view: lengths must be (B), the new rows' first dim (both are the template "
-        "arguments above)");
-    return true;
-  }
-  return false;
-}
-} // namespace detail
 
 /// Keys or values of a KV cache read in place, then this step's rows: past (B, Hkv, C, Dh),
 /// lengths (B) integer, fresh (B, Hkv, n, Dh) -> (B, Hkv, C+n, Dh).
 template <class DP, class... P, class DL, class... Ls, class DF, class... F>
 auto cache_view(const TypedValue<DP, P...> &past, const TypedValue<DL, Ls...> &lengths,
                 const TypedValue<DF, F...> &fresh) {
-  using TP = detail::traits<TypedValue<DP, P...>>;
-  using TF = detail::traits<TypedValue<DF, F...>>;
-  if constexpr (detail::check_cache_view<ops::cache_view, TypedValue<DP, P...>,
-                                         TypedValue<DL, Ls...>, TypedValue<DF, F...>>()) {
-    static_assert(rules::same_dims<ops::cache_view, dim_list<typename TP::template dim<0>>,
-                                   dim_list<typename TF::template dim<0>>>::value,
-                  "cache_view: the cache and the new rows must share the batch dim (both are the "
-                  "template arguments above)");
-    using Rows = decltype(typename TP::template dim<2>{} + typename TF::template dim<2>{});
-    using Out = TypedValue<DP, typename TF::template dim<0>, typename TF::template dim<1>, Rows,
-                           typename TF::template dim<3>>;
-    return detail::wrap<Out>(cache_view(past.value(), lengths.value(), fresh.value()),
-                             "cache_view");
-  }
+  using Ops = detail::operands<TypedValue<DP, P...>, TypedValue<DL, Ls...>, TypedValue<DF, F...>>;
+  constexpr shape::Verdict v = shape::cache_view(Ops::views);
+  if constexpr (detail::check<ops::cache_view, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(
+        cache_view(past.value(), lengths.value(), fresh.value()), "cache_view");
+  else
+    return fresh;
 }
 
 /// The same over a paged cache: pool (P, Hkv, page, Dh), table (B, M) integer -> (B, Hkv,
@@ -1282,95 +976,24 @@ auto cache_view(const TypedValue<DP, P...> &past, const TypedValue<DL, Ls...> &l
 template <class DP, class... P, class DT, class... T, class DL, class... Ls, class DF, class... F>
 auto paged_cache_view(const TypedValue<DP, P...> &pool, const TypedValue<DT, T...> &table,
                       const TypedValue<DL, Ls...> &lengths, const TypedValue<DF, F...> &fresh) {
-  using TP = detail::traits<TypedValue<DP, P...>>;
-  using TT = detail::traits<TypedValue<DT, T...>>;
-  using TF = detail::traits<TypedValue<DF, F...>>;
-  static_assert(rules::is_integer_tensor<ops::paged_cache_view, DT>::value,
-                "paged_cache_view: the block table must be an integer tensor (i32 or i64)");
-  static_assert(rules::rank_is<ops::paged_cache_view, 2, typename TT::list>::value,
-                "paged_cache_view: the block table must have 2 dims (B, pages per sequence)");
-  if constexpr (TT::rank == 2 &&
-                detail::check_cache_view<ops::paged_cache_view, TypedValue<DP, P...>,
-                                         TypedValue<DL, Ls...>, TypedValue<DF, F...>>()) {
-    static_assert(rules::same_dims<ops::paged_cache_view, dim_list<typename TT::template dim<0>>,
-                                   dim_list<typename TF::template dim<0>>>::value,
-                  "paged_cache_view: the block table's first dim must be the new rows' batch dim "
-                  "(both are the template arguments above)");
-    using Pages = decltype(typename TT::template dim<1>{} * typename TP::template dim<2>{});
-    using Rows = decltype(Pages{} + typename TF::template dim<2>{});
-    using Out = TypedValue<DP, typename TF::template dim<0>, typename TF::template dim<1>, Rows,
-                           typename TF::template dim<3>>;
-    return detail::wrap<Out>(
+  using Ops = detail::operands<TypedValue<DP, P...>, TypedValue<DT, T...>, TypedValue<DL, Ls...>,
+                               TypedValue<DF, F...>>;
+  constexpr shape::Verdict v = shape::cache_view(Ops::views);
+  if constexpr (detail::check<ops::paged_cache_view, v, Ops>())
+    return detail::wrap<detail::result_t<v, Ops>>(
         paged_cache_view(pool.value(), table.value(), lengths.value(), fresh.value()),
         "paged_cache_view");
-  }
-  else // the rule above failed: one error, not a cascade about the result
+  else
     return fresh;
 }
 
 /// cache_mask over typed lengths (B), integer.
 template <class DL, class... Ls> MaskFn cache_mask(const TypedValue<DL, Ls...> &lengths) {
-  static_assert(rules::is_integer_tensor<ops::cache_mask, DL>::value,
-                "cache_mask: lengths must be an integer tensor (i32 or i64)");
-  static_assert(rules::rank_is<ops::cache_mask, 1, dim_list<Ls...>>::value,
-                "cache_mask: lengths must have 1 dim (B)");
+  using Ops = detail::operands<TypedValue<DL, Ls...>>;
+  constexpr shape::Verdict v = shape::lengths(Ops::views);
+  detail::check<ops::cache_mask, v, Ops>();
   return cache_mask(lengths.value());
 }
-
-namespace detail {
-/// The rules of attention and linear_attention; the output dims q[:-1] + v[-1].
-template <class Op, class Q, class K, class V> constexpr auto check_attention() {
-  using TQ = traits<Q>;
-  using TK = traits<K>;
-  using TV = traits<V>;
-  check_float<Op, typename TQ::dtype>();
-  check_same_dtype<Op, typename TQ::dtype, typename TK::dtype>();
-  check_same_dtype<Op, typename TQ::dtype, typename TV::dtype>();
-  static_assert(rules::rank_2_to_4<Op, typename TQ::list>::value,
-                "attention: q must have 2 (L, Dh), 3 (H, L, Dh) or 4 (B, H, L, Dh) dims");
-  static_assert(rules::rank_2_to_4<Op, typename TK::list>::value,
-                "attention: k must have 2 (S, Dh), 3 (H, S, Dh) or 4 (B, H, S, Dh) dims");
-  static_assert(rules::rank_2_to_4<Op, typename TV::list>::value,
-                "attention: v must have 2 (S, Dv), 3 (H, S, Dv) or 4 (B, H, S, Dv) dims");
-  static_assert(rules::attention_ranks_equal<Op, TQ::rank, TK::rank, TV::rank>::value,
-                "attention: q, k and v must have the same number of dims (their ranks are the "
-                "template arguments above)");
-  constexpr std::size_t r = TQ::rank;
-  if constexpr (r >= 2 && r <= 4 && TK::rank == r && TV::rank == r) {
-    static_assert(rules::attention_q_k_head_dims_match<Op, typename TQ::template dim<-1>,
-                                                       typename TK::template dim<-1>>::value,
-                  "attention: q and k must share the head dim, their last (q's and k's last dims "
-                  "are the template arguments above)");
-    static_assert(rules::attention_k_v_seq_dims_match<Op, typename TK::template dim<-2>,
-                                                      typename TV::template dim<-2>>::value,
-                  "attention: k and v must share the sequence dim, their second-to-last (k's and "
-                  "v's are the template arguments above)");
-    if constexpr (r == 4)
-      static_assert(rules::attention_batch_dims_match<Op, typename TQ::template dim<0>,
-                                                      typename TK::template dim<0>,
-                                                      typename TV::template dim<0>>::value,
-                    "attention: q, k and v must share the batch dim, their first (the three "
-                    "batch dims are the template arguments above)");
-    if constexpr (r >= 3) {
-      using HQ = typename TQ::template dim<-3>;
-      using HK = typename TK::template dim<-3>;
-      static_assert(rules::attention_k_v_heads_match<Op, HK, typename TV::template dim<-3>>::value,
-                    "attention: k and v must have the same heads dim (both are the template "
-                    "arguments above)");
-      static_assert(rules::attention_grouped_heads_are_static<Op, HQ, HK>::value,
-                    "attention: q and k have different heads dims; grouped-query attention needs "
-                    "both head counts static (q's and k's heads are the template arguments "
-                    "above)");
-      static_assert(rules::attention_query_heads_are_a_multiple_of_kv_heads<Op, HQ, HK>::value,
-                    "attention: grouped-query attention needs a whole number of query heads per "
-                    "kv head (q's and k's heads are the template arguments above)");
-    }
-    return hana::append(hana::drop_back(TQ::types, hana::size_c<1>), hana::back(TV::types));
-  } else {
-    return failed{};
-  }
-}
-} // namespace detail
 
 /// The typed result of attention(q, k, v): a TypedValue with qkv::Attention's fluent
 /// .scale / .mask / .score_mod, which must come before the result is used.
@@ -1394,10 +1017,13 @@ public:
   }
   /// Attention::lse(): each query row's log-sum-exp, (..., Hq, L) (the dims without Dv).
   auto lse() const {
-    static_assert(std::is_same_v<DT, f32> || std::is_same_v<DT, f64>,
-                  "attention_lse: the log-sum-exp is computed for f32 and f64 attention only");
-    constexpr auto rows = boost::hana::drop_back(boost::hana::tuple_t<Dims...>);
-    return detail::wrap_dims<DT>(Attention(this->value()).lse(), rows, "attention_lse");
+    using Ops = detail::operands<TypedValue<DT, Dims...>>;
+    constexpr shape::Verdict v = shape::attention_lse(Ops::views);
+    if constexpr (detail::check<ops::attention_lse, v, Ops>())
+      return detail::wrap<detail::result_t<v, Ops>>(Attention(this->value()).lse(),
+                                                    "attention_lse");
+    else
+      return static_cast<const TypedValue<DT, Dims...> &>(*this);
   }
 
 private:
@@ -1410,51 +1036,36 @@ private:
 template <class DQ, class... Q, class DK, class... K, class DV, class... V>
 auto attention(const TypedValue<DQ, Q...> &q, const TypedValue<DK, K...> &k,
                const TypedValue<DV, V...> &v) {
-  constexpr auto out = detail::check_attention<ops::attention, TypedValue<DQ, Q...>,
-                                               TypedValue<DK, K...>, TypedValue<DV, V...>>();
-  if constexpr (detail::ok<decltype(out)>)
-    return detail::wrap_dims<TypedAttention, DQ>(attention(q.value(), k.value(), v.value()).value(),
-                                                 out, "attention");
+  using Ops = detail::operands<TypedValue<DQ, Q...>, TypedValue<DK, K...>, TypedValue<DV, V...>>;
+  constexpr shape::Verdict r = shape::attention(Ops::views);
+  if constexpr (detail::check<ops::attention, r, Ops>())
+    return detail::wrap<detail::result_t<r, Ops, detail::given<>, TypedAttention>>(
+        attention(q.value(), k.value(), v.value()).value(), "attention");
   else // the rule above failed: one error, not a cascade about the result
     return detail::typed_access::make<TypedAttention<DQ, Q...>>(q.value());
 }
 
 /// Two partial attentions merged by their log-sum-exps (merge_attention in graph.hpp):
 /// oa, ob (..., H, L, Dv) with the same dims, la, lb their dims without Dv.
-template <class DT, class... O, class DL, class... L, class... O2, class... L2>
+template <class DT, class... O, class DL, class... L, class D2, class... O2, class DL2, class... L2>
 auto merge_attention(const TypedValue<DT, O...> &oa, const TypedValue<DL, L...> &la,
-                     const TypedValue<DT, O2...> &ob, const TypedValue<DL, L2...> &lb) {
-  detail::check_float<ops::merge_attention, DT>();
-  detail::check_same_dtype<ops::merge_attention, DT, DL>();
-  static_assert(rules::same_dims<ops::merge_attention, dim_list<O...>, dim_list<O2...>>::value,
-                "merge_attention: the partial outputs oa and ob must have the same dims");
-  static_assert(rules::same_dims<ops::merge_attention, dim_list<L...>, dim_list<L2...>>::value,
-                "merge_attention: the log-sum-exps la and lb must have the same dims");
-  using rows = detail::list_t<decltype(boost::hana::drop_back(boost::hana::tuple_t<O...>))>;
-  static_assert(rules::same_dims<ops::merge_attention, rows, dim_list<L...>>::value,
-                "merge_attention: the log-sum-exps must have the outputs' dims without the last");
-  return detail::wrap<TypedValue<DT, O...>>(
-      merge_attention(oa.value(), la.value(), ob.value(), lb.value()), "merge_attention");
-}
-
-/// log(e^la + e^lb) (merge_lse in graph.hpp).
-template <class DT, class... L, class... L2>
-auto merge_lse(const TypedValue<DT, L...> &la, const TypedValue<DT, L2...> &lb) {
-  detail::check_float<ops::merge_lse, DT>();
-  static_assert(rules::same_dims<ops::merge_lse, dim_list<L...>, dim_list<L2...>>::value,
-                "merge_lse: la and lb must have the same dims");
-  return detail::wrap<TypedValue<DT, L...>>(merge_lse(la.value(), lb.value()), "merge_lse");
+                     const TypedValue<D2, O2...> &ob, const TypedValue<DL2, L2...> &lb) {
+  return detail::op_by_rule<ops::merge_attention, shape::merge_attention>(
+      [](Value a, Value b, Value c, Value d) { return merge_attention(a, b, c, d); },
+      "merge_attention", oa, la, ob, lb);
 }
 
 /// phi(q) (phi(k)^T v), normalised; the shape rules of attention.
 template <class DQ, class... Q, class DK, class... K, class DV, class... V>
 auto linear_attention(const TypedValue<DQ, Q...> &q, const TypedValue<DK, K...> &k,
                       const TypedValue<DV, V...> &v, FeatureMap phi = FeatureMap::EluPlusOne) {
-  constexpr auto out = detail::check_attention<ops::linear_attention, TypedValue<DQ, Q...>,
-                                               TypedValue<DK, K...>, TypedValue<DV, V...>>();
-  if constexpr (detail::ok<decltype(out)>)
-    return detail::wrap_dims<DQ>(linear_attention(q.value(), k.value(), v.value(), phi), out,
-                                 "linear_attention");
+  using Ops = detail::operands<TypedValue<DQ, Q...>, TypedValue<DK, K...>, TypedValue<DV, V...>>;
+  constexpr shape::Verdict r = shape::attention(Ops::views);
+  if constexpr (detail::check<ops::linear_attention, r, Ops>())
+    return detail::wrap<detail::result_t<r, Ops>>(
+        linear_attention(q.value(), k.value(), v.value(), phi), "linear_attention");
+  else
+    return q;
 }
 
 // ---- operators, as for Value in graph.hpp ----------------------------------------------

@@ -152,14 +152,18 @@ class Qkv_BroadcastOp<string mnemonic, string opSummary> : Qkv_BinaryOp<mnemonic
 
 include "QkvBroadcastOps.td"
 
-def Qkv_SwigluOp : Qkv_BinaryOp<"swiglu"> { let summary = "silu(gate) * up"; }
+// swiglu, linformer_project, merge_lse, ...: the other ops of two float tensors without
+// attributes, one `def` each, generated from the op table's list (QKV_TENSOR_PAIR_OPS in
+// <qkv/dsl/op_lists.hpp>); their verifier is the row's shape rule, which evaluates the
+// list's rule of <qkv/dsl/shape_rules.hpp>.
+class Qkv_PairOp<string mnemonic, string opSummary> : Qkv_BinaryOp<mnemonic> {
+  let summary = opSummary;
+}
+
+include "QkvPairOps.td"
 
 def Qkv_MatMulOp : Qkv_BinaryOp<"matmul"> {
   let summary = "(..., M, K) x (..., K, N) -> (..., M, N); a 2-D operand broadcasts";
-}
-
-def Qkv_LinformerProjectOp : Qkv_BinaryOp<"linformer_project"> {
-  let summary = "x (..., S, D), e (K', S) -> e . x (..., K', D)";
 }
 
 def Qkv_LinearOp : Qkv_Op<"linear", [Pure, Qkv_ShapeRule]> {
@@ -324,14 +328,6 @@ def Qkv_MergeAttentionOp : Qkv_Op<"merge_attention", [Pure,
                    Qkv_FloatTensor:$lb);
   let results = (outs Qkv_FloatTensor:$result);
   let assemblyFormat = "$oa `,` $la `,` $ob `,` $lb attr-dict `:` type($oa) `,` type($la)";
-}
-
-def Qkv_MergeLseOp : Qkv_Op<"merge_lse", [Pure, AllTypesMatch<["la", "lb", "result"]>,
-                                           Qkv_ShapeRule]> {
-  let summary = "log(e^la + e^lb): the log-sum-exp of two merged partial attentions";
-  let arguments = (ins Qkv_FloatTensor:$la, Qkv_FloatTensor:$lb);
-  let results = (outs Qkv_FloatTensor:$result);
-  let assemblyFormat = "$la `,` $lb attr-dict `:` type($la)";
 }
 
 def Qkv_LinearAttentionOp : Qkv_Op<"linear_attention", [Pure, Qkv_ShapeRule]> {
