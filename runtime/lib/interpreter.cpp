@@ -420,16 +420,18 @@ template <class F> Tensor eval_unary(const Ctx &c, F f) {
 
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
-/// Exact: 0.5 x (1 + erf(x / sqrt 2)); approximate (tanh): 0.5 x (1 + tanh(sqrt(2/pi)
-/// (x + 0.044715 x^3))), PyTorch's gelu(approximate='tanh').
+/// The exact GELU: 0.5 x (1 + erf(x / sqrt 2)).
+double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
+
+/// Exact, or approximate (tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's
+/// gelu(approximate='tanh').
 Tensor eval_gelu(const Ctx &c) {
   if (c.n.attrs.approximate) {
     const double k = std::sqrt(2.0 / std::numbers::pi);
     return eval_unary(
         c, [k](double x) { return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))); });
   }
-  return eval_unary(c,
-                    [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); });
+  return eval_unary(c, gelu_exact);
 }
 
 /// x * sigmoid(x), computed as x / (1 + e^-x) (-0 for very negative x, never NaN).
@@ -460,6 +462,11 @@ Tensor eval_elu(const Ctx &c) {
 /// silu(gate) * up, elementwise (gate is input 0).
 Tensor eval_swiglu(const Ctx &c) {
   return eval_broadcast(c, [](double gate, double up) { return silu(gate) * up; });
+}
+
+/// gelu(gate) * up with the exact GELU, elementwise (gate is input 0).
+Tensor eval_geglu(const Ctx &c) {
+  return eval_broadcast(c, [](double gate, double up) { return gelu_exact(gate) * up; });
 }
 
 // ---- reductions ----------------------------------------------------------------------------
@@ -1055,6 +1062,7 @@ Tensor eval_node(const Ctx &c) {
   case OpKind::Sigmoid: return eval_sigmoid(c);
   case OpKind::Relu: return eval_relu(c);
   case OpKind::Swiglu: return eval_swiglu(c);
+  case OpKind::Geglu: return eval_geglu(c);
   case OpKind::Embedding: return eval_embedding(c);
   case OpKind::Attention: return eval_attention(c);
   case OpKind::LinformerProject: return eval_linformer_project(c);

@@ -1,6 +1,8 @@
-// Must not compile: For a + b the shorter operand's dims must end the longer's: (L, N) does not end
-// (B, L, K). EXPECT: holds<qkv::ops::add, qkv::shape::Rule::shorter_shape_ends_longer EXPECT: "N"},
-// 32> EXPECT: "K"}, 16> EXPECT: shapes do not match
+// Must not compile: For a + b the shorter operand's dims must end the longer's: (L, N) does not end (B, L, K).
+// EXPECT: holds<qkv::ops::add, qkv::shape::Rule::shorter_shape_ends_longer
+// EXPECT: "N"}, 32>
+// EXPECT: "K"}, 16>
+// EXPECT: shapes do not match
 #include <qkv/dsl.hpp>
 
 using namespace qkv;

@@ -1,7 +1,8 @@
 // Must not compile: Grouped-query attention: 8 query heads cannot share 3 kv heads.
-// EXPECT: holds<qkv::ops::attention,
-// qkv::shape::Rule::attention_query_heads_are_a_multiple_of_kv_heads EXPECT: "H"}, 8> EXPECT: "G"},
-// 3> EXPECT: whole number of query heads per kv head
+// EXPECT: holds<qkv::ops::attention,.*Rule::attention_query_heads_are_a_multiple_of_kv_heads
+// EXPECT: "H"}, 8>
+// EXPECT: "G"}, 3>
+// EXPECT: whole number of query heads per kv head
 #include <qkv/dsl.hpp>
 
 using namespace qkv;

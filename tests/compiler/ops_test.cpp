@@ -206,6 +206,16 @@ std::vector<DiffCase> cases() {
                   },
                   kRows)
                   .sums({}, 3));
+  // GeGLU's gate over both signs (scaled by 3): the exact GELU's erf, inline in f32.
+  c.push_back(one_output(
+                  "geglu",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 9);
+                    Value gate = scale(g.input("gate", DType::F32, {L, D}), 3.0);
+                    return geglu(gate, g.input("up", DType::F32, {L, D}));
+                  },
+                  kRows)
+                  .sums({}, 3));
   // Inputs up to +-40: e^x overflows nowhere and very negative x keeps e^x's digits.
   c.push_back(one_output(
                   "softplus",

@@ -405,6 +405,7 @@ TEST_F(Ops, Activations) {
   auto w_gate = g.param<f32>("w_gate", D, F);
   auto w_up = g.param<f32>("w_up", D, F);
   auto ffn = swiglu(linear(x, w_gate), linear(x, w_up)); // silu(gate) * up, (B, L, F)
+  auto geg = geglu(linear(x, w_gate), linear(x, w_up));  // gelu(gate) * up, (B, L, F)
   auto a = gelu(x);                                      // exact, with erf
   auto b = gelu(x, /*approximate=*/true);                // the tanh form
   auto c = silu(x);
@@ -418,6 +419,7 @@ TEST_F(Ops, Activations) {
   EXPECT_EQ(e.value().node().op, OpKind::Softplus);
   EXPECT_EQ(f.value().node().op, OpKind::Sigmoid);
   EXPECT_EQ(r.value().node().op, OpKind::Relu);
+  EXPECT_EQ(geg.value().node().op, OpKind::Geglu);
   (void)a, (void)c, (void)d;
 }
 

@@ -492,7 +492,7 @@ private:
       push({y, x.red, x.mag, x.big});
       return true;
     }
-    case 4: { // add/sub/mul/residual/swiglu with equal dims, or broadcast a suffix
+    case 4: { // add/sub/mul/residual/swiglu/geglu with equal dims, or broadcast a suffix
       V x = pick_float();
       int k = r_.uniform(0, 5);
       std::vector<Dim> dims = x.v.dims();
@@ -524,12 +524,18 @@ private:
         y = residual(a, b);
         mag = plus(x.mag, o.mag);
         note("residual");
-      } else {
+      } else if (k == 4) {
         if (o.v.dims() != x.v.dims())
           return false;
         y = swiglu(a, b);
         mag = times(swap ? x.mag : o.mag, plus(swap ? o.mag : x.mag, konst(0.3)));
         note("swiglu");
+      } else {
+        if (o.v.dims() != x.v.dims())
+          return false;
+        y = geglu(a, b); // |gelu(g)| <= |g| + 0.17
+        mag = times(swap ? x.mag : o.mag, plus(swap ? o.mag : x.mag, konst(0.2)));
+        note("geglu");
       }
       push({y, plus(x.red, o.red), mag, maxf(big_of(x), big_of(o))});
       return true;

@@ -242,6 +242,21 @@ func.func @relu(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
   return %0 : tensor<?x5xf32>
 }
 
+// geglu: the exact GELU of the gate (its erf inline in f32), times up.
+// CHECK-LABEL: func.func @geglu
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]}
+// CHECK-NEXT: ^bb0(%[[GG:[a-z0-9_]+]]: f32, %[[GU:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK: arith.mulf %[[GG]], %{{.*}} : f32
+// CHECK-NOT: math.erf
+// CHECK: math.fma
+// CHECK-NOT: math.erf
+// CHECK: %[[GY:.*]] = arith.mulf %{{.*}}, %[[GU]] : f32
+// CHECK-NEXT: linalg.yield %[[GY]] : f32
+func.func @geglu(%g: tensor<?x5xf32>, %u: tensor<?x5xf32>) -> tensor<?x5xf32> {
+  %0 = qkv.geglu %g, %u : (tensor<?x5xf32>, tensor<?x5xf32>) -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
 // cache_view materialised: stored rows below lengths[b], then the new rows, then zeros;
 // each read is guarded so no index is out of bounds.
 // CHECK-LABEL: func.func @cache_view

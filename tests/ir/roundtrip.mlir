@@ -121,6 +121,8 @@ func.func @ops(%x: tensor<?x6xf32>, %w: tensor<6x6xf32>, %b: tensor<6xf32>,
   %relu = qkv.relu %20 : tensor<?x6xf32> -> tensor<?x6xf32>
   // CHECK: qkv.swiglu %[[ELU]], %[[SILU]] : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
   %21 = qkv.swiglu %20, %19 : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  // CHECK: qkv.geglu %[[ELU]], %[[SILU]] : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+  %geglu = qkv.geglu %20, %19 : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
   // CHECK: %[[EMB:.*]] = qkv.embedding %[[TABLE]][%[[IDS]]] : (tensor<?xi32>, tensor<10x6xf32>) -> tensor<?x6xf32>
   %22 = qkv.embedding %table[%ids] : (tensor<?xi32>, tensor<10x6xf32>) -> tensor<?x6xf32>
   // CHECK: %[[PE:.*]] = qkv.sinusoidal_pe %[[EMB]] base 1.000000e+04 offset 2 : tensor<?x6xf32> -> tensor<?x6xf32>

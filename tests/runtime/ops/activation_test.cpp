@@ -1,4 +1,4 @@
-// gelu, silu, elu, softplus, sigmoid, relu and swiglu.
+// gelu, silu, elu, softplus, sigmoid, relu, swiglu and geglu.
 #include "test_util.hpp"
 
 namespace qkv {
@@ -79,6 +79,18 @@ TEST(Swiglu, SiluOfGateTimesUp) {
   Tensor y = run1(
       g, {{"gate", Tensor::from_f64({3}, {1, 0, -1})}, {"up", Tensor::from_f64({3}, {2, 5, -1})}});
   expect_values(y, {3}, {2 * 0.7310585786300049, 0, 0.2689414213699951}, 1e-15);
+}
+
+TEST(Geglu, ExactGeluOfGateTimesUp) {
+  Graph g("geglu");
+  Dim N = g.dim("N");
+  Value gate = g.input("gate", DType::F64, {N}), up = g.input("up", DType::F64, {N});
+  g.output("y", geglu(gate, up));
+  // gelu(1) * 2, gelu(0) * 5, gelu(-1) * -1, gelu(-3) * 1: 0.5 x (1 + erf(x / sqrt 2))
+  Tensor y = run1(g, {{"gate", Tensor::from_f64({4}, {1, 0, -1, -3})},
+                      {"up", Tensor::from_f64({4}, {2, 5, -1, 1})}});
+  expect_values(y, {4}, {2 * 0.8413447460685429, 0, 0.15865525393145707, -0.00404969409489031},
+                1e-13);
 }
 
 } // namespace

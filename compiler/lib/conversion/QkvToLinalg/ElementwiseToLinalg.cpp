@@ -1,4 +1,4 @@
-// The elementwise qkv ops (add, sub, mul, div, swiglu, scale, gelu, silu, elu, softplus,
+// The elementwise qkv ops (add, sub, mul, div, swiglu, geglu, scale, gelu, silu, elu, softplus,
 // sigmoid, relu) and the reductions along one axis (softmax, layer_norm, rms_norm) as
 // linalg.generic, computing what the interpreter computes.
 #include "QkvToLinalg.h"
@@ -21,6 +21,8 @@ Value sigmoidTimes(OpBuilder &b, Location loc, Value x, Value y) {
   return y ? Value(arith::MulFOp::create(b, loc, s, y)) : s;
 }
 
+Value geluValue(OpBuilder &b, Location l, Type t, Value x, bool approximate);
+
 template <class OpT> struct BinaryLowering : OpRewritePattern<OpT> {
   using OpRewritePattern<OpT>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpT op, PatternRewriter &rw) const override {
@@ -38,6 +40,10 @@ template <class OpT> struct BinaryLowering : OpRewritePattern<OpT> {
                                 return arith::MulFOp::create(bb, l, args[0], args[1]);
                               else if constexpr (std::is_same_v<OpT, DivOp>)
                                 return arith::DivFOp::create(bb, l, args[0], args[1]);
+                              else if constexpr (std::is_same_v<OpT, GegluOp>)
+                                return arith::MulFOp::create(
+                                    bb, l, geluValue(bb, l, args[0].getType(), args[0], false),
+                                    args[1]);
                               else
                                 return sigmoidTimes(bb, l, args[0], args[1]); // swiglu
                             });
@@ -81,9 +87,10 @@ Value erfF32(OpBuilder &b, Location l, Type t, Value x) {
   return arith::DivFOp::create(b, l, num, horner(q, 5));
 }
 
-Value geluBody(GeluOp op, OpBuilder &b, Location l, Type t, Value x) {
+/// GELU of x: exact, 0.5 x (1 + erf(x / sqrt 2)), or the tanh approximation.
+Value geluValue(OpBuilder &b, Location l, Type t, Value x, bool approximate) {
   Value inner;
-  if (op.getApproximate()) { // tanh(sqrt(2/pi) (x + 0.044715 x^3))
+  if (approximate) { // tanh(sqrt(2/pi) (x + 0.044715 x^3))
     Value x3 = arith::MulFOp::create(b, l, x, arith::MulFOp::create(b, l, x, x));
     Value u = arith::AddFOp::create(b, l, x,
                                     arith::MulFOp::create(b, l, floatConst(b, l, t, 0.044715), x3));
@@ -97,6 +104,10 @@ Value geluBody(GeluOp op, OpBuilder &b, Location l, Type t, Value x) {
   }
   Value s = arith::AddFOp::create(b, l, floatConst(b, l, t, 1.0), inner);
   return arith::MulFOp::create(b, l, floatConst(b, l, t, 0.5), arith::MulFOp::create(b, l, x, s));
+}
+
+Value geluBody(GeluOp op, OpBuilder &b, Location l, Type t, Value x) {
+  return geluValue(b, l, t, x, op.getApproximate());
 }
 
 Value siluBody(SiluOp, OpBuilder &b, Location l, Type, Value x) {
@@ -306,10 +317,12 @@ struct RmsNormLowering : OpRewritePattern<RmsNormOp> {
 } // namespace
 
 void qkv::ir::populateQkvElementwiseToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<BinaryLowering<AddOp>, BinaryLowering<SubOp>, BinaryLowering<MulOp>,
-               BinaryLowering<DivOp>, BinaryLowering<SwigluOp>, UnaryLowering<ScaleOp, scaleBody>,
-               UnaryLowering<GeluOp, geluBody>, UnaryLowering<SiluOp, siluBody>,
-               UnaryLowering<EluOp, eluBody>, UnaryLowering<SoftplusOp, softplusBody>,
-               UnaryLowering<SigmoidOp, sigmoidBody>, UnaryLowering<ReluOp, reluBody>,
-               SoftmaxLowering, LayerNormLowering, RmsNormLowering>(patterns.getContext());
+  patterns
+      .add<BinaryLowering<AddOp>, BinaryLowering<SubOp>, BinaryLowering<MulOp>,
+           BinaryLowering<DivOp>, BinaryLowering<SwigluOp>, BinaryLowering<GegluOp>,
+           UnaryLowering<ScaleOp, scaleBody>, UnaryLowering<GeluOp, geluBody>,
+           UnaryLowering<SiluOp, siluBody>, UnaryLowering<EluOp, eluBody>,
+           UnaryLowering<SoftplusOp, softplusBody>, UnaryLowering<SigmoidOp, sigmoidBody>,
+           UnaryLowering<ReluOp, reluBody>, SoftmaxLowering, LayerNormLowering, RmsNormLowering>(
+          patterns.getContext());
 }

@@ -40,6 +40,8 @@
 /// row). Its meaning in the interpreter and its lowering are written where every op's are.
 #define QKV_TENSOR_PAIR_OPS(X)                                                                     \
   X(Swiglu, swiglu, gate, up, same_two, LargestOperand, "silu(gate) * up")                         \
+  X(Geglu, geglu, gate, up, same_two, LargestOperand,                                              \
+    "gelu(gate) * up, the exact (erf) GELU: GeGLU's gated FFN")                                    \
   X(LinformerProject, linformer_project, x, e, linformer, SequenceContraction,                     \
     "x (..., S, D), e (K', S) -> e . x (..., K', D)")                                              \
   X(MergeLse, merge_lse, la, lb, same_two, LseMerge,                                               \
