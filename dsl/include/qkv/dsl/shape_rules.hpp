@@ -53,6 +53,8 @@ enum class Rule : std::uint8_t {
   is_integer_tensor,
   same_dtype,
   rank_at_most_max,
+  // the rules of one tensor's rank, rank_at_least_1 to rank_2_to_4, together (a message
+  // that words a broken one adds the tensor's rank)
   rank_at_least_1,
   rank_at_least_2,
   rank_at_least_3,

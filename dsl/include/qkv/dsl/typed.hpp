@@ -801,6 +801,15 @@ auto merge_heads(const TypedValue<DT, D...> &x, Out out_dim) {
 }
 
 namespace detail {
+/// Whether no argument of concat's but the last is a dim.
+template <class... R> constexpr bool dim_only_last() {
+  constexpr bool is_dim[] = {false, is_named_dim_v<R>...};
+  for (std::size_t i = 1; i < sizeof...(R); ++i)
+    if (is_dim[i])
+      return false;
+  return true;
+}
+
 /// concat's operands and given dims: the tensors, then a trailing dim if any.
 template <class Tensors, class Given> struct concat_args {
   using tensors = Tensors;
@@ -826,29 +835,32 @@ template <std::int64_t Axis = -1, class DT, class... D, class... Rest>
 requires((detail::is_typed_value<Rest> ||
           is_named_dim_v<Rest>)&&...) auto concat(const TypedValue<DT, D...> &first,
                                                   const Rest &...rest) {
-  using Args = decltype(detail::split_concat_args(detail::type_list<TypedValue<DT, D...>>{},
-                                                  detail::type_list<Rest...>{}));
-  using Ops = typename Args::tensors;
-  using Given = typename Args::dims;
-  static_assert(std::tuple_size_v<typename Ops::types> + std::tuple_size_v<typename Given::types> ==
-                    1 + sizeof...(Rest),
+  static_assert(detail::dim_only_last<Rest...>(),
                 "concat: only the last argument may be a dim (the name of the joined dim)");
-  constexpr shape::Verdict v = shape::concat(Ops::views, Axis, Given::views);
-  if constexpr (detail::check<ops::concat, v, Ops, Given>()) {
-    std::vector<Value> xs{first.value()};
-    auto push = [&](const auto &r) {
-      if constexpr (detail::is_typed_value<std::remove_cvref_t<decltype(r)>>)
-        xs.push_back(r.value());
-    };
-    (push(rest), ...);
-    Value out;
-    if constexpr (std::tuple_size_v<typename Given::types> == 1)
-      out = concat(xs, Axis, std::tuple_element_t<0, typename Given::types>{});
-    else
-      out = concat(xs, Axis);
-    return detail::wrap<detail::result_t<v, Ops, Given>>(out, "concat");
-  } else {
+  if constexpr (!detail::dim_only_last<Rest...>()) {
     return first;
+  } else {
+    using Args = decltype(detail::split_concat_args(detail::type_list<TypedValue<DT, D...>>{},
+                                                    detail::type_list<Rest...>{}));
+    using Ops = typename Args::tensors;
+    using Given = typename Args::dims;
+    constexpr shape::Verdict v = shape::concat(Ops::views, Axis, Given::views);
+    if constexpr (detail::check<ops::concat, v, Ops, Given>()) {
+      std::vector<Value> xs{first.value()};
+      auto push = [&](const auto &r) {
+        if constexpr (detail::is_typed_value<std::remove_cvref_t<decltype(r)>>)
+          xs.push_back(r.value());
+      };
+      (push(rest), ...);
+      Value out;
+      if constexpr (std::tuple_size_v<typename Given::types> == 1)
+        out = concat(xs, Axis, std::tuple_element_t<0, typename Given::types>{});
+      else
+        out = concat(xs, Axis);
+      return detail::wrap<detail::result_t<v, Ops, Given>>(out, "concat");
+    } else {
+      return first;
+    }
   }
 }
 
