@@ -106,8 +106,6 @@ using shape::Verdict;
 /// The op's name as a C string (the table's names are literals).
 const char *cname(OpKind op) { return op_info(op).name.data(); }
 
-shape::DimView view_of(const Dim &d) { return {d.name, d.extent, is_unknown(d)}; }
-
 /// An op's inputs as the shared rules (<qkv/dsl/shape_rules.hpp>) see them, and the result
 /// a rule's verdict describes, built from the nodes' dims.
 struct Operands {

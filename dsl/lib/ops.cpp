@@ -129,7 +129,7 @@ Value residual(Value x, Value y) {
   auto views = [](const Value &v) {
     std::vector<shape::DimView> d;
     for (const Dim &e : v.dims())
-      d.push_back({e.name, e.extent, is_unknown(e)});
+      d.push_back(detail::view_of(e));
     return d;
   };
   std::vector<shape::DimView> dx = views(x), dy = views(y);

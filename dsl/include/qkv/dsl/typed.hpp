@@ -103,10 +103,9 @@ template <std::size_t N> struct name_builder {
 
 // The same spelling as qkv::product() and qkv::sum() in dsl/lib/graph.cpp: a factor that
 // is a sum is parenthesised ("(A+B)*C"); sums are joined flat ("H*Dh+X").
-constexpr bool has_plus(std::string_view s) { return s.find('+') != std::string_view::npos; }
 
 template <fixed_string A, fixed_string B> constexpr auto product_name() {
-  constexpr bool wa = has_plus(A.view()), wb = has_plus(B.view());
+  constexpr bool wa = shape::has_plus(A.view()), wb = shape::has_plus(B.view());
   name_builder<A.size() + B.size() + 1 + 2 * (wa + wb)> b;
   b.put(wa ? "(" : "");
   b.put(A.view());
