@@ -576,6 +576,23 @@ InferredType pair_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs
   return checked(rule(o.views), cname(op), o);
 }
 
+/// The ops of QKV_SCALAR_ACTIVATIONS: one float tensor's dims (unary_rule), and the
+/// attribute, kept in Attrs::alpha and named by the row, within `range`.
+template <ScalarRange range>
+InferredType scalar_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &attrs) {
+  InferredType t = unary_rule(g, op, inputs, attrs);
+  double v = attrs.alpha;
+  bool positive = range == ScalarRange::Positive;
+  if (!std::isfinite(v) || (positive && !(v > 0))) {
+    std::ostringstream value;
+    value << v;
+    user_error(std::string(cname(op)) + " of " + q(g.node(inputs[0]).name) + ": " +
+               std::string(op_info(op).attrs[0].label) + " must be a finite number" +
+               (positive ? " above 0" : "") + ", not " + value.str());
+  }
+  return t;
+}
+
 InferredType linear_attention_rule(const Graph &g, OpKind op, const Ids &inputs, const Attrs &) {
   return attention_like(g, inputs, cname(op));
 }
@@ -755,16 +772,11 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
      false,
      kLargestOperand,
      unary_rule},
-    {OpKind::Elu,
-     "elu",
-     1,
-     1,
-     kAny,
-     {{{F::Alpha, "alpha"}}},
-     {{{"alpha", F::Alpha}}},
-     false,
-     kLargestOperand,
-     unary_rule},
+#define QKV_SCALAR_ROW(kind, builder, attribute, default_value, range, bound, summary)          \
+  {OpKind::kind, #builder, 1, 1, kAny, {{{F::Alpha, #attribute}}}, {{{#attribute, F::Alpha}}},    \
+   false, {B::bound}, scalar_rule<ScalarRange::range>},
+    QKV_SCALAR_ACTIVATIONS(QKV_SCALAR_ROW)
+#undef QKV_SCALAR_ROW
 #define QKV_ACTIVATION_ROW(kind, builder, bound, summary)                                      \
   {OpKind::kind, #builder, 1, 1, kAny, {}, {}, false, {B::OperandPlus, bound}, unary_rule},
     QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_ROW)

@@ -306,11 +306,15 @@ Value gelu(Value x, bool approximate) {
 QKV_PLAIN_ACTIVATIONS(QKV_DEFINE_ACTIVATION)
 #undef QKV_DEFINE_ACTIVATION
 
-Value elu(Value x, double alpha) {
-  Attrs a;
-  a.alpha = alpha;
-  return unary(OpKind::Elu, x, a);
-}
+#define QKV_DEFINE_SCALAR_ACTIVATION(kind, builder, attribute, default_value, range, bound,        \
+                                     summary)                                                      \
+  Value builder(Value x, double attribute) {                                                       \
+    Attrs a;                                                                                       \
+    a.alpha = attribute;                                                                           \
+    return unary(OpKind::kind, x, a);                                                              \
+  }
+QKV_SCALAR_ACTIVATIONS(QKV_DEFINE_SCALAR_ACTIVATION)
+#undef QKV_DEFINE_SCALAR_ACTIVATION
 
 #define QKV_DEFINE_PAIR(kind, builder, a, b, rule, bound, summary)                                 \
   Value builder(Value a, Value b) { return binary(OpKind::kind, a, b); }

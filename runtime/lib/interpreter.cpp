@@ -459,6 +459,12 @@ Tensor eval_elu(const Ctx &c) {
   return eval_unary(c, [alpha](double x) { return x > 0 ? x : alpha * std::expm1(x); });
 }
 
+/// cap * tanh(x / cap), cap > 0 (the op's row refuses others).
+Tensor eval_softcap(const Ctx &c) {
+  double cap = c.n.attrs.alpha;
+  return eval_unary(c, [cap](double x) { return cap * std::tanh(x / cap); });
+}
+
 /// silu(gate) * up, elementwise (gate is input 0).
 Tensor eval_swiglu(const Ctx &c) {
   return eval_broadcast(c, [](double gate, double up) { return silu(gate) * up; });
@@ -1058,6 +1064,7 @@ Tensor eval_node(const Ctx &c) {
   case OpKind::Gelu: return eval_gelu(c);
   case OpKind::Silu: return eval_silu(c);
   case OpKind::Elu: return eval_elu(c);
+  case OpKind::Softcap: return eval_softcap(c);
   case OpKind::Softplus: return eval_softplus(c);
   case OpKind::Sigmoid: return eval_sigmoid(c);
   case OpKind::Relu: return eval_relu(c);

@@ -216,6 +216,16 @@ std::vector<DiffCase> cases() {
                   },
                   kRows)
                   .sums({}, 3));
+  // Logits up to +-90 capped at 30 (Gemma 2's final cap): tanh's linear part near 0, its
+  // saturation past +-3 cap, both signs.
+  c.push_back(one_output(
+                  "softcap",
+                  [](Graph &g) {
+                    Dim L = g.dim("L"), D = g.dim("D", 11);
+                    return softcap(scale(g.input("logits", DType::F32, {L, D}), 90.0), 30.0);
+                  },
+                  kRows)
+                  .sums({}, 91));
   // Inputs up to +-40: e^x overflows nowhere and very negative x keeps e^x's digits.
   c.push_back(one_output(
                   "softplus",

@@ -410,6 +410,7 @@ TEST_F(Ops, Activations) {
   auto b = gelu(x, /*approximate=*/true);                // the tanh form
   auto c = silu(x);
   auto d = elu(x, 1.0);
+  auto s = softcap(x, 30.0); // 30 tanh(x / 30)
   auto e = softplus(x); // log(1 + e^x)
   auto f = sigmoid(x);  // 1 / (1 + e^-x)
   auto r = relu(x);     // max(x, 0)
@@ -420,6 +421,8 @@ TEST_F(Ops, Activations) {
   EXPECT_EQ(f.value().node().op, OpKind::Sigmoid);
   EXPECT_EQ(r.value().node().op, OpKind::Relu);
   EXPECT_EQ(geg.value().node().op, OpKind::Geglu);
+  EXPECT_EQ(s.value().node().op, OpKind::Softcap);
+  EXPECT_EQ(s.value().node().attrs.alpha, 30.0);
   (void)a, (void)c, (void)d;
 }
 

@@ -409,7 +409,7 @@ private:
 
   bool try_op(int op) {
     switch (op) {
-    case 0: { // elementwise activations and scale
+    case 0: { // elementwise activations, softcap and scale
       V x = pick_float();
       int k = r_.uniform(0, 6);
       Value y;
@@ -437,6 +437,9 @@ private:
       } else if (k == 5) {
         y = relu(x.v); // |relu(x)| <= |x|
         note("relu");
+      } else if (r_.chance(0.3)) { // k == 6; the draw only here keeps other graphs as they were
+        y = softcap(x.v, r_.pick(std::vector<double>{0.5, 3, 30})); // |softcap(x)| <= |x|
+        note("softcap");
       } else {
         double f = r_.pick(std::vector<double>{-2, -0.5, 0.25, 0.7, 1.5, 3});
         y = scale(x.v, f);
@@ -1274,6 +1277,18 @@ std::vector<Misuse> misuses() {
     default: cache_view(past, g.input("len", DType::I32, {B, B}), fresh); break;
     }
     return std::string("cache_view misuse");
+  });
+  // scalar attributes out of range: softcap's cap 0, negative, infinite or NaN; elu's alpha
+  // infinite or NaN
+  m.push_back([=](Rng &r) {
+    Graph g;
+    Value x = g.input("x", DType::F32, {g.dim("L"), g.dim("D", ext(r))});
+    double bad = r.pick(std::vector<double>{0.0, -2.0, INFINITY, -INFINITY, std::nan("")});
+    if (r.chance(0.5) || bad == 0.0 || bad == -2.0)
+      softcap(x, bad);
+    else
+      elu(x, bad);
+    return std::string("scalar attribute out of range");
   });
   return m;
 }

@@ -1021,6 +1021,14 @@ func.func @sinusoidal_pe_offset(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 
 // -----
 
+func.func @softcap_cap(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'qkv.softcap' op softcap of 'operand 0': cap must be a finite number above 0, not 0}}
+  %0 = qkv.softcap %x cap 0.0 : tensor<?x4xf32> -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
 func.func @rms_norm_eps(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   // expected-error @+1 {{'qkv.rms_norm' op rms_norm: eps must not be negative}}
   %0 = qkv.rms_norm %x eps -1.0e-05 : tensor<?x4xf32> -> tensor<?x4xf32>

@@ -242,6 +242,21 @@ func.func @relu(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
   return %0 : tensor<?x5xf32>
 }
 
+// softcap: cap * tanh(x * (1 / cap)), the reciprocal a constant.
+// CHECK-LABEL: func.func @softcap
+// CHECK-DAG: %[[RCAP:.*]] = arith.constant 2.000000e-02 : f32
+// CHECK-DAG: %[[CAP:.*]] = arith.constant 5.000000e+01 : f32
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]}
+// CHECK-NEXT: ^bb0(%[[SX:[a-z0-9_]+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[SU:.*]] = arith.mulf %[[SX]], %[[RCAP]] : f32
+// CHECK-NEXT: %[[ST:.*]] = math.tanh %[[SU]] : f32
+// CHECK-NEXT: %[[SY:.*]] = arith.mulf %[[ST]], %[[CAP]] : f32
+// CHECK-NEXT: linalg.yield %[[SY]] : f32
+func.func @softcap(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
+  %0 = qkv.softcap %x cap 50.0 : tensor<?x5xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
 // geglu: the exact GELU of the gate (its erf inline in f32), times up.
 // CHECK-LABEL: func.func @geglu
 // CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]}

@@ -113,6 +113,8 @@ func.func @ops(%x: tensor<?x6xf32>, %w: tensor<6x6xf32>, %b: tensor<6xf32>,
   %19 = qkv.silu %18 : tensor<?x6xf32> -> tensor<?x6xf32>
   // CHECK: %[[ELU:.*]] = qkv.elu %[[SILU]] alpha 7.500000e-01 : tensor<?x6xf32> -> tensor<?x6xf32>
   %20 = qkv.elu %19 alpha 0.75 : tensor<?x6xf32> -> tensor<?x6xf32>
+  // CHECK: qkv.softcap %[[ELU]] cap 3.000000e+01 : tensor<?x6xf32> -> tensor<?x6xf32>
+  %softcap = qkv.softcap %20 cap 30.0 : tensor<?x6xf32> -> tensor<?x6xf32>
   // CHECK: qkv.softplus %[[ELU]] : tensor<?x6xf32> -> tensor<?x6xf32>
   %softplus = qkv.softplus %20 : tensor<?x6xf32> -> tensor<?x6xf32>
   // CHECK: qkv.sigmoid %[[ELU]] : tensor<?x6xf32> -> tensor<?x6xf32>

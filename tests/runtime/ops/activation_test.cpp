@@ -1,4 +1,4 @@
-// gelu, silu, elu, softplus, sigmoid, relu, swiglu and geglu.
+// gelu, silu, elu, softcap, softplus, sigmoid, relu, swiglu and geglu.
 #include "test_util.hpp"
 
 namespace qkv {
@@ -41,6 +41,42 @@ TEST(Elu, AlphaScalesTheNegativeSide) {
                 1e-15);
   expect_values(unary([](Value x) { return elu(x, 2.0); }, {-1}), {1}, {-1.2642411176571153},
                 1e-15);
+}
+
+TEST(Softcap, CapTimesTanhOfXOverCap) {
+  // 30 tanh(x / 30): about x near 0 (30 tanh(1/30) = 0.99962979...), 30 tanh(1) at 30 with
+  // tanh(1) = 0.7615941559557649, 30 far out; odd.
+  Tensor y = unary([](Value x) { return softcap(x, 30.0); }, {0, 1, 30, -30, 1e6});
+  expect_values(y, {5},
+                {0, 0.9996297941646859, 30 * 0.7615941559557649, -30 * 0.7615941559557649, 30},
+                1e-13);
+}
+
+TEST(Softcap, CapMustBeFiniteAndAboveZero) {
+  Graph g("softcap");
+  Value logits = g.input("logits", DType::F32, {g.dim("N")});
+  for (double cap : {0.0, -1.0, double(INFINITY), std::nan("")}) {
+    try {
+      softcap(logits, cap);
+      ADD_FAILURE() << "softcap with cap " << cap << " was accepted";
+    } catch (const Error &e) {
+      std::string want = "softcap of 'logits': cap must be a finite number above 0, not ";
+      EXPECT_EQ(std::string(e.what()).substr(0, want.size()), want) << e.what();
+    }
+  }
+  // elu's alpha may be 0 or negative, not NaN or infinite.
+  EXPECT_NO_THROW(elu(logits, 0.0));
+  EXPECT_NO_THROW(elu(logits, -0.5));
+  EXPECT_THROW(
+      {
+        try {
+          elu(logits, INFINITY);
+        } catch (const Error &e) {
+          EXPECT_STREQ(e.what(), "elu of 'logits': alpha must be a finite number, not inf");
+          throw;
+        }
+      },
+      Error);
 }
 
 TEST(Softplus, LogOfOnePlusExp) {

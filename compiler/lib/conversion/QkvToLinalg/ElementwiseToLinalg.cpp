@@ -145,6 +145,13 @@ Value eluBody(EluOp op, OpBuilder &b, Location l, Type, Value x) {
   return eluValue(b, l, x, op.getAlpha().convertToDouble());
 }
 
+/// cap * tanh(x / cap), as x * (1 / cap) so that the division is by a constant once.
+Value softcapBody(SoftcapOp op, OpBuilder &b, Location l, Type t, Value x) {
+  double cap = op.getCap().convertToDouble();
+  Value u = arith::MulFOp::create(b, l, x, floatConst(b, l, t, 1.0 / cap));
+  return arith::MulFOp::create(b, l, floatConst(b, l, t, cap), math::TanhOp::create(b, l, u));
+}
+
 /// A unary op computed elementwise by Body.
 template <class OpT, Value (*Body)(OpT, OpBuilder &, Location, Type, Value)>
 struct UnaryLowering : OpRewritePattern<OpT> {
@@ -317,12 +324,11 @@ struct RmsNormLowering : OpRewritePattern<RmsNormOp> {
 } // namespace
 
 void qkv::ir::populateQkvElementwiseToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns
-      .add<BinaryLowering<AddOp>, BinaryLowering<SubOp>, BinaryLowering<MulOp>,
-           BinaryLowering<DivOp>, BinaryLowering<SwigluOp>, BinaryLowering<GegluOp>,
-           UnaryLowering<ScaleOp, scaleBody>, UnaryLowering<GeluOp, geluBody>,
-           UnaryLowering<SiluOp, siluBody>, UnaryLowering<EluOp, eluBody>,
-           UnaryLowering<SoftplusOp, softplusBody>, UnaryLowering<SigmoidOp, sigmoidBody>,
-           UnaryLowering<ReluOp, reluBody>, SoftmaxLowering, LayerNormLowering, RmsNormLowering>(
-          patterns.getContext());
+  patterns.add<BinaryLowering<AddOp>, BinaryLowering<SubOp>, BinaryLowering<MulOp>,
+               BinaryLowering<DivOp>, BinaryLowering<SwigluOp>, BinaryLowering<GegluOp>,
+               UnaryLowering<ScaleOp, scaleBody>, UnaryLowering<GeluOp, geluBody>,
+               UnaryLowering<SiluOp, siluBody>, UnaryLowering<EluOp, eluBody>,
+               UnaryLowering<SoftcapOp, softcapBody>, UnaryLowering<SoftplusOp, softplusBody>,
+               UnaryLowering<SigmoidOp, sigmoidBody>, UnaryLowering<ReluOp, reluBody>,
+               SoftmaxLowering, LayerNormLowering, RmsNormLowering>(patterns.getContext());
 }

@@ -53,7 +53,9 @@ enum class OpKind : std::uint8_t {
   LayerNorm,    // over the last axis, optional gamma/beta
   RmsNorm,      // over the last axis, optional gamma
   Gelu,
-  Elu, // elementwise activations with an attribute
+#define QKV_OP_KIND(kind, builder, attribute, default_value, range, bound, summary) kind,
+  QKV_SCALAR_ACTIVATIONS(QKV_OP_KIND) // elu, softcap: one scalar attribute (op_lists.hpp)
+#undef QKV_OP_KIND
 #define QKV_OP_KIND(kind, builder, bound, summary) kind,
   QKV_PLAIN_ACTIVATIONS(QKV_OP_KIND) // and those without (op_lists.hpp)
 #undef QKV_OP_KIND
@@ -93,7 +95,8 @@ struct Attrs {
   std::int64_t offset = 0;         // Rope, SinusoidalPE: position of the first row
   bool interleaved = false;        // Rope: rotate pairs (2i, 2i+1), else (i, i + Dh/2)
   bool approximate = false;        // Gelu: tanh approximation, else exact erf
-  double alpha = 1.0;              // Elu
+  double alpha = 1.0;              // the scalar of QKV_SCALAR_ACTIVATIONS: elu's alpha,
+                                   // softcap's cap
   FeatureMap feature_map = FeatureMap::EluPlusOne; // LinearAttention
   ExprPtr mask;                    // Mask, Attention (null: no mask)
   ExprPtr score;                   // ScoreMod, Attention (null: no score_mod)
@@ -329,7 +332,13 @@ Value rms_norm(Value x, double eps = 1e-6);
 Value rms_norm(Value x, Value gamma, double eps = 1e-6);
 /// Exact (erf) GELU, or the tanh approximation.
 Value gelu(Value x, bool approximate = false);
-Value elu(Value x, double alpha = 1.0);
+/// elu(x) = x > 0 ? x : alpha (e^x - 1); softcap(x, cap) = cap * tanh(x / cap), cap > 0
+/// (Gemma 2's logit soft-capping): every activation of QKV_SCALAR_ACTIVATIONS.
+#define QKV_DECLARE_SCALAR_ACTIVATION(kind, builder, attribute, default_value, range, bound,       \
+                                      summary)                                                     \
+  Value builder(Value x, double attribute QKV_DEFAULT_ARG(default_value));
+QKV_SCALAR_ACTIVATIONS(QKV_DECLARE_SCALAR_ACTIVATION)
+#undef QKV_DECLARE_SCALAR_ACTIVATION
 /// silu(x) = x * sigmoid(x); softplus(x) = log(1 + e^x), computed without overflow (Mamba's
 /// step sizes, smooth ReLU); sigmoid(x) = 1 / (1 + e^-x): every activation of
 /// QKV_PLAIN_ACTIVATIONS.

@@ -17,6 +17,25 @@
   X(Sigmoid, sigmoid, 1, "1 / (1 + exp(-x)): gates (gated attention, GLU variants)")           \
   X(Relu, relu, 0, "max(x, 0); NaN stays NaN")
 
+/// The elementwise activations of one float tensor with one scalar attribute, one line
+/// each: X(OpKind, builder, attribute, default, range, error bound, summary). `attribute`
+/// names the builder's parameter and the MLIR op's f64 attribute (Graph::str prints it by
+/// that name); the value is kept in Attrs::alpha, the field of this list's scalar. `default`
+/// is the parameter's default value, or empty where the caller must give one. `range` a
+/// ScalarRange (<qkv/dsl/op_table.hpp>): the values the op table's row (so the builders and
+/// the dialect's verifier) accepts. The bound an ErrorBound kind. Each line makes the op's
+/// OpKind, its row, its builder `Value builder(Value x, double attribute = default)`, its
+/// typed form and its `qkv.builder` op in MLIR (generated ODS, `qkv.builder %x attribute
+/// 1.0 : ...`). Its meaning in the interpreter and its lowering are written where every
+/// op's are.
+#define QKV_SCALAR_ACTIVATIONS(X)                                                                  \
+  X(Elu, elu, alpha, 1.0, Finite, LargestOperand, "x > 0 ? x : alpha (exp(x) - 1)")                \
+  X(Softcap, softcap, cap, , Positive, LargestOperand,                                             \
+    "cap * tanh(x / cap): soft-capping of logits (Gemma 2), |result| < cap")
+
+/// `= value` for a parameter's default in a list line, nothing where the line gives none.
+#define QKV_DEFAULT_ARG(...) __VA_OPT__(= __VA_ARGS__)
+
 /// The elementwise ops of two float tensors of one dtype where the shorter operand's dims
 /// end the longer's (a broadcast), one line each: X(OpKind, builder, error bound, summary),
 /// the bound an ErrorBound kind (<qkv/dsl/op_table.hpp>). Each line makes the op's OpKind,

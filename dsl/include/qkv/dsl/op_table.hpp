@@ -92,6 +92,10 @@ enum class ErrorBound : std::uint8_t {
   LseMerge,            // n = 2 (two weights and their sum), M = its operands' largest |x|
 };
 
+/// The values a scalar attribute of QKV_SCALAR_ACTIVATIONS may take: any finite number,
+/// or a finite one above 0. The op's row refuses others, naming the tensor and the value.
+enum class ScalarRange : std::uint8_t { Finite, Positive };
+
 struct ErrorRule {
   ErrorBound kind = ErrorBound::Exact;
   double c = 0; // OperandPlus's constant

@@ -250,7 +250,10 @@ struct rope;
 struct layer_norm;
 struct rms_norm;
 struct gelu;
-struct elu;
+#define QKV_SCALAR_ACTIVATION_TAG(kind, builder, attribute, default_value, range, bound, summary)  \
+  struct builder;
+QKV_SCALAR_ACTIVATIONS(QKV_SCALAR_ACTIVATION_TAG)
+#undef QKV_SCALAR_ACTIVATION_TAG
 #define QKV_ACTIVATION_TAG(kind, builder, bound, summary) struct builder;
 QKV_PLAIN_ACTIVATIONS(QKV_ACTIVATION_TAG)
 #undef QKV_ACTIVATION_TAG
@@ -930,11 +933,18 @@ template <class DT, class... D> auto gelu(const TypedValue<DT, D...> &x, bool ap
   return detail::op_by_rule<ops::gelu, shape::same_shape>(
       [&](Value v) { return gelu(v, approximate); }, "gelu", x);
 }
-/// x if x > 0, else alpha * (exp(x) - 1).
-template <class DT, class... D> auto elu(const TypedValue<DT, D...> &x, double alpha = 1.0) {
-  return detail::op_by_rule<ops::elu, shape::same_shape>([&](Value v) { return elu(v, alpha); },
-                                                         "elu", x);
-}
+/// elu(x, alpha), softcap(x, cap) and every other activation of QKV_SCALAR_ACTIVATIONS
+/// (op_lists.hpp): the same dims and dtype, which must be a float; the attribute's range
+/// is checked when the node is built.
+#define QKV_TYPED_SCALAR_ACTIVATION(kind, builder, attribute, default_value, range, bound,         \
+                                    summary)                                                       \
+  template <class DT, class... D>                                                                  \
+  auto builder(const TypedValue<DT, D...> &x, double attribute QKV_DEFAULT_ARG(default_value)) {   \
+    return detail::op_by_rule<ops::builder, shape::same_shape>(                                    \
+        [&](Value v) { return builder(v, attribute); }, #builder, x);                              \
+  }
+QKV_SCALAR_ACTIVATIONS(QKV_TYPED_SCALAR_ACTIVATION)
+#undef QKV_TYPED_SCALAR_ACTIVATION
 /// silu, softplus and every other activation of QKV_PLAIN_ACTIVATIONS (op_lists.hpp): the
 /// same dims and dtype, which must be a float.
 #define QKV_TYPED_ACTIVATION(kind, builder, bound, summary)                                        \

@@ -104,11 +104,10 @@ def Qkv_GeluOp : Qkv_ElementwiseOp<"gelu"> {
       "$x (`approximate` $approximate^)? attr-dict `:` type($x) `->` type($result)";
 }
 
-def Qkv_EluOp : Qkv_ElementwiseOp<"elu"> {
-  let summary = "x > 0 ? x : alpha (exp(x) - 1)";
-  let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$alpha);
-  let assemblyFormat = "$x `alpha` $alpha attr-dict `:` type($x) `->` type($result)";
-}
+// The activations with one scalar attribute (elu's alpha, softcap's cap): one `def` each,
+// generated from the op table's list (QKV_SCALAR_ACTIVATIONS in <qkv/dsl/op_lists.hpp>):
+// `qkv.elu %x alpha 1.000000e+00 : ...`.
+include "QkvScalarActivationOps.td"
 
 // The activations without attributes (silu, softplus, sigmoid, ...): one `def` each,
 // generated from the op table's list (QKV_PLAIN_ACTIVATIONS in <qkv/dsl/op_lists.hpp>).
