@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <qkv/dsl/op_table.hpp>
+#include <qkv/dsl/shape_rules.hpp>
 
 namespace qkv {
 
@@ -50,14 +51,11 @@ std::string describe_full(const std::vector<Dim> &dims) {
   return s + ")";
 }
 
-static std::string wrap_sum(const std::string &n) {
-  return n.find('+') != std::string::npos ? "(" + n + ")" : n;
-}
-
 Dim product(const Dim &a, const Dim &b) {
   if (is_unknown(a) || is_unknown(b))
     return unknown_dim();
-  std::string name = wrap_sum(a.name) + "*" + wrap_sum(b.name);
+  std::string name;
+  shape::spell_product(a.name, b.name, [&](std::string_view piece) { name += piece; });
   std::int64_t e = kDynamic;
   if (a.is_static() && b.is_static() && __builtin_mul_overflow(a.extent, b.extent, &e))
     user_error("dim " + name + ": " + std::to_string(a.extent) + " * " + std::to_string(b.extent) +
@@ -67,12 +65,14 @@ Dim product(const Dim &a, const Dim &b) {
 
 Dim sum(const std::vector<Dim> &parts) {
   std::string name;
+  shape::spell_sum(
+      parts.size(), [&](std::size_t i) -> const std::string & { return parts[i].name; },
+      [&](std::string_view piece) { name += piece; });
   std::int64_t e = 0;
   bool overflowed = false;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (is_unknown(parts[i]))
       return unknown_dim();
-    name += (i ? "+" : "") + parts[i].name;
     if (e == kDynamic || parts[i].is_dynamic())
       e = kDynamic;
     else if (__builtin_add_overflow(e, parts[i].extent, &e))

@@ -277,13 +277,47 @@ constexpr bool eat(std::string_view &s, std::string_view part, bool wrap) {
   return true;
 }
 
-/// Whether `name` is the name qkv::product() gives a*b: "a*b", a factor that is a sum in
-/// parentheses.
+// How derived dims are named, written once: qkv::product() and qkv::sum() (graph.cpp), the
+// typed layer's product and sum dims (typed.hpp) and the rules below, which recognise such
+// a name, all spell through these. A factor that is a sum is parenthesised ("(A+B)*C");
+// sums are joined flat ("H*Dh+X").
+
+/// Calls put(piece) for each piece of a*b's name, in order.
+template <class Put> constexpr void spell_product(std::string_view a, std::string_view b, Put put) {
+  put(has_plus(a) ? "(" : "");
+  put(a);
+  put(has_plus(a) ? ")*" : "*");
+  put(has_plus(b) ? "(" : "");
+  put(b);
+  put(has_plus(b) ? ")" : "");
+}
+
+/// Calls put(piece) for each piece of the name of the sum of `n` parts, part(i) the i-th
+/// part's name.
+template <class Part, class Put> constexpr void spell_sum(std::size_t n, Part part, Put put) {
+  for (std::size_t i = 0; i < n; ++i) {
+    put(i ? "+" : "");
+    put(std::string_view(part(i)));
+  }
+}
+
+/// The length of the name spell_product or spell_sum spells.
+template <class Spell> constexpr std::size_t spelled_size(Spell spell) {
+  std::size_t n = 0;
+  spell([&](std::string_view piece) { n += piece.size(); });
+  return n;
+}
+
+/// Whether the pieces spell(put) puts are, in order, exactly `name`.
+template <class Spell> constexpr bool spells(std::string_view name, Spell spell) {
+  bool ok = true;
+  spell([&](std::string_view piece) { ok = ok && eat(name, piece, false); });
+  return ok && name.empty();
+}
+
+/// Whether `name` is the name qkv::product() gives a*b.
 constexpr bool is_product_name(std::string_view name, std::string_view a, std::string_view b) {
-  if (!eat(name, a, has_plus(a)) || name.empty() || name.front() != '*')
-    return false;
-  name.remove_prefix(1);
-  return eat(name, b, has_plus(b)) && name.empty();
+  return spells(name, [&](auto put) { spell_product(a, b, put); });
 }
 
 /// A derived dim (a*b) matches a dim by static extent when both are static, else by name:
@@ -312,11 +346,10 @@ constexpr bool sum_matches(std::span<const TensorView> in, int axis, const DimVi
   }
   if (all_static)
     return e == d.extent;
-  std::string_view name = d.name;
-  for (std::size_t i = 0; i < in.size(); ++i)
-    if ((i > 0 && !eat(name, "+", false)) || !eat(name, in[i].at(axis).name, false))
-      return false;
-  return name.empty();
+  return spells(d.name, [&](auto put) {
+    spell_sum(
+        in.size(), [&](std::size_t i) { return in[i].at(axis).name; }, put);
+  });
 }
 
 // ---- the rules --------------------------------------------------------------------------

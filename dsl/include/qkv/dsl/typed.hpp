@@ -101,26 +101,40 @@ template <std::size_t N> struct name_builder {
   }
 };
 
-// The same spelling as qkv::product() and qkv::sum() in dsl/lib/graph.cpp: a factor that
-// is a sum is parenthesised ("(A+B)*C"); sums are joined flat ("H*Dh+X").
-
-template <fixed_string A, fixed_string B> constexpr auto product_name() {
-  constexpr bool wa = shape::has_plus(A.view()), wb = shape::has_plus(B.view());
-  name_builder<A.size() + B.size() + 1 + 2 * (wa + wb)> b;
-  b.put(wa ? "(" : "");
-  b.put(A.view());
-  b.put(wa ? ")*" : "*");
-  b.put(wb ? "(" : "");
-  b.put(B.view());
-  b.put(wb ? ")" : "");
+/// `spell` (shape::spell_product or spell_sum, the one spelling of derived dims' names)
+/// into a fixed_string of exactly its length, N.
+template <std::size_t N, class Spell> constexpr auto spelled_name(Spell spell) {
+  name_builder<N> b;
+  spell([&](std::string_view piece) { b.put(piece); });
   return b.s;
 }
 
+// The spellings as function objects (a lambda naming the fixed_string parameters trips
+// clang's deduction of their type).
+template <fixed_string A, fixed_string B> struct spell_product {
+  template <class Put> constexpr void operator()(Put put) const {
+    shape::spell_product(A.view(), B.view(), put);
+  }
+};
+
+template <fixed_string... Ns>
+inline constexpr std::array<std::string_view, sizeof...(Ns)> name_parts{Ns.view()...};
+
+template <const auto &Parts> struct spell_sum {
+  template <class Put> constexpr void operator()(Put put) const {
+    shape::spell_sum(
+        Parts.size(), [](std::size_t i) { return Parts[i]; }, put);
+  }
+};
+
+template <fixed_string A, fixed_string B> constexpr auto product_name() {
+  constexpr spell_product<A, B> spell{};
+  return spelled_name<shape::spelled_size(spell)>(spell);
+}
+
 template <fixed_string... Ns> constexpr auto sum_name() {
-  name_builder<(Ns.size() + ...) + sizeof...(Ns) - 1> b;
-  bool first = true;
-  ((b.put(first ? "" : "+"), b.put(Ns.view()), first = false), ...);
-  return b.s;
+  constexpr spell_sum<name_parts<Ns...>> spell{};
+  return spelled_name<shape::spelled_size(spell)>(spell);
 }
 
 } // namespace detail
