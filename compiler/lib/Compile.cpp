@@ -56,9 +56,19 @@ std::string cpu_stage_pipeline(const std::string &stage) {
   return cpu_stage_pipeline(stage, Schedule{});
 }
 
+namespace {
+
+/// The host's CPU features, asked once: every compile and cache lookup needs them, and
+/// under a hypervisor each cpuid the question takes traps (tens of microseconds).
+const llvm::StringMap<bool> &host_features() {
+  static const llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  return features;
+}
+
+} // namespace
+
 int host_vector_bits() {
-  auto features = llvm::sys::getHostCPUFeatures();
-  auto has = [&](const char *f) { return features.lookup(f); };
+  auto has = [](const char *f) { return host_features().lookup(f); };
   if (has("avx512f"))
     return 512;
   if (has("avx2") && has("fma"))
@@ -85,7 +95,7 @@ Isa parse_isa(const std::string &name, const std::string &what) {
 }
 
 std::vector<Isa> host_isas() {
-  auto features = llvm::sys::getHostCPUFeatures();
+  const llvm::StringMap<bool> &features = host_features();
   std::vector<Isa> out = {Isa::F32};
   if (!features.lookup("avx512bf16") || !features.lookup("avx512vl"))
     return out;
@@ -97,7 +107,9 @@ std::vector<Isa> host_isas() {
 
 Isa host_isa() { return host_isas().back(); }
 
-std::int64_t host_cache_bytes(int level) {
+namespace {
+
+std::int64_t read_cache_bytes(int level) {
   auto read = [](const std::string &path) {
     std::ifstream f(path);
     std::string v;
@@ -120,6 +132,14 @@ std::int64_t host_cache_bytes(int level) {
   if (v > 0)
     return v;
   return level == 1 ? 32 * 1024 : 512 * 1024;
+}
+
+} // namespace
+
+std::int64_t host_cache_bytes(int level) {
+  // Read once per level: the kernel cache's key and every compile's GEMM blocks ask.
+  static const std::int64_t l1 = read_cache_bytes(1), l2 = read_cache_bytes(2);
+  return level == 1 ? l1 : level == 2 ? l2 : read_cache_bytes(level);
 }
 
 namespace {

@@ -112,6 +112,10 @@ llvm::Expected<llvm::orc::ThreadSafeModule> optimize_deferred(llvm::orc::ThreadS
   std::string error;
   std::unique_ptr<llvm::Module> lowered;
   tsm.withModuleDo([&](llvm::Module &part) {
+    if (llvm::Error e = part.materializeAll()) { // its bodies, read lazily (add_deferred)
+      error = llvm::toString(std::move(e));
+      return;
+    }
     try {
       auto tm = host_target_machine();
       lowered = lower_deferred_stub(part, *tm);
@@ -165,11 +169,14 @@ bool is_bitcode(const std::string &part) {
 }
 
 /// Adds a deferred part's bitcode to the lazy JIT: nothing is compiled until a call
-/// reaches one of its functions.
+/// reaches one of its functions, and until then only the module's declarations are read
+/// (its function bodies are read when optimize_deferred compiles it; reading them all
+/// took most of a kernel cache hit's time).
 llvm::Error add_deferred(llvm::orc::LLJIT &jit, const std::string &bitcode,
                          const std::string &name) {
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto m = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode, name), *ctx);
+  auto m =
+      llvm::getOwningLazyBitcodeModule(llvm::MemoryBuffer::getMemBufferCopy(bitcode, name), *ctx);
   if (!m)
     return m.takeError();
   return static_cast<llvm::orc::LLLazyJIT &>(jit).addLazyIRModule(

@@ -781,6 +781,8 @@ TEST(SharedRules, ResultDimsSayWhereEachComesFrom) {
   EXPECT_TRUE(sr::sum_matches(cat, 1, {"Dh+E"}));
   EXPECT_TRUE(sr::sum_matches(cat, 1, {"X", 67}));
   EXPECT_FALSE(sr::sum_matches(cat, 1, {"E+Dh"}));
+  EXPECT_FALSE(sr::sum_matches(cat, 1, {"Dh+E+F"})); // the whole name, not a prefix
+  EXPECT_FALSE(sr::sum_matches(cat, 1, {"Dh"}));
   EXPECT_FALSE(sr::sum_matches(cat, 1, {"X", 66}));
 }
 

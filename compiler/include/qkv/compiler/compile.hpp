@@ -231,7 +231,7 @@ int host_vector_bits();
 
 /// The size in bytes of one core's data cache at `level` (1 or 2) as Linux reports it
 /// (sysfs, else sysconf); when it does not, 32 KiB for L1 and 512 KiB for L2. The GEMM's
-/// blocks are derived from them (docs/compiler.md, "The GEMM").
+/// blocks are derived from them (docs/compiler.md, "The GEMM"). Read once per process.
 std::int64_t host_cache_bytes(int level);
 
 } // namespace qkv
