@@ -31,7 +31,7 @@
 #define QKV_SCALAR_ACTIVATIONS(X)                                                                  \
   X(Elu, elu, alpha, 1.0, Finite, LargestOperand, "x > 0 ? x : alpha (exp(x) - 1)")                \
   X(Softcap, softcap, cap, , Positive, LargestOperand,                                             \
-    "cap * tanh(x / cap): soft-capping of logits (Gemma 2), |result| < cap")
+    "cap * tanh(x / cap): soft-capping of logits (Gemma 2), |result| <= cap")
 
 /// `= value` for a parameter's default in a list line, nothing where the line gives none.
 #define QKV_DEFAULT_ARG(...) __VA_OPT__(= __VA_ARGS__)

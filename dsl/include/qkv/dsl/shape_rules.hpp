@@ -267,13 +267,11 @@ constexpr bool same_dims(const TensorView &a, const TensorView &b) {
 
 constexpr bool has_plus(std::string_view s) { return s.find('+') != std::string_view::npos; }
 
-/// Whether `s` starts with `part` (in parentheses when `wrap`) and returns the rest.
-constexpr bool eat(std::string_view &s, std::string_view part, bool wrap) {
-  std::size_t need = part.size() + (wrap ? 2 : 0);
-  if (s.size() < need || (wrap && (s.front() != '(' || s[need - 1] != ')')) ||
-      s.substr(wrap ? 1 : 0, part.size()) != part)
+/// Whether `s` starts with `part`; if so, takes it off.
+constexpr bool eat(std::string_view &s, std::string_view part) {
+  if (!s.starts_with(part))
     return false;
-  s.remove_prefix(need);
+  s.remove_prefix(part.size());
   return true;
 }
 
@@ -311,7 +309,7 @@ template <class Spell> constexpr std::size_t spelled_size(Spell spell) {
 /// Whether the pieces spell(put) puts are, in order, exactly `name`.
 template <class Spell> constexpr bool spells(std::string_view name, Spell spell) {
   bool ok = true;
-  spell([&](std::string_view piece) { ok = ok && eat(name, piece, false); });
+  spell([&](std::string_view piece) { ok = ok && eat(name, piece); });
   return ok && name.empty();
 }
 
