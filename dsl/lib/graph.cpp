@@ -64,10 +64,6 @@ Dim product(const Dim &a, const Dim &b) {
 }
 
 Dim sum(const std::vector<Dim> &parts) {
-  std::string name;
-  shape::spell_sum(
-      parts.size(), [&](std::size_t i) -> const std::string & { return parts[i].name; },
-      [&](std::string_view piece) { name += piece; });
   std::int64_t e = 0;
   bool overflowed = false;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -78,6 +74,10 @@ Dim sum(const std::vector<Dim> &parts) {
     else if (__builtin_add_overflow(e, parts[i].extent, &e))
       overflowed = true;
   }
+  std::string name; // spelled once no part is unknown
+  shape::spell_sum(
+      parts.size(), [&](std::size_t i) -> const std::string & { return parts[i].name; },
+      [&](std::string_view piece) { name += piece; });
   if (overflowed)
     user_error("dim " + name + ": the extents' sum overflows 64 bits");
   return Dim(name, e);
