@@ -2,11 +2,12 @@
 #include <qkv/dsl/expr.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <functional>
 #include <sstream>
 
 #include <qkv/dsl/error.hpp>
+
+#include "format.hpp"
 
 namespace qkv {
 
@@ -353,15 +354,6 @@ static int precedence(ExprOp op) {
   }
 }
 
-static std::string format_double(double v) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".eEn") == std::string::npos) // keep floats visibly floats
-    s += ".0";
-  return s;
-}
-
 static void print(std::ostream &os, const ExprPtr &e, const std::vector<std::string> *names,
                   int parent_prec) {
   int p = precedence(e->op);
@@ -377,7 +369,7 @@ static void print(std::ostream &os, const ExprPtr &e, const std::vector<std::str
   case ExprOp::LenKV:
   case ExprOp::Score: os << expr_op_name(e->op); break;
   case ExprOp::ConstInt: os << e->ival; break;
-  case ExprOp::ConstFloat: os << format_double(e->fval); break;
+  case ExprOp::ConstFloat: os << detail::format_double(e->fval); break;
   case ExprOp::ConstBool: os << (e->ival ? "true" : "false"); break;
   case ExprOp::Neg:
   case ExprOp::Not:

@@ -2,13 +2,14 @@
 #include <qkv/dsl/graph.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <set>
 #include <sstream>
 
 #include <qkv/dsl/op_table.hpp>
 #include <qkv/dsl/shape_rules.hpp>
+
+#include "format.hpp"
 
 namespace qkv {
 
@@ -92,15 +93,6 @@ std::optional<FeatureMap> parse_feature_map(std::string_view name) {
     if (name == feature_map_name(f))
       return f;
   return std::nullopt;
-}
-
-static std::string fmt(double v) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".eEn") == std::string::npos)
-    s += ".0";
-  return s;
 }
 
 // ---- Value -------------------------------------------------------------------------------
@@ -390,8 +382,10 @@ struct PrintedValue {
            (ds[i].is_static() ? std::to_string(ds[i].extent) : "?");
     return s;
   }
-  std::string operator()(const std::optional<double> &v) const { return v ? fmt(*v) : ""; }
-  std::string operator()(double v) const { return fmt(v); }
+  std::string operator()(const std::optional<double> &v) const {
+    return v ? detail::format_double(*v) : "";
+  }
+  std::string operator()(double v) const { return detail::format_double(v); }
   std::string operator()(std::int64_t v) const { return std::to_string(v); }
   std::string operator()(bool v) const {
     if (style == AttrStyle::TanhOrNone)
@@ -407,7 +401,7 @@ struct PrintedValue {
       return "";
     std::string s = "[";
     for (std::size_t i = 0; i < d->size(); ++i)
-      s += (i ? ", " : "") + fmt((*d)[i]);
+      s += (i ? ", " : "") + detail::format_double((*d)[i]);
     return s + "]";
   }
 };
@@ -482,8 +476,10 @@ struct FieldText {
       s += (i ? "," : "") + v[i].name + ":" + std::to_string(v[i].extent);
     return s + "]";
   }
-  std::string operator()(const std::optional<double> &v) const { return v ? fmt(*v) : "none"; }
-  std::string operator()(double v) const { return fmt(v); }
+  std::string operator()(const std::optional<double> &v) const {
+    return v ? detail::format_double(*v) : "none";
+  }
+  std::string operator()(double v) const { return detail::format_double(v); }
   std::string operator()(std::int64_t v) const { return std::to_string(v); }
   std::string operator()(bool v) const { return v ? "true" : "false"; }
   std::string operator()(FeatureMap v) const { return std::string(feature_map_name(v)); }
@@ -493,7 +489,7 @@ struct FieldText {
       return "none";
     std::string s = "[";
     for (std::size_t i = 0; i < d->size(); ++i)
-      s += (i ? "," : "") + fmt((*d)[i]);
+      s += (i ? "," : "") + detail::format_double((*d)[i]);
     return s + "]";
   }
 };

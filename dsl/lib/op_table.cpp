@@ -6,12 +6,12 @@
 #include <qkv/dsl/op_table.hpp>
 #include <qkv/dsl/shape_rules.hpp>
 
+#include "format.hpp"
 #include "op_checks.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 namespace qkv {
 
@@ -73,11 +73,9 @@ void check_mod(const Graph &g, const ExprPtr &e, bool is_mask, const std::vector
       std::vector<std::string> names;
       for (const Node &x : g.nodes())
         names.push_back(x.name);
-      std::ostringstream v;
-      v << n->fval;
-      user_error(std::string(op) + ": " + mod + " constant " + v.str() +
-                 " is outside f32's range (|x| <= 3.4e+38): compiled kernels evaluate the " +
-                 mod + " of a " + std::string(dtype_name(g.node(inputs[0]).dtype)) +
+      user_error(std::string(op) + ": " + mod + " constant " + format_double(n->fval) +
+                 " is outside f32's range (|x| <= 3.4e+38): compiled kernels evaluate the " + mod +
+                 " of a " + std::string(dtype_name(g.node(inputs[0]).dtype)) +
                  " op in f32, where it would be " + (n->fval < 0 ? "-inf" : "inf") +
                  " (the interpreter computes in double); in `" + to_string(e, &names) + "`");
     }
@@ -584,11 +582,9 @@ InferredType scalar_rule(const Graph &g, OpKind op, const Ids &inputs, const Att
   double v = attrs.alpha;
   bool positive = range == ScalarRange::Positive;
   if (!std::isfinite(v) || (positive && !(v > 0))) {
-    std::ostringstream value;
-    value << v;
     user_error(std::string(cname(op)) + " of " + q(g.node(inputs[0]).name) + ": " +
                std::string(op_info(op).attrs[0].label) + " must be a finite number" +
-               (positive ? " above 0" : "") + ", not " + value.str());
+               (positive ? " above 0" : "") + ", not " + format_double(v));
   }
   return t;
 }

@@ -383,6 +383,11 @@ TEST_F(ShapeRules, ModConstantsOutsideF32sRangeAreRefused) {
   EXPECT_TRUE(ErrorSays(
       [&] { mask(s, [](Expr, Expr, Expr qi, Expr) { return to_float(qi) < 1e300; }); },
       {"mask: mask_mod constant 1e+300"}));
+  // The constant is spelled as the expression spells it: every digit it needs.
+  EXPECT_TRUE(ErrorSays(
+      [&] { mask(s, [](Expr, Expr, Expr qi, Expr) { return to_float(qi) < 1.2345678901e39; }); },
+      {"mask: mask_mod constant 1.2345678901e+39 is outside",
+       "in `float(q) < 1.2345678901e+39`"}));
   EXPECT_NO_THROW(mask(s, [](Expr, Expr, Expr qi, Expr) { return to_float(qi) < 3e38; }));
   EXPECT_NO_THROW(score_mod(s, [](Expr sc, Expr, Expr, Expr, Expr) {
     return max(sc, -std::numeric_limits<double>::infinity());

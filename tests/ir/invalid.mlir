@@ -1022,7 +1022,7 @@ func.func @sinusoidal_pe_offset(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
 // -----
 
 func.func @softcap_cap(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{'qkv.softcap' op softcap of 'operand 0': cap must be a finite number above 0, not 0}}
+  // expected-error @+1 {{'qkv.softcap' op softcap of 'operand 0': cap must be a finite number above 0, not 0.0}}
   %0 = qkv.softcap %x cap 0.0 : tensor<?x4xf32> -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }

@@ -55,13 +55,19 @@ TEST(Softcap, CapTimesTanhOfXOverCap) {
 TEST(Softcap, CapMustBeFiniteAndAboveZero) {
   Graph g("softcap");
   Value logits = g.input("logits", DType::F32, {g.dim("N")});
-  for (double cap : {0.0, -1.0, double(INFINITY), std::nan("")}) {
+  // The value is spelled as Graph::str spells attributes: shortest round trip, ".0" after
+  // a whole number.
+  const std::pair<double, const char *> refused[] = {
+      {0.0, "0.0"}, {-1.0, "-1.0"}, {-2.5e-300, "-2.5e-300"}, {double(INFINITY), "inf"},
+      {std::nan(""), "nan"}};
+  for (const auto &[cap, spelled] : refused) {
     try {
       softcap(logits, cap);
       ADD_FAILURE() << "softcap with cap " << cap << " was accepted";
     } catch (const Error &e) {
-      std::string want = "softcap of 'logits': cap must be a finite number above 0, not ";
-      EXPECT_EQ(std::string(e.what()).substr(0, want.size()), want) << e.what();
+      EXPECT_EQ(std::string(e.what()),
+                std::string("softcap of 'logits': cap must be a finite number above 0, not ") +
+                    spelled);
     }
   }
   // elu's alpha may be 0 or negative, not NaN or infinite.
