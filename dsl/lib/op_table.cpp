@@ -178,7 +178,7 @@ std::string about(const Operands &o, int op, int d) {
   if (rule.substr(0, prefix.size()) == prefix && rule.substr(prefix.size(), 2) == ": ")
     rule.remove_prefix(prefix.size() + 2);
   std::string msg = std::string(op) + ": " + std::string(rule);
-  bool rank = v.broken >= Rule::rank_at_least_1 && v.broken <= Rule::rank_2_to_4;
+  bool rank = shape::is_rank_rule(v.broken);
   if (v.a >= 0)
     msg += ": " + about(o, v.a, v.da) +
            (rank ? " has " + std::to_string(o.node(v.a).rank()) + " dims" : std::string());

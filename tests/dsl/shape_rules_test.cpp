@@ -61,6 +61,20 @@ TEST_F(ShapeRules, MatmulNeedsTwoDims) {
   EXPECT_TRUE(ErrorSays([&] { matmul(b, a); }, {"'a' (K) has 1 dims"}));
 }
 
+// The rules of a tensor's number of dims are those whose sentence is about the tensor's
+// dims; their errors add how many dims the tensor has.
+// A new rank rule missing from shape::is_rank_rule fails here.
+TEST(ShapeRuleKinds, RankRulesAreThoseAboutTheTensorsDims) {
+  for (int i = 0; i <= static_cast<int>(shape::Rule::last); ++i) {
+    auto r = static_cast<shape::Rule>(i);
+    std::string_view s = shape::summary(r);
+    bool about_dims =
+        (s.starts_with("the tensor needs at least") || s.starts_with("the tensor must have")) &&
+        s.find(" dim") != std::string_view::npos;
+    EXPECT_EQ(shape::is_rank_rule(r), about_dims) << "rule " << i << ": " << s;
+  }
+}
+
 TEST_F(ShapeRules, MatmulNeedsFloatAndOneDtype) {
   Value ids = in("ids", {L, K}, DType::I32), a = in("a", {L, K}), b = in("b", {K, N}, DType::F64);
   EXPECT_EQ(error_of([&] { matmul(ids, b); }),

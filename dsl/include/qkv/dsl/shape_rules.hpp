@@ -53,8 +53,8 @@ enum class Rule : std::uint8_t {
   is_integer_tensor,
   same_dtype,
   rank_at_most_max,
-  // the rules of one tensor's rank, rank_at_least_1 to rank_2_to_4, together (a message
-  // that words a broken one adds the tensor's rank)
+  // the rules of one tensor's rank (is_rank_rule: a message that words a broken one adds
+  // the tensor's rank)
   rank_at_least_1,
   rank_at_least_2,
   rank_at_least_3,
@@ -97,6 +97,21 @@ enum class Rule : std::uint8_t {
 };
 
 constexpr std::string_view op_summary(Rule r);
+
+/// Whether `r` is a rule of one tensor's number of dims (the run-time message of a broken
+/// one says how many the tensor has).
+constexpr bool is_rank_rule(Rule r) {
+  switch (r) {
+  case Rule::rank_at_least_1:
+  case Rule::rank_at_least_2:
+  case Rule::rank_at_least_3:
+  case Rule::rank_is_1:
+  case Rule::rank_is_2:
+  case Rule::rank_is_4:
+  case Rule::rank_2_to_4: return true;
+  default: return false;
+  }
+}
 
 /// One sentence per rule: the typed layer's static_assert message where the compiler
 /// takes a computed one, and, for a rule without words of its op's own, the start of the
