@@ -33,17 +33,16 @@ void print_op(const char *base, std::string_view kind, std::string_view name,
               base, static_cast<int>(name.size()), name.data(), quoted(name, summary).c_str());
 }
 
-/// An op of one float tensor and one f64 attribute, printed `qkv.name %x attribute 1.0`.
-void print_scalar_op(std::string_view kind, std::string_view name, std::string_view attribute,
+/// An op of one float tensor and one f64 attribute, printed `qkv.name %x attribute 1.0`
+/// (its kind, name and attribute are the list's words, stringized: literals).
+void print_scalar_op(const char *kind, const char *name, const char *attribute,
                      std::string_view summary) {
-  auto s = [](std::string_view v) { return std::string(v); };
   std::printf("def Qkv_%sOp : Qkv_ElementwiseOp<\"%s\"> {\n"
               "  let summary = %s;\n"
               "  let arguments = (ins Qkv_FloatTensor:$x, F64Attr:$%s);\n"
               "  let assemblyFormat = \"$x `%s` $%s attr-dict `:` type($x) `->` type($result)\";\n"
               "}\n",
-              s(kind).c_str(), s(name).c_str(), quoted(name, summary).c_str(), s(attribute).c_str(),
-              s(attribute).c_str(), s(attribute).c_str());
+              kind, name, quoted(name, summary).c_str(), attribute, attribute, attribute);
 }
 
 } // namespace
