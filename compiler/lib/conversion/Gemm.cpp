@@ -30,17 +30,18 @@ GemmBlocking GemmBlocking::forTarget(Type acc, bool dot, bool amx, int64_t vecto
   if (amx)
     return g.amxBlocking(l2Bytes, kcOverride, mcOverride);
   auto roundDown = [](int64_t v, int64_t m) { return std::max(m, v / m * m); };
-  // kc: B's block (kc x nr) in half of L1, or in a sixteenth of L2 when that is more. C's
-  // tiles are read and written once per block of K, 4 / kc bytes per flop: with nr = 64
-  // columns half of a 48 KiB L1 holds 96 f32 rows, and at K = 4096 the passes over C
-  // took 40% of the time (Zen 5, 2 threads: 4096^3 f32 at 54% of the FMA peak with kc =
-  // 96, 78% with 256; bf16 57% of the vdpbf16ps peak with 192, 75% with 512). The block
-  // streams from L2 as well as from L1 at one tile row per 24 FMAs.
+  // kc: B's block (kc x nr) in half of L1, or in a sixteenth of L2 when that is more, and
+  // at least kMinGemmKc rows. C's tiles are read and written once per block of K, 4 / kc
+  // bytes per flop: with nr = 64 columns half of a 48 KiB L1 holds 96 f32 rows, and at
+  // K = 4096 the passes over C took 40% of the time (Zen 5, 2 threads: 4096^3 f32 at 54%
+  // of the FMA peak with kc = 96, 78% with 256; bf16 57% of the vdpbf16ps peak with 192,
+  // 75% with 512). The block streams from L2 as well as from L1 at one tile row per 24
+  // FMAs.
   if (kcOverride > 0)
     g.kc = (kcOverride + g.kGroup() - 1) / g.kGroup() * g.kGroup();
   else
-    g.kc = std::max(roundDown(l1Bytes / 2 / (g.nr() * bytes), 16),
-                    roundDown(l2Bytes / 16 / (g.nr() * bytes), 16));
+    g.kc = std::max({roundDown(l1Bytes / 2 / (g.nr() * bytes), 16),
+                     roundDown(l2Bytes / 16 / (g.nr() * bytes), 16), kMinGemmKc});
   if (mcOverride > 0)
     g.mc = (mcOverride + g.mr - 1) / g.mr * g.mr;
   else

@@ -27,6 +27,13 @@
 
 namespace qkv::ir {
 
+/// The fewest rows of B per K block that GemmBlocking::forTarget derives (not on AMX):
+/// C's tiles go through memory once per block, 4 / kc bytes per flop, and a host whose
+/// caches give fewer rows (1 MiB of L2 and 64-column f32 panels: 256) lost ~6% of its
+/// time to those passes at K = 4096 (Zen 4: 85% of the FMA peak with kc = 256, 91% with
+/// 512 and with 1024). A multiple of every tier's kGroup().
+inline constexpr int64_t kMinGemmKc = 512;
+
 /// The sizes of the blocked GEMM for one tier, element type and vector width.
 struct GemmBlocking {
   mlir::Type acc;     ///< C's element type and the accumulators' (f32, f64)
@@ -55,10 +62,10 @@ struct GemmBlocking {
   /// Register tiles for `vectorBits`-bit vectors of `acc` (16 vector registers below
   /// 512 bits, 32 at 512), kc and mc from the L1 and L2 data cache sizes in bytes:
   /// kc x nr packed elements of B take half of L1 or a sixteenth of L2, whichever is
-  /// more, mc x kc of A at most half of L2. With `amx` (and `dot`), 32 x 32 tiles of C
-  /// (2 x 2 AMX accumulators) and kc from L2 (below). A positive `kcOverride` /
-  /// `mcOverride` replaces the derived value (mc rounded up to a multiple of mr, kc to
-  /// a multiple of kAlign()).
+  /// more, and kc is at least kMinGemmKc; mc x kc of A take at most half of L2. With
+  /// `amx` (and `dot`), 32 x 32 tiles of C (2 x 2 AMX accumulators) and kc from L2
+  /// (below). A positive `kcOverride` / `mcOverride` replaces the derived value (mc
+  /// rounded up to a multiple of mr, kc to a multiple of kAlign()).
   static GemmBlocking forTarget(mlir::Type acc, bool dot, bool amx, int64_t vectorBits,
                                 int64_t l1Bytes, int64_t l2Bytes, int64_t kcOverride = 0,
                                 int64_t mcOverride = 0);
