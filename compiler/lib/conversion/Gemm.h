@@ -6,9 +6,9 @@
 // B is packed into panels of nr = nv vectors of columns: panel p holds columns
 // [p * nr, (p + 1) * nr) of every row of B, row after row, zero past N, so the
 // micro-kernel reads one contiguous stream of B. A task takes a block of rows of C and a
-// range of panels; for each block of kc rows of B (kc chosen so that a panel's kc x nr
-// block stays in the L1 cache), it runs every mr x nr register tile of its rows and
-// panels, the A rows of the block (mc x kc) staying in the L2 cache across panels.
+// range of panels; for each block of kc rows of B (kc from the L1 and L2 sizes, at least
+// kMinGemmKc: GemmBlocking::forTarget), it runs every mr x nr register tile of its rows
+// and panels, the A rows of the block (mc x kc) staying in the L2 cache across panels.
 //
 // Three tiers multiply (docs/compiler.md, "ISA tiers"): FMAs on the accumulator's type
 // (f32 or f64), reading bf16/f16 operands widened as they are packed; bf16 pairs on
